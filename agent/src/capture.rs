@@ -1,0 +1,262 @@
+//! Building a [`Snapshot`] from the registry, on the agent's own thread.
+//!
+//! For each task the capturer takes the task lock in reader mode and copies raw frame pointers (names and
+//! locations are `&'static`), then releases it and does all formatting and interning afterwards, so the
+//! time a poll could wait on the reader is the time to copy a few pointers.
+//!
+//! **What a running task shows.** A task being polled cannot be read. The capturer waits for it to become
+//! idle, spinning for at most [`PER_TASK_WAIT_NS`] per task and [`TOTAL_WAIT_NS`] per snapshot. If it stays
+//! busy, it is reported as running (OS thread and since when) with the frames from the most recent earlier
+//! snapshot that caught it idle ([`Capture::Stale`]), or with none ([`Capture::Unavailable`]) if there is no
+//! such snapshot. Earlier captures are remembered only for tasks once seen running, at most
+//! [`STALE_CACHE_MAX`] of them.
+
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use asyncdump_protocol::{
+    Awaiter, Capture, Delegate, Frame, FrameMeta, FrameSource, Snapshot, SnapshotRequest,
+    SpawnSite, Task, TaskState, ThreadInfo,
+};
+
+use crate::frame::{Node, Source};
+use crate::sys;
+use crate::task::{TaskCell, registry};
+
+/// Longest wait for one running task to become idle.
+pub const PER_TASK_WAIT_NS: u64 = 2_000_000;
+/// Longest total wait for running tasks in one snapshot.
+pub const TOTAL_WAIT_NS: u64 = 50_000_000;
+/// Most frames read from one task; deeper trees are cut (and say so by ending early).
+pub const MAX_FRAMES_PER_TASK: usize = 4096;
+/// Most tasks whose last capture is remembered for showing while they run.
+pub const STALE_CACHE_MAX: usize = 4096;
+
+#[derive(Clone, Copy)]
+struct RawFrame {
+    id: usize,
+    parent: usize,
+    name: &'static str,
+    location: &'static Location<'static>,
+    source: Source,
+}
+
+/// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
+#[derive(Default)]
+pub(crate) struct Capturer {
+    stale: HashMap<u64, (u64, Vec<RawFrame>)>,
+}
+
+/// Takes a snapshot from inside the process (e.g. for a test, or to log chains on a signal).
+pub fn snapshot(req: &SnapshotRequest) -> Snapshot {
+    Capturer::default().capture(req)
+}
+
+#[derive(Default)]
+struct Interner {
+    metas: HashMap<(usize, usize, Source), u32>,
+    sites: HashMap<(usize, usize), u32>,
+    threads: HashMap<u32, Option<String>>,
+}
+
+impl Capturer {
+    pub(crate) fn capture(&mut self, req: &SnapshotRequest) -> Snapshot {
+        let start = sys::now_ns();
+        let wait_until = start + TOTAL_WAIT_NS;
+        let cells = registry().collect(req.include_completed);
+        let mut snap = Snapshot {
+            now_ns: start,
+            uptime_ns: start.saturating_sub(crate::server::process_start_mono_ns()),
+            tasks: Vec::with_capacity(cells.len()),
+            stats: registry().stats(),
+            ..Snapshot::default()
+        };
+        let mut interner = Interner::default();
+        let mut scratch = Vec::new();
+        for cell in &cells {
+            let task = self.capture_task(cell, wait_until, &mut scratch, &mut interner, &mut snap);
+            snap.tasks.push(task);
+        }
+        if self.stale.len() > STALE_CACHE_MAX / 2 {
+            let live: std::collections::HashSet<u64> = cells.iter().map(|c| c.id).collect();
+            self.stale.retain(|id, _| live.contains(id));
+        }
+        snap.capture_ns = sys::now_ns() - start;
+        snap
+    }
+
+    fn capture_task(
+        &mut self,
+        cell: &Arc<TaskCell>,
+        wait_until: u64,
+        scratch: &mut Vec<RawFrame>,
+        interner: &mut Interner,
+        snap: &mut Snapshot,
+    ) -> Task {
+        scratch.clear();
+        let (state, capture) = if cell.is_completed() {
+            (
+                TaskState::Completed {
+                    at_ns: cell.completed_ns.load(Relaxed),
+                },
+                Capture::Fresh,
+            )
+        } else {
+            let deadline = (sys::now_ns() + PER_TASK_WAIT_NS).min(wait_until);
+            match cell.lock_for_read(deadline) {
+                Some(lock) => {
+                    read_tree(&cell.root, scratch);
+                    drop(lock);
+                    if let Some(entry) = self.stale.get_mut(&cell.id) {
+                        *entry = (snap.now_ns, scratch.clone());
+                    }
+                    (TaskState::Idle, Capture::Fresh)
+                }
+                None => {
+                    let tid = cell.running_on().unwrap_or(0);
+                    let thread = ThreadInfo {
+                        tid,
+                        name: interner
+                            .threads
+                            .entry(tid)
+                            .or_insert_with(|| sys::thread_name(tid))
+                            .clone(),
+                    };
+                    let state = TaskState::Running {
+                        thread,
+                        since_ns: cell.running_since_ns.load(Relaxed),
+                    };
+                    let capture = match self.stale.get(&cell.id) {
+                        Some((at, frames)) => {
+                            scratch.extend_from_slice(frames);
+                            Capture::Stale { captured_ns: *at }
+                        }
+                        None => {
+                            if self.stale.len() < STALE_CACHE_MAX {
+                                self.stale.insert(cell.id, (0, Vec::new()));
+                            }
+                            Capture::Unavailable
+                        }
+                    };
+                    (state, capture)
+                }
+            }
+        };
+        let root = &cell.root as *const Node as usize;
+        let frames = scratch
+            .iter()
+            .map(|f| Frame {
+                id: f.id as u64,
+                parent: (f.parent != root).then_some(f.parent as u64),
+                meta: interner.meta(f, snap),
+            })
+            .collect();
+        let nonzero = |v: u64| (v != 0).then_some(v);
+        let awaited_by = nonzero(cell.awaited_by_task.load(Relaxed)).map(|task| Awaiter {
+            task,
+            frame: nonzero(cell.awaited_by_frame.load(Relaxed)),
+        });
+        let clones = cell.delegate.clones.load(Relaxed);
+        let delegate = (clones > 0).then(|| Delegate {
+            clones,
+            since_ns: cell.delegate.since_ns.load(Relaxed),
+        });
+        Task {
+            id: cell.id,
+            name: cell.name.as_deref().map(str::to_owned),
+            spawn_site: interner.site(cell, snap),
+            state,
+            created_ns: cell.created_ns,
+            polls: cell.polls.load(Relaxed),
+            busy_ns: cell.busy_ns.load(Relaxed),
+            last_poll_end_ns: nonzero(cell.last_poll_end_ns.load(Relaxed)),
+            wakes: cell.wakes.load(Relaxed),
+            last_wake_ns: nonzero(cell.last_wake_ns.load(Relaxed)),
+            frames,
+            capture,
+            awaited_by,
+            delegate,
+        }
+    }
+}
+
+/// Copies the tree under `root` in pre-order. The caller holds the task lock in reader mode.
+fn read_tree(root: &Node, out: &mut Vec<RawFrame>) {
+    let root_ptr: *const Node = root;
+    let mut node = root.first_child();
+    while !node.is_null() && out.len() < MAX_FRAMES_PER_TASK {
+        // SAFETY: every node reachable from the root is linked and therefore alive (nodes unlink before
+        // they are dropped, under the lock we hold), and its links are stable while we hold the lock.
+        let n = unsafe { &*node };
+        out.push(RawFrame {
+            id: node as usize,
+            parent: n.parent() as usize,
+            name: n.name,
+            location: n.location,
+            source: n.source,
+        });
+        let child = n.first_child();
+        if !child.is_null() {
+            node = child;
+            continue;
+        }
+        // No children: move to the next sibling, climbing until one exists or we are back at the root.
+        let mut up = node;
+        node = std::ptr::null();
+        while up != root_ptr {
+            // SAFETY: as above.
+            let u = unsafe { &*up };
+            let next = u.next_sibling();
+            if !next.is_null() {
+                node = next;
+                break;
+            }
+            up = u.parent();
+        }
+    }
+}
+
+fn location(loc: &Location<'_>) -> asyncdump_protocol::Location {
+    asyncdump_protocol::Location {
+        file: loc.file().to_owned(),
+        line: loc.line(),
+        column: loc.column(),
+    }
+}
+
+impl Interner {
+    fn meta(&mut self, f: &RawFrame, snap: &mut Snapshot) -> u32 {
+        let key = (
+            f.name.as_ptr() as usize,
+            f.location as *const _ as usize,
+            f.source,
+        );
+        *self.metas.entry(key).or_insert_with(|| {
+            snap.frame_metas.push(FrameMeta {
+                name: f.name.to_owned(),
+                location: location(f.location),
+                source: match f.source {
+                    Source::AnnotatedFn => FrameSource::AnnotatedFn,
+                    Source::Labelled | Source::Root => FrameSource::Labelled,
+                },
+            });
+            (snap.frame_metas.len() - 1) as u32
+        })
+    }
+
+    fn site(&mut self, cell: &TaskCell, snap: &mut Snapshot) -> u32 {
+        let key = (
+            cell.spawn as *const _ as usize,
+            cell.root_type.as_ptr() as usize,
+        );
+        *self.sites.entry(key).or_insert_with(|| {
+            snap.spawn_sites.push(SpawnSite {
+                location: location(cell.spawn),
+                root_type: cell.root_type.to_owned(),
+            });
+            (snap.spawn_sites.len() - 1) as u32
+        })
+    }
+}

@@ -1,0 +1,342 @@
+//! Intrusive frames: a [`Node`] lives inside each pinned [`Framed`] future and links into its task's tree.
+//!
+//! Each node's `parent` is its continuation link (the frame that awaits it, or the task's root node); the
+//! children of a node form a doubly linked list, kept in first-poll order, so a `join!`/`select!` with several
+//! pending framed branches shows as a tree. Linking happens on a frame's first poll, by reading the
+//! thread-local [`Current`] that the enclosing task (and each enclosing frame) sets while it polls; unlinking
+//! happens when the frame completes or is dropped. Nothing is allocated: the node is part of the future.
+//!
+//! All link fields are atomics used with `Relaxed` ordering: the task lock (see [`crate::task`]) orders them.
+//! Every write to a node's links happens while holding the lock of the task that node is linked into, and
+//! the snapshot thread reads them only under that lock.
+//!
+//! Frames can outlive their place in a tree (a boxed future polled in one task, then handed to another).
+//! When a node is dropped or polled while linked into a task other than the one polling it, it takes that
+//! task's lock to unlink itself. For that pointer to stay valid, a task that ever had to orphan such frames
+//! deliberately leaks its `TaskCell` (see [`crate::instrument`]), so a stale owner pointer never dangles.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::marker::PhantomPinned;
+use std::panic::Location;
+use std::pin::Pin;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+use std::task::{Context, Poll};
+
+use crate::task::TaskCell;
+
+/// What kind of frame a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Source {
+    Root,
+    AnnotatedFn,
+    Labelled,
+}
+
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) location: &'static Location<'static>,
+    pub(crate) source: Source,
+    /// The task whose tree holds this node; null while unlinked.
+    task: AtomicPtr<TaskCell>,
+    parent: AtomicPtr<Node>,
+    first: AtomicPtr<Node>,
+    last: AtomicPtr<Node>,
+    prev: AtomicPtr<Node>,
+    next: AtomicPtr<Node>,
+    _pin: PhantomPinned,
+}
+
+fn null<T>() -> AtomicPtr<T> {
+    AtomicPtr::new(ptr::null_mut())
+}
+
+fn raw<T>(r: &T) -> *mut T {
+    r as *const T as *mut T
+}
+
+impl Node {
+    pub(crate) fn new(
+        name: &'static str,
+        location: &'static Location<'static>,
+        source: Source,
+    ) -> Self {
+        Node {
+            name,
+            location,
+            source,
+            task: null(),
+            parent: null(),
+            first: null(),
+            last: null(),
+            prev: null(),
+            next: null(),
+            _pin: PhantomPinned,
+        }
+    }
+
+    pub(crate) fn root(location: &'static Location<'static>) -> Self {
+        Node::new("", location, Source::Root)
+    }
+
+    pub(crate) fn first_child(&self) -> *const Node {
+        self.first.load(Relaxed)
+    }
+    pub(crate) fn next_sibling(&self) -> *const Node {
+        self.next.load(Relaxed)
+    }
+    pub(crate) fn parent(&self) -> *const Node {
+        self.parent.load(Relaxed)
+    }
+
+    /// Appends `self` to `parent`'s children in `task`'s tree.
+    ///
+    /// # Safety
+    /// The caller holds `task`'s lock, `self` is unlinked, `parent` is in `task`'s tree (or is its root), and
+    /// `self` is pinned: it stays at this address until its `Drop` runs.
+    unsafe fn link(&self, task: *const TaskCell, parent: &Node) {
+        let me = raw(self);
+        self.task.store(task as *mut _, Relaxed);
+        self.parent.store(raw(parent), Relaxed);
+        self.next.store(ptr::null_mut(), Relaxed);
+        let last = parent.last.load(Relaxed);
+        self.prev.store(last, Relaxed);
+        if last.is_null() {
+            parent.first.store(me, Relaxed);
+        } else {
+            // SAFETY: `last` is a linked child of `parent`, alive because linked nodes unlink before they die,
+            // and we hold the lock that guards its links.
+            unsafe { (*last).next.store(me, Relaxed) };
+        }
+        parent.last.store(me, Relaxed);
+    }
+
+    /// Removes `self` from its tree and flattens any children it still has into unlinked nodes.
+    /// Returns true if children had to be orphaned.
+    ///
+    /// # Safety
+    /// The caller holds the lock of the task `self` is linked into.
+    pub(crate) unsafe fn unlink_locked(&self) -> bool {
+        let parent = self.parent.load(Relaxed);
+        if !parent.is_null() {
+            let (prev, next) = (self.prev.load(Relaxed), self.next.load(Relaxed));
+            // SAFETY (all four derefs): `parent`, `prev` and `next` are linked nodes of the same tree, alive
+            // because linked nodes unlink before they die; we hold the lock guarding their links.
+            unsafe {
+                if prev.is_null() {
+                    (*parent).first.store(next, Relaxed);
+                } else {
+                    (*prev).next.store(next, Relaxed);
+                }
+                if next.is_null() {
+                    (*parent).last.store(prev, Relaxed);
+                } else {
+                    (*next).prev.store(prev, Relaxed);
+                }
+            }
+        }
+        self.task.store(ptr::null_mut(), Relaxed);
+        for field in [&self.parent, &self.prev, &self.next] {
+            field.store(ptr::null_mut(), Relaxed);
+        }
+        // SAFETY: same lock, same tree.
+        unsafe { self.orphan_children() }
+    }
+
+    /// Unlinks every descendant of `self` without allocating: repeatedly detach the first child, hoisting
+    /// its own children into `self`'s list. Returns true if there was any.
+    ///
+    /// # Safety
+    /// The caller holds the lock of the task `self`'s subtree is linked into (or `self` is that task's root).
+    pub(crate) unsafe fn orphan_children(&self) -> bool {
+        let mut any = false;
+        loop {
+            let child = self.first.load(Relaxed);
+            if child.is_null() {
+                return any;
+            }
+            any = true;
+            // SAFETY: `child` is linked under `self`, so alive; the lock we hold guards its links.
+            let child = unsafe { &*child };
+            let (grand_first, grand_last) = (child.first.load(Relaxed), child.last.load(Relaxed));
+            let mut g = grand_first;
+            while !g.is_null() {
+                // SAFETY: as above, for each grandchild.
+                unsafe {
+                    (*g).parent.store(raw(self), Relaxed);
+                    g = (*g).next.load(Relaxed);
+                }
+            }
+            let after = child.next.load(Relaxed);
+            if grand_first.is_null() {
+                self.first.store(after, Relaxed);
+                if after.is_null() {
+                    self.last.store(ptr::null_mut(), Relaxed);
+                } else {
+                    // SAFETY: `after` is a linked sibling of `child`.
+                    unsafe { (*after).prev.store(ptr::null_mut(), Relaxed) };
+                }
+            } else {
+                self.first.store(grand_first, Relaxed);
+                // SAFETY: grandchildren are linked and alive.
+                unsafe {
+                    (*grand_first).prev.store(ptr::null_mut(), Relaxed);
+                    (*grand_last).next.store(after, Relaxed);
+                }
+                if after.is_null() {
+                    self.last.store(grand_last, Relaxed);
+                } else {
+                    // SAFETY: `after` is a linked sibling of `child`.
+                    unsafe { (*after).prev.store(grand_last, Relaxed) };
+                }
+            }
+            child.task.store(ptr::null_mut(), Relaxed);
+            for field in [
+                &child.parent,
+                &child.first,
+                &child.last,
+                &child.prev,
+                &child.next,
+            ] {
+                field.store(ptr::null_mut(), Relaxed);
+            }
+        }
+    }
+
+    /// Unlinks `self` from whatever task holds it, taking that task's lock if this thread does not hold it.
+    fn unlink_from_owner(&self) {
+        let owner = self.task.load(Relaxed);
+        if owner.is_null() {
+            return;
+        }
+        // SAFETY: a TaskCell outlives every node linked into it: an instrumented task empties its tree when
+        // dropped, and leaks its cell if it had to orphan nodes (so a pointer read just before orphaning
+        // stays valid). We re-check ownership under the lock below.
+        let owner = unsafe { &*owner };
+        let _lock = owner.lock_for_poll();
+        if ptr::eq(self.task.load(Relaxed), owner) {
+            // SAFETY: we hold the owner's lock and `self` is in its tree.
+            if unsafe { self.unlink_locked() } {
+                owner.leak_on_exit();
+            }
+        }
+    }
+
+    /// Puts `self` under `cur.node` in `cur.task`'s tree unless it is there already.
+    ///
+    /// # Safety
+    /// This thread holds `cur.task`'s lock, and `self` is pinned.
+    #[inline]
+    unsafe fn attach(&self, cur: Current) {
+        let owner = self.task.load(Relaxed);
+        if owner == cur.task as *mut _ && self.parent.load(Relaxed) == cur.node as *mut _ {
+            return;
+        }
+        if owner == cur.task as *mut _ {
+            // SAFETY: we hold this task's lock.
+            unsafe { self.unlink_locked() };
+        } else {
+            self.unlink_from_owner();
+        }
+        // SAFETY: `cur.node` is a linked node of `cur.task` (or its root): Current only ever names the node
+        // being polled right now on this thread, and we hold that task's lock.
+        unsafe { self.link(cur.task, &*cur.node) };
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // Runs after the future that contained this node has been dropped (field order in `Framed`), so any
+        // child frames have already unlinked themselves; usually the node itself was unlinked on completion.
+        self.unlink_from_owner();
+    }
+}
+
+/// What this thread is polling right now: the task, and the innermost frame (or the task root).
+#[derive(Clone, Copy)]
+pub(crate) struct Current {
+    pub(crate) task: *const TaskCell,
+    pub(crate) node: *const Node,
+}
+
+thread_local! {
+    static CURRENT: Cell<Current> = const { Cell::new(Current { task: ptr::null(), node: ptr::null() }) };
+}
+
+pub(crate) fn current() -> Current {
+    CURRENT.with(Cell::get)
+}
+
+/// Sets [`Current`] for the duration of a poll and restores the previous value on drop (also on unwind).
+pub(crate) struct Enter(Current);
+
+impl Enter {
+    #[inline]
+    pub(crate) fn new(task: *const TaskCell, node: *const Node) -> Enter {
+        Enter(CURRENT.with(|c| c.replace(Current { task, node })))
+    }
+}
+
+impl Drop for Enter {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// A future that appears as one frame in its task's chain. Made by `#[frame]` and [`crate::FrameExt::frame`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Framed<F> {
+    // Declared before `node` so that it is dropped first: child frames unlink before this one does.
+    inner: F,
+    node: Node,
+}
+
+impl<F> Framed<F> {
+    pub(crate) fn new(
+        inner: F,
+        name: &'static str,
+        location: &'static Location<'static>,
+        source: Source,
+    ) -> Self {
+        Framed {
+            inner,
+            node: Node::new(name, location, source),
+        }
+    }
+}
+
+impl<F: Future> Future for Framed<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `inner` and `node` are structurally pinned: neither is ever moved out of `self`.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above.
+        let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
+        let node = &this.node;
+        let cur = current();
+        if cur.task.is_null() {
+            // Polled outside any instrumented task: nothing to record.
+            node.unlink_from_owner();
+            return inner.poll(cx);
+        }
+        // SAFETY: `cur.task` is set only by `Instrumented::poll`, which holds that task's lock on this thread
+        // for the whole poll; `node` is pinned inside `self`.
+        unsafe { node.attach(cur) };
+        let out = {
+            let _enter = Enter::new(cur.task, node);
+            inner.poll(cx)
+        };
+        if out.is_ready() {
+            // SAFETY: still inside the same task's poll, holding its lock.
+            if unsafe { node.unlink_locked() } {
+                // SAFETY: `cur.task` is valid for this poll (see above).
+                unsafe { (*cur.task).leak_on_exit() };
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,63 @@
+//! asyncdump-agent: records the task graphs of an async program and serves them to the `asyncdump`
+//! inspector over a Unix socket, from its own thread.
+//!
+//! ```no_run
+//! use asyncdump_agent::{frame, FrameExt};
+//!
+//! #[frame]
+//! async fn handle(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
+//!     rx.frame("oneshot::Receiver").await.unwrap_or(0)
+//! }
+//!
+//! # async fn example(rx: tokio::sync::oneshot::Receiver<u32>) {
+//! asyncdump_agent::init().expect("start asyncdump agent");
+//! let handle = asyncdump_agent::spawn_named("handler", handle(rx));
+//! # }
+//! ```
+//!
+//! ## How the pieces fit
+//! - A **task** is a root future wrapped in [`Instrumented`] ([`instrument`], or [`spawn`] with tokio). Its
+//!   bookkeeping (a `TaskCell`: id, name, spawn site, state, poll counts and times, wakes) is allocated once,
+//!   when the task is made, and registered in a sharded registry.
+//! - A **frame** is a future wrapped in [`Framed`] (by `#[frame]` on an async fn, or [`FrameExt::frame`]).
+//!   It holds an intrusive node that links itself, on first poll, under the frame that polls it — its
+//!   continuation link. Pending `join!`/`select!` branches become siblings: a tree, not a line.
+//! - A **cross-task edge** is recorded by [`JoinHandle`] while a frame awaits it.
+//! - The **delegate** is the task's waker, recorded only when a leaf clones and keeps it.
+//! - The **server** ([`init`], [`Builder`]) answers `asyncdump` from dedicated std threads, so it answers
+//!   even when every runtime worker is blocked; [`snapshot`] takes the same snapshot in-process.
+//!
+//! ## Costs on the poll path
+//! Per task poll: one compare-and-swap to take the task's own lock, two reads of the vDSO clock, a few
+//! relaxed stores, and a borrowed waker built on the stack. Per frame poll: a thread-local read and a pointer
+//! comparison (linking and unlinking happen once per frame). No heap allocation per poll, per frame or per
+//! suspension, and no global lock; a leaf that keeps the waker costs one reference-count increment.
+//!
+//! ## Consistency
+//! Frames are read only under the task's lock, never while another thread polls the task. A task being
+//! polled is reported as running (OS thread, since when) with the frames of the last snapshot that caught it
+//! idle; see [`capture`] for the bounded wait.
+
+mod capture;
+mod frame;
+mod instrument;
+mod server;
+mod sys;
+mod task;
+#[cfg(feature = "tokio")]
+mod tokio_support;
+mod waker;
+
+pub use asyncdump_agent_macros::frame;
+pub use asyncdump_protocol as protocol;
+pub use capture::{
+    MAX_FRAMES_PER_TASK, PER_TASK_WAIT_NS, STALE_CACHE_MAX, TOTAL_WAIT_NS, snapshot,
+};
+pub use frame::Framed;
+pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
+pub use server::{Agent, Builder, InitError, MAX_CLIENTS, init};
+#[cfg(feature = "tokio")]
+pub use tokio_support::{JoinHandle, spawn, spawn_named};
+
+#[doc(hidden)]
+pub use instrument::__private;

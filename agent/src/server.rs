@@ -1,0 +1,387 @@
+//! The agent's socket server: started by [`init`] / [`Builder::start`], served from its own std threads.
+//!
+//! The listener thread accepts connections and hands each to a short-lived connection thread (at most
+//! [`MAX_CLIENTS`] at once; more are told `Busy`). Nothing here runs on the application's runtime, so a
+//! process whose every worker is wedged still answers. Each connection is checked with SO_PEERCRED (same
+//! uid or root), gets the agent's handshake, must answer with a client hello of the same protocol version,
+//! and may then send requests. Any malformed, oversized or truncated frame is answered with an error reply
+//! and the connection is closed; the host program never notices.
+//!
+//! The socket is bound under a temporary name, made 0600 and renamed into place, inside a 0700 directory
+//! owned by this uid; it is removed at process exit (an `atexit` hook) if it is still ours.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use asyncdump_protocol::{
+    ClientHello, ErrorKind, ErrorReply, FrameError, Handshake, HandshakeError, MAX_REQUEST_BYTES,
+    PROTOCOL_VERSION, Reply, Request, decode, encode, paths, read_frame, write_frame,
+};
+
+use crate::capture::Capturer;
+use crate::sys;
+
+/// Most connections served at once.
+pub const MAX_CLIENTS: usize = 4;
+/// A client that sends nothing for this long is disconnected.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the agent could not start. The host program should log it and carry on.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("asyncdump agent already started, listening on {}", .0.display())]
+    AlreadyStarted(PathBuf),
+    #[error(
+        "refusing socket directory {}: {reason}; remove it or set ASYNCDUMP_SOCKET to another path",
+        path.display()
+    )]
+    InsecureDir { path: PathBuf, reason: String },
+    #[error("cannot create asyncdump socket at {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Options for starting the agent.
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    socket_path: Option<PathBuf>,
+}
+
+/// A running agent. The server lives until the process exits; dropping this handle does not stop it.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    socket_path: PathBuf,
+}
+
+impl Agent {
+    pub fn socket_path(&self) -> &Path {
+        &self.socket_path
+    }
+}
+
+/// Starts the agent with default options (see [`Builder`]).
+pub fn init() -> Result<Agent, InitError> {
+    Builder::new().start()
+}
+
+static STARTED: OnceLock<PathBuf> = OnceLock::new();
+static START_MONO_NS: OnceLock<u64> = OnceLock::new();
+
+/// The monotonic clock at process start, approximated by the agent's first use of it.
+pub(crate) fn process_start_mono_ns() -> u64 {
+    *START_MONO_NS.get_or_init(|| {
+        // Convert the wall-clock process start into the monotonic clock.
+        let wall_now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let age_ns = (wall_now_ms as u64).saturating_sub(sys::process_start_unix_ms()) * 1_000_000;
+        sys::now_ns().saturating_sub(age_ns)
+    })
+}
+
+impl Builder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Binds exactly this path instead of the default (which is also overridden by `$ASYNCDUMP_SOCKET`).
+    pub fn socket_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.socket_path = Some(path.into());
+        self
+    }
+
+    /// Binds the socket and starts the server thread.
+    pub fn start(self) -> Result<Agent, InitError> {
+        static START_LOCK: Mutex<()> = Mutex::new(());
+        let _guard = START_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(path) = STARTED.get() {
+            return Err(InitError::AlreadyStarted(path.clone()));
+        }
+        process_start_mono_ns();
+        let pid = std::process::id();
+        let explicit = self
+            .socket_path
+            .or_else(|| std::env::var_os(paths::SOCKET_ENV).map(PathBuf::from));
+        let path = match explicit {
+            Some(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(parent)
+                        .map_err(|source| InitError::Io {
+                            path: parent.to_owned(),
+                            source,
+                        })?;
+                }
+                path
+            }
+            None => {
+                let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+                let dir = paths::default_dir(xdg.as_deref(), sys::euid());
+                ensure_private_dir(&dir)?;
+                dir.join(paths::socket_file_name(pid))
+            }
+        };
+        let listener = bind_atomically(&path)?;
+        let inode = fs::metadata(&path).map(|m| m.ino()).unwrap_or(0);
+        let _ = SOCKET_TO_REMOVE.set((path.clone(), inode));
+        // SAFETY: `remove_socket_at_exit` is an `extern "C" fn()` that does not unwind (it catches panics).
+        unsafe { libc::atexit(remove_socket_at_exit) };
+        let handshake = Handshake {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid,
+            program: sys::program_name(),
+            start_time_unix_ms: sys::process_start_unix_ms(),
+        };
+        std::thread::Builder::new()
+            .name("asyncdump-agent".into())
+            .spawn(move || serve(listener, handshake))
+            .map_err(|source| InitError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let _ = STARTED.set(path.clone());
+        Ok(Agent { socket_path: path })
+    }
+}
+
+fn ensure_private_dir(dir: &Path) -> Result<(), InitError> {
+    let io_err = |source| InitError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err)?;
+    let meta = fs::symlink_metadata(dir).map_err(io_err)?;
+    let insecure = |reason: String| InitError::InsecureDir {
+        path: dir.to_owned(),
+        reason,
+    };
+    if !meta.file_type().is_dir() {
+        return Err(insecure("it is not a directory".into()));
+    }
+    if meta.uid() != sys::euid() {
+        return Err(insecure(format!(
+            "it is owned by uid {}, not {}",
+            meta.uid(),
+            sys::euid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_err)?;
+    }
+    Ok(())
+}
+
+/// Binds under a temporary name, restricts it to 0600, then renames it over `path`, so the socket never
+/// appears at its final name with wider permissions, and a stale socket there is replaced atomically.
+fn bind_atomically(path: &Path) -> Result<UnixListener, InitError> {
+    let io_err = |source| InitError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{file}.tmp-{}", sys::now_ns()));
+    let _ = fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).map_err(io_err)?;
+    let done = fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = done {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err(e));
+    }
+    Ok(listener)
+}
+
+static SOCKET_TO_REMOVE: OnceLock<(PathBuf, u64)> = OnceLock::new();
+
+extern "C" fn remove_socket_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some((path, inode)) = SOCKET_TO_REMOVE.get() {
+            // Only remove the socket if it is still ours (a newer process may have reused the pid).
+            if fs::symlink_metadata(path).is_ok_and(|m| m.ino() == *inode) {
+                let _ = fs::remove_file(path);
+            }
+        }
+    });
+}
+
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+fn capturer() -> &'static Mutex<Capturer> {
+    static CAPTURER: OnceLock<Mutex<Capturer>> = OnceLock::new();
+    CAPTURER.get_or_init(Default::default)
+}
+
+fn serve(listener: UnixListener, handshake: Handshake) {
+    for stream in listener.incoming() {
+        let stream = match stream {
+            Ok(s) => s,
+            Err(_) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if ACTIVE.fetch_add(1, SeqCst) >= MAX_CLIENTS {
+            ACTIVE.fetch_sub(1, SeqCst);
+            let mut stream = stream;
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            refuse(
+                &mut stream,
+                ErrorKind::Busy,
+                format!("agent busy: {MAX_CLIENTS} clients connected; retry"),
+            );
+            continue;
+        }
+        let handshake = handshake.clone();
+        let spawned = std::thread::Builder::new()
+            .name("asyncdump-conn".into())
+            .spawn(move || {
+                let _ = std::panic::catch_unwind(move || {
+                    let _ = connection(stream, &handshake);
+                });
+                ACTIVE.fetch_sub(1, SeqCst);
+            });
+        if spawned.is_err() {
+            ACTIVE.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
+    let bytes = encode(reply).map_err(io::Error::other)?;
+    write_frame(stream, &bytes)
+}
+
+/// Sends an error reply and closes the connection.
+fn refuse(stream: &mut UnixStream, kind: ErrorKind, message: String) {
+    let _ = send(stream, &Reply::Error(ErrorReply { kind, message }));
+    let _ = stream.flush();
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+fn frame_error(stream: &mut UnixStream, err: FrameError) {
+    let (kind, message) = match err {
+        FrameError::TooLarge { len, max } => (
+            ErrorKind::TooLarge,
+            format!("request of {len} bytes exceeds the agent's limit of {max} bytes"),
+        ),
+        FrameError::Truncated { expected, got } => (
+            ErrorKind::Truncated,
+            format!("request truncated: expected {expected} bytes, got {got}"),
+        ),
+        // A closed or timed-out connection has nobody left to tell.
+        FrameError::Closed | FrameError::Io(_) => return,
+    };
+    refuse(stream, kind, message);
+}
+
+fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let me = sys::euid();
+    match sys::peer_uid(&stream) {
+        Ok(uid) if uid == me || uid == 0 => {}
+        Ok(uid) => {
+            refuse(
+                &mut stream,
+                ErrorKind::PermissionDenied,
+                format!(
+                    "permission denied: this process runs as uid {me}, you are uid {uid}; run asyncdump as uid {me} or root"
+                ),
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            refuse(
+                &mut stream,
+                ErrorKind::PermissionDenied,
+                format!("cannot check peer credentials: {e}"),
+            );
+            return Ok(());
+        }
+    }
+    write_frame(&mut stream, &handshake.to_bytes())?;
+    let hello = match read_frame(&mut stream, MAX_REQUEST_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            frame_error(&mut stream, e);
+            return Ok(());
+        }
+    };
+    match ClientHello::from_bytes(&hello) {
+        Ok(_) => {}
+        Err(HandshakeError::VersionMismatch { peer, ours }) => {
+            refuse(
+                &mut stream,
+                ErrorKind::VersionMismatch,
+                format!(
+                    "protocol version mismatch: this agent ({}) speaks protocol {ours}, the client speaks {peer}; use an asyncdump that speaks protocol {ours}",
+                    handshake.agent_version
+                ),
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            refuse(
+                &mut stream,
+                ErrorKind::Malformed,
+                format!("bad client hello: {e}"),
+            );
+            return Ok(());
+        }
+    }
+    loop {
+        let bytes = match read_frame(&mut stream, MAX_REQUEST_BYTES) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                frame_error(&mut stream, e);
+                return Ok(());
+            }
+        };
+        let request = match decode::<Request>(&bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                refuse(
+                    &mut stream,
+                    ErrorKind::Malformed,
+                    format!("malformed request: {e}"),
+                );
+                return Ok(());
+            }
+        };
+        let reply = std::panic::catch_unwind(|| answer(&request)).unwrap_or_else(|_| {
+            Reply::Error(ErrorReply {
+                kind: ErrorKind::Internal,
+                message: "the agent failed while answering; please report this bug".into(),
+            })
+        });
+        send(&mut stream, &reply)?;
+    }
+}
+
+fn answer(request: &Request) -> Reply {
+    match request {
+        Request::Stats => Reply::Stats(crate::task::registry().stats()),
+        Request::Snapshot(req) => Reply::Snapshot(
+            capturer()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .capture(req),
+        ),
+    }
+}

@@ -1,0 +1,117 @@
+//! tokio integration (feature `tokio`): [`spawn`] / [`spawn_named`] register the task, and the returned
+//! [`JoinHandle`] records the cross-task edge while it is awaited.
+//!
+//! The edge lives in the *awaited* task's cell (`awaited_by`: awaiting task and frame), written whenever a
+//! poll of the handle returns `Pending` and cleared when it completes or is dropped. The handle itself holds
+//! no intrusive state, so it stays `Unpin` and can be moved and polled by reference like tokio's.
+
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll};
+
+use crate::frame::current;
+use crate::instrument::Instrumented;
+use crate::task::TaskCell;
+
+/// Spawns `fut` on the current tokio runtime as an asyncdump task; the caller's location is its spawn site.
+#[track_caller]
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_inner(None, Location::caller(), fut)
+}
+
+/// Like [`spawn`], with a task name shown in dumps.
+#[track_caller]
+pub fn spawn_named<F>(name: impl Into<String>, fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_inner(Some(name.into().into_boxed_str()), Location::caller(), fut)
+}
+
+fn spawn_inner<F>(
+    name: Option<Box<str>>,
+    at: &'static Location<'static>,
+    fut: F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let fut = Instrumented::new(name, at, fut);
+    let task = fut.cell().clone();
+    JoinHandle {
+        inner: tokio::spawn(fut),
+        task,
+    }
+}
+
+/// tokio's `JoinHandle`, plus the cross-task edge while it is awaited.
+pub struct JoinHandle<T> {
+    inner: tokio::task::JoinHandle<T>,
+    task: Arc<TaskCell>,
+}
+
+impl<T> JoinHandle<T> {
+    /// The agent's id of the task this handle joins.
+    pub fn task_id(&self) -> u64 {
+        self.task.id
+    }
+    pub fn abort(&self) {
+        self.inner.abort();
+    }
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    fn clear_edge(&self) {
+        self.task.awaited_by_task.store(0, Relaxed);
+        self.task.awaited_by_frame.store(0, Relaxed);
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let out = Pin::new(&mut self.inner).poll(cx);
+        let cur = current();
+        if out.is_pending() && !cur.task.is_null() {
+            // SAFETY: `cur.task` is the task being polled on this thread, alive for the whole poll.
+            let awaiter = unsafe { &*cur.task };
+            let frame = if std::ptr::eq(cur.node, &awaiter.root) {
+                0
+            } else {
+                cur.node as u64
+            };
+            // Frame first, task second: the snapshot reads the task id first and tolerates a frame id that
+            // does not (any more) exist in the awaiting task.
+            self.task.awaited_by_frame.store(frame, Relaxed);
+            self.task.awaited_by_task.store(awaiter.id, Relaxed);
+        } else {
+            self.clear_edge();
+        }
+        out
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        self.clear_edge();
+    }
+}
+
+impl<T> std::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("task_id", &self.task.id)
+            .finish()
+    }
+}

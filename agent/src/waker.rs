@@ -1,0 +1,152 @@
+//! The task's waker as a lazily populated delegate.
+//!
+//! While an instrumented task is polled, its future sees a *borrowed* waker ([`PollWaker`], on the stack) that
+//! forwards to the executor's waker. Nothing is recorded and nothing allocated unless a leaf keeps the waker
+//! (clones it): only then does the delegate come into being. A clone is an owned waker whose data pointer
+//! is the task's `Arc<TaskCell>` (a reference-count increment, no allocation); the executor's waker it must
+//! eventually wake is kept once per task in [`DelegateSlot`] (re-cloned only when the executor hands over a
+//! different one). Waking through any of these counts a wake for the task; the number of live clones is
+//! what the snapshot reports as the delegate.
+
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{RawWaker, RawWakerVTable, Waker};
+
+use crate::sys;
+use crate::task::TaskCell;
+
+#[derive(Default)]
+pub(crate) struct DelegateSlot {
+    /// The executor's waker, for owned clones to wake. Per-task lock: contended only by a wake racing a clone.
+    inner: Mutex<Option<Waker>>,
+    pub(crate) clones: AtomicU32,
+    /// When the live-clone count last rose from zero.
+    pub(crate) since_ns: AtomicU64,
+}
+
+impl DelegateSlot {
+    fn register(&self, waker: &Waker) {
+        let old = {
+            let mut slot = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*slot {
+                Some(held) if held.will_wake(waker) => None,
+                _ => slot.replace(waker.clone()),
+            }
+        };
+        // Dropped outside the lock: dropping the executor's last reference may drop the task itself.
+        drop(old);
+    }
+
+    fn wake(&self) {
+        let waker = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn add_clone(&self) {
+        if self.clones.fetch_add(1, Relaxed) == 0 {
+            self.since_ns.store(sys::now_ns(), Relaxed);
+        }
+    }
+
+    /// Forgets the executor's waker; called when the task ends, which breaks the cycle
+    /// executor task → future → TaskCell → executor waker.
+    pub(crate) fn clear(&self) {
+        let old = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(old);
+    }
+}
+
+/// The borrowed waker handed to the task's future for one poll.
+pub(crate) struct PollWaker<'a> {
+    pub(crate) inner: &'a Waker,
+    pub(crate) task: &'a Arc<TaskCell>,
+}
+
+impl PollWaker<'_> {
+    /// A `Waker` borrowing `self`; it must not outlive `self`, hence `ManuallyDrop` and the borrow.
+    #[inline]
+    pub(crate) fn as_waker(&self) -> ManuallyDrop<Waker> {
+        let raw = RawWaker::new((self as *const Self).cast(), &POLL_VTABLE);
+        // SAFETY: POLL_VTABLE's functions treat the data pointer as `&PollWaker`, which `self` is; the waker
+        // is only lent to the future for the duration of this poll (Context borrows it), and any clone is
+        // turned into an owned waker that does not point at `self`.
+        ManuallyDrop::new(unsafe { Waker::from_raw(raw) })
+    }
+}
+
+static POLL_VTABLE: RawWakerVTable =
+    RawWakerVTable::new(poll_clone, poll_wake, poll_wake, poll_drop);
+static OWNED_VTABLE: RawWakerVTable =
+    RawWakerVTable::new(owned_clone, owned_wake, owned_wake_by_ref, owned_drop);
+
+/// # Safety
+/// `data` is a `*const PollWaker` that is alive (guaranteed for the poll the borrowed waker was lent to).
+unsafe fn poll_clone(data: *const ()) -> RawWaker {
+    // SAFETY: per this function's contract.
+    let pw = unsafe { &*data.cast::<PollWaker<'_>>() };
+    pw.task.delegate.register(pw.inner);
+    pw.task.delegate.add_clone();
+    RawWaker::new(Arc::into_raw(pw.task.clone()).cast(), &OWNED_VTABLE)
+}
+
+/// # Safety
+/// As for [`poll_clone`]. (By-value wake cannot reach a borrowed waker, which nobody owns; by-ref can.)
+unsafe fn poll_wake(data: *const ()) {
+    // SAFETY: per this function's contract.
+    let pw = unsafe { &*data.cast::<PollWaker<'_>>() };
+    pw.task.record_wake();
+    pw.inner.wake_by_ref();
+}
+
+unsafe fn poll_drop(_: *const ()) {}
+
+/// # Safety
+/// `data` came from `Arc::<TaskCell>::into_raw` and this waker still owns that reference.
+unsafe fn owned_clone(data: *const ()) -> RawWaker {
+    // SAFETY: per contract, the Arc is alive; we add one reference for the new waker.
+    unsafe { Arc::increment_strong_count(data.cast::<TaskCell>()) };
+    // SAFETY: as above.
+    unsafe { &*data.cast::<TaskCell>() }.delegate.add_clone();
+    RawWaker::new(data, &OWNED_VTABLE)
+}
+
+/// # Safety
+/// As for [`owned_clone`]; consumes this waker's reference.
+unsafe fn owned_wake(data: *const ()) {
+    // SAFETY: per contract.
+    unsafe { owned_wake_by_ref(data) };
+    // SAFETY: per contract; by-value wake consumes the waker.
+    unsafe { owned_drop(data) };
+}
+
+/// # Safety
+/// As for [`owned_clone`].
+unsafe fn owned_wake_by_ref(data: *const ()) {
+    // SAFETY: per contract, the Arc is alive.
+    let task = unsafe { &*data.cast::<TaskCell>() };
+    task.record_wake();
+    task.delegate.wake();
+}
+
+/// # Safety
+/// As for [`owned_clone`]; releases this waker's reference.
+unsafe fn owned_drop(data: *const ()) {
+    // SAFETY: per contract, the Arc is alive until we release our reference just below.
+    unsafe { &*data.cast::<TaskCell>() }
+        .delegate
+        .clones
+        .fetch_sub(1, Relaxed);
+    // SAFETY: this waker owned exactly one strong reference.
+    unsafe { drop(Arc::from_raw(data.cast::<TaskCell>())) };
+}

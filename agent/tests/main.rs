@@ -1,0 +1,312 @@
+//! Specs for the agent, observed in-process through `asyncdump_agent::snapshot`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use asyncdump_agent::protocol::{Capture, Snapshot, SnapshotRequest, Task, TaskState};
+use asyncdump_agent::{FrameExt, frame, instrument, instrument_named};
+
+fn snap() -> Snapshot {
+    asyncdump_agent::snapshot(&SnapshotRequest {
+        include_completed: true,
+    })
+}
+
+fn task<'a>(s: &'a Snapshot, id: u64) -> &'a Task {
+    s.tasks
+        .iter()
+        .find(|t| t.id == id)
+        .expect("task in snapshot")
+}
+
+/// Frame names of a task from the root down, following the first child at each level.
+fn chain(s: &Snapshot, id: u64) -> Vec<String> {
+    let t = task(s, id);
+    let mut out = Vec::new();
+    let mut parent = None;
+    while let Some(f) = t.frames.iter().find(|f| f.parent == parent) {
+        out.push(s.frame_metas[f.meta as usize].name.clone());
+        parent = Some(f.id);
+    }
+    out
+}
+
+fn children(s: &Snapshot, id: u64, parent_name: &str) -> Vec<String> {
+    let t = task(s, id);
+    let p = t
+        .frames
+        .iter()
+        .find(|f| s.frame_metas[f.meta as usize].name == parent_name)
+        .unwrap();
+    t.frames
+        .iter()
+        .filter(|f| f.parent == Some(p.id))
+        .map(|f| s.frame_metas[f.meta as usize].name.clone())
+        .collect()
+}
+
+/// Polls a future once by hand with a no-op waker.
+fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[frame]
+async fn outer(rx: futures::channel::oneshot::Receiver<u32>) -> u32 {
+    middle(rx).await + 1
+}
+
+#[frame]
+async fn middle(rx: futures::channel::oneshot::Receiver<u32>) -> u32 {
+    rx.frame("oneshot::Receiver").await.unwrap_or(0)
+}
+
+#[test]
+fn a_suspended_chain_reads_root_first_down_to_the_leaf() {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    let mut fut = Box::pin(instrument_named("chain", outer(rx)));
+    let id = fut.task_id();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    let s = snap();
+    assert_eq!(
+        chain(&s, id),
+        ["main::outer", "main::middle", "oneshot::Receiver"]
+    );
+    let t = task(&s, id);
+    assert_eq!(t.state, TaskState::Idle);
+    assert_eq!(t.capture, Capture::Fresh);
+    assert_eq!(t.polls, 1);
+    assert_eq!(t.name.as_deref(), Some("chain"));
+    assert_eq!(
+        s.spawn_sites[t.spawn_site as usize].location.file,
+        "agent/tests/main.rs"
+    );
+    // Annotated frames record the fn's own line.
+    let outer_meta = &s.frame_metas[t.frames[0].meta as usize];
+    assert_eq!(outer_meta.location.line, line_of("async fn outer"));
+
+    tx.send(41).unwrap();
+    assert_eq!(poll_once(fut.as_mut()), Poll::Ready(42));
+    assert!(
+        task(&snap(), id).frames.is_empty(),
+        "completed frames unlink"
+    );
+}
+
+fn line_of(needle: &str) -> u32 {
+    let src = include_str!("main.rs");
+    src.lines()
+        .position(|l| l.contains(needle) && !l.contains("line_of"))
+        .unwrap() as u32
+        + 1
+}
+
+#[frame]
+async fn left(rx: futures::channel::oneshot::Receiver<()>) {
+    let _ = rx.frame("left leaf").await;
+}
+
+#[frame]
+async fn right(rx: futures::channel::oneshot::Receiver<()>) {
+    let _ = rx.frame("right leaf").await;
+}
+
+#[frame]
+async fn both(
+    a: futures::channel::oneshot::Receiver<()>,
+    b: futures::channel::oneshot::Receiver<()>,
+) {
+    futures::join!(left(a), right(b));
+}
+
+#[test]
+fn join_keeps_every_pending_branch_as_a_tree() {
+    let (ta, a) = futures::channel::oneshot::channel();
+    let (tb, b) = futures::channel::oneshot::channel();
+    let mut fut = Box::pin(instrument(both(a, b)));
+    let id = fut.task_id();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    let s = snap();
+    assert_eq!(
+        children(&s, id, "main::both"),
+        ["main::left", "main::right"]
+    );
+    assert_eq!(children(&s, id, "main::left"), ["left leaf"]);
+    assert_eq!(children(&s, id, "main::right"), ["right leaf"]);
+
+    ta.send(()).unwrap();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    let s = snap();
+    assert_eq!(
+        children(&s, id, "main::both"),
+        ["main::right"],
+        "the finished branch is gone"
+    );
+    tb.send(()).unwrap();
+    assert!(poll_once(fut.as_mut()).is_ready());
+}
+
+#[test]
+fn works_under_the_futures_executor_too() {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    let mut pool = futures::executor::LocalPool::new();
+    let fut = instrument_named("on-local-pool", outer(rx));
+    let id = fut.task_id();
+    let handle =
+        futures::task::LocalSpawnExt::spawn_local_with_handle(&pool.spawner(), fut).unwrap();
+    pool.run_until_stalled();
+    let s = snap();
+    assert_eq!(
+        chain(&s, id),
+        ["main::outer", "main::middle", "oneshot::Receiver"]
+    );
+    // futures' oneshot keeps the waker: that is the delegate.
+    assert_eq!(task(&s, id).delegate.map(|d| d.clones), Some(1));
+    tx.send(1).unwrap();
+    assert_eq!(pool.run_until(handle), 2);
+    let t = task(&snap(), id).clone();
+    assert!(matches!(t.state, TaskState::Completed { .. }));
+    assert_eq!(t.wakes, 1);
+}
+
+/// A leaf that never touches the waker.
+struct Forever;
+impl Future for Forever {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+#[test]
+fn no_delegate_unless_a_leaf_keeps_the_waker_and_the_chain_is_complete_anyway() {
+    let mut fut = Box::pin(instrument(async { Forever.frame("forever").await }));
+    let id = fut.task_id();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    let s = snap();
+    assert_eq!(task(&s, id).delegate, None);
+    assert_eq!(chain(&s, id), ["forever"]);
+}
+
+#[test]
+fn a_dropped_task_unlinks_every_frame_and_is_retained_as_completed() {
+    let (_tx, rx) = futures::channel::oneshot::channel::<u32>();
+    let mut fut = Box::pin(instrument(outer(rx)));
+    let id = fut.task_id();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    drop(fut);
+    let t = task(&snap(), id).clone();
+    assert!(matches!(t.state, TaskState::Completed { .. }));
+    assert!(t.frames.is_empty());
+    assert_eq!(t.delegate, None, "the leaf's waker clone died with it");
+}
+
+#[test]
+fn a_frame_polled_in_one_task_then_moved_to_another_relinks() {
+    let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+    let mut moved: Pin<Box<dyn Future<Output = u32>>> = Box::pin(middle(rx));
+    let mut first = Box::pin(instrument(async {}));
+    // Poll `moved` inside task `first` by hand.
+    {
+        let mut once = Box::pin(instrument(futures::future::poll_fn(|cx| {
+            let _ = moved.as_mut().poll(cx);
+            Poll::<()>::Pending
+        })));
+        let first_id = once.task_id();
+        assert!(poll_once(once.as_mut()).is_pending());
+        assert_eq!(
+            chain(&snap(), first_id),
+            ["main::middle", "oneshot::Receiver"]
+        );
+    } // the first task ends while `moved` is still alive and linked into it
+    let mut second = Box::pin(instrument(async move { moved.await }));
+    let second_id = second.task_id();
+    assert!(poll_once(second.as_mut()).is_pending());
+    assert_eq!(
+        chain(&snap(), second_id),
+        ["main::middle", "oneshot::Receiver"]
+    );
+    tx.send(5).unwrap();
+    assert_eq!(poll_once(second.as_mut()), Poll::Ready(5));
+    assert!(poll_once(first.as_mut()).is_ready());
+}
+
+#[test]
+fn tokio_join_handle_records_the_cross_task_edge() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let b = asyncdump_agent::spawn_named("b", async move { rx.frame("oneshot").await.ok() });
+        let b_id = b.task_id();
+        let a = asyncdump_agent::spawn_named("a", async move { b.frame("join b").await.ok() });
+        let a_id = a.task_id();
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        let s = snap();
+        let edge = task(&s, b_id).awaited_by.expect("b is awaited");
+        assert_eq!(edge.task, a_id);
+        let join_frame = task(&s, a_id)
+            .frames
+            .iter()
+            .find(|f| Some(f.id) == edge.frame);
+        assert_eq!(
+            join_frame.map(|f| s.frame_metas[f.meta as usize].name.as_str()),
+            Some("join b")
+        );
+        tx.send(()).unwrap();
+        a.await.unwrap();
+        assert_eq!(task(&snap(), b_id).awaited_by, None);
+    });
+}
+
+#[frame]
+async fn step() {
+    tokio::task::yield_now().frame("yield_now").await;
+}
+
+#[frame]
+async fn spin(iterations: usize) {
+    for _ in 0..iterations {
+        step().await;
+    }
+}
+
+#[test]
+fn snapshots_while_tasks_run_on_other_threads_are_never_torn() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let handles: Vec<_> = (0..4).map(|_| rt.spawn(instrument(spin(20_000)))).collect();
+    let mut fresh = 0;
+    for _ in 0..200 {
+        let s = snap();
+        for t in s.tasks.iter().filter(|t| t.spawn_site_root_is_spin(&s)) {
+            if t.capture == Capture::Fresh
+                && !matches!(t.state, TaskState::Completed { .. })
+                && t.polls > 0
+            {
+                fresh += 1;
+                assert_eq!(chain(&s, t.id), ["main::spin", "main::step", "yield_now"]);
+            }
+        }
+    }
+    for h in handles {
+        rt.block_on(h).unwrap();
+    }
+    assert!(fresh > 0, "some captures caught the tasks idle");
+}
+
+trait SpinTask {
+    fn spawn_site_root_is_spin(&self, s: &Snapshot) -> bool;
+}
+impl SpinTask for Task {
+    fn spawn_site_root_is_spin(&self, s: &Snapshot) -> bool {
+        s.spawn_sites[self.spawn_site as usize]
+            .root_type
+            .contains("spin")
+    }
+}

@@ -1,0 +1,59 @@
+//! The wire contract between the asyncdump agent (inside the target process) and the inspector.
+//!
+//! This crate is deliberately small and changes rarely (the stance of `tracing-core`): both sides depend on it
+//! and nothing else. It has three parts:
+//!
+//! - [`handshake`]: the first frame each side sends. It starts with a fixed magic and a `u32` protocol version
+//!   *before* any serde payload, so a peer speaking another version is recognised and named instead of being
+//!   misread as garbage.
+//! - [`framing`]: length-prefixed frames (a big-endian `u32` length, then the payload) with a hard maximum size
+//!   per direction; oversized, truncated and undecodable frames are distinct typed errors.
+//! - [`paths`]: where agents bind their sockets, shared so that both sides agree.
+//! - [`messages`]: the requests and replies, and the snapshot model (tasks, frames, continuation links,
+//!   cross-task edges, delegates) encoded with `postcard`, a compact serde binary format.
+//!
+//! Conversation: the agent sends its [`Handshake`]; the client sends its [`ClientHello`]; then the client
+//! sends [`Request`]s and the agent answers each with one [`Reply`]. Any protocol violation gets a
+//! [`Reply::Error`] and the connection is closed.
+
+pub mod framing;
+pub mod handshake;
+pub mod messages;
+pub mod paths;
+
+pub use framing::{FrameError, read_frame, write_frame};
+pub use handshake::{ClientHello, Handshake, HandshakeError};
+pub use messages::*;
+
+/// Version of this wire protocol. Bump on any incompatible change to frames or messages.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame the agent accepts from a client. Requests are tiny; anything bigger is a bug or an attack.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Largest frame the inspector accepts from an agent: a snapshot of a few hundred thousand tasks fits.
+pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
+
+/// Errors of encoding or decoding one message.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("message could not be decoded: {0}")]
+    Malformed(#[from] postcard::Error),
+}
+
+/// Encodes a message payload (without the frame header).
+pub fn encode<T: serde::Serialize>(msg: &T) -> Result<Vec<u8>, CodecError> {
+    Ok(postcard::to_stdvec(msg)?)
+}
+
+/// Decodes a message payload; trailing bytes are an error, so a frame holds exactly one message.
+pub fn decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, CodecError> {
+    let (msg, rest) = postcard::take_from_bytes(bytes)?;
+    if rest.is_empty() {
+        Ok(msg)
+    } else {
+        Err(CodecError::Malformed(
+            postcard::Error::DeserializeBadEncoding,
+        ))
+    }
+}

@@ -1,0 +1,258 @@
+//! Requests, replies and the snapshot model.
+//!
+//! A [`Snapshot`] is a flat, interned description of every task: each [`Task`] lists its [`Frame`]s in
+//! pre-order (a parent before its children, siblings in the order they were first polled), and each frame
+//! names its continuation — the frame that awaits it — by `parent` id (`None`: the task itself). Cross-task
+//! edges are carried by the awaited task ([`Task::awaited_by`]): "task B's continuation is frame F of task A".
+//! Names and locations are interned in [`Snapshot::frame_metas`] and [`Snapshot::spawn_sites`] so that
+//! 100,000 similar tasks do not repeat the same strings.
+//!
+//! All times are nanoseconds on the agent's monotonic clock; [`Snapshot::now_ns`] is on the same clock, so
+//! ages are `now_ns - t` and need no clock agreement between processes. The delegate ([`Task::delegate`]) is
+//! optional: it exists only when a leaf kept the task's waker, and no reader may need it to build a chain.
+
+use serde::{Deserialize, Serialize};
+
+/// What a client asks for after the handshake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Counts only; cheap enough for `asyncdump ps` to ask every agent.
+    Stats,
+    /// A full snapshot of every task.
+    Snapshot(SnapshotRequest),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRequest {
+    /// Include the retained, recently completed tasks.
+    pub include_completed: bool,
+}
+
+/// The agent's answer to one [`Request`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    Stats(Stats),
+    Snapshot(Snapshot),
+    /// The request (or the frame carrying it) was refused; the agent closes the connection after this.
+    Error(ErrorReply),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// The frame's payload did not decode as a request.
+    Malformed,
+    /// The frame's length exceeded [`crate::MAX_REQUEST_BYTES`].
+    TooLarge,
+    /// The connection ended inside a frame.
+    Truncated,
+    /// The client's handshake has another protocol version.
+    VersionMismatch,
+    /// SO_PEERCRED showed a uid that is neither the agent's nor root.
+    PermissionDenied,
+    /// Too many clients are connected at once.
+    Busy,
+    /// The agent failed while answering (a bug); the host program is unaffected.
+    Internal,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub tasks_live: u64,
+    pub tasks_spawned: u64,
+    pub tasks_completed_retained: u64,
+}
+
+/// Everything the agent knows, at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The agent's monotonic clock when the capture started.
+    pub now_ns: u64,
+    /// How long the agent spent capturing, including waits for running tasks.
+    pub capture_ns: u64,
+    /// Process uptime when the capture started.
+    pub uptime_ns: u64,
+    pub frame_metas: Vec<FrameMeta>,
+    pub spawn_sites: Vec<SpawnSite>,
+    pub tasks: Vec<Task>,
+    pub stats: Stats,
+}
+
+/// The static description of a frame, shared by every instance of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FrameMeta {
+    pub name: String,
+    pub location: Location,
+    pub source: FrameSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Location {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FrameSource {
+    /// An `async fn` annotated with `#[asyncdump_agent::frame]`.
+    AnnotatedFn,
+    /// Any future wrapped with `.frame("label")`.
+    Labelled,
+}
+
+/// Where tasks were spawned and what their root future is; interned per spawn site.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpawnSite {
+    pub location: Location,
+    /// `std::any::type_name` of the root future: informative, not unique.
+    pub root_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: u64,
+    pub name: Option<String>,
+    /// Index into [`Snapshot::spawn_sites`].
+    pub spawn_site: u32,
+    pub state: TaskState,
+    pub created_ns: u64,
+    pub polls: u64,
+    pub busy_ns: u64,
+    pub last_poll_end_ns: Option<u64>,
+    pub wakes: u64,
+    pub last_wake_ns: Option<u64>,
+    /// The task's frames in pre-order; empty when the task awaits nothing annotated.
+    pub frames: Vec<Frame>,
+    /// How fresh `frames` is.
+    pub capture: Capture,
+    /// Set when a frame of another task awaits this task's JoinHandle.
+    pub awaited_by: Option<Awaiter>,
+    /// Present only when a leaf cloned and kept the task's waker.
+    pub delegate: Option<Delegate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskState {
+    /// Suspended: not being polled.
+    Idle,
+    /// Being polled on an OS thread since `since_ns`.
+    Running { thread: ThreadInfo, since_ns: u64 },
+    /// Finished (returned, or dropped before returning) at `at_ns`.
+    Completed { at_ns: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// OS thread id (what `gdb`, `perf` and `/proc/PID/task` use).
+    pub tid: u32,
+    pub name: Option<String>,
+}
+
+/// Whether a task's frames were read in this snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Capture {
+    /// Read in this snapshot while the task was not being polled.
+    Fresh,
+    /// The task was being polled for the whole wait; these frames are from an earlier snapshot, taken at
+    /// `captured_ns`.
+    Stale { captured_ns: u64 },
+    /// The task was being polled and no earlier capture exists; `frames` is empty.
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// Opaque id, unique among the live frames of one snapshot.
+    pub id: u64,
+    /// Continuation link: the frame that awaits this one; `None` means the task root.
+    pub parent: Option<u64>,
+    /// Index into [`Snapshot::frame_metas`].
+    pub meta: u32,
+}
+
+/// The frame that awaits a task's JoinHandle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Awaiter {
+    pub task: u64,
+    /// Frame id within `task`; `None` when the awaiting code is the task root itself.
+    pub frame: Option<u64>,
+}
+
+/// The waker the task handed to the leaf it waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delegate {
+    /// Live clones of the task's waker held outside the poll.
+    pub clones: u32,
+    /// When the oldest live clone was taken.
+    pub since_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode, encode};
+
+    #[test]
+    fn a_snapshot_round_trips() {
+        let snap = Snapshot {
+            now_ns: 10,
+            frame_metas: vec![FrameMeta {
+                name: "handler".into(),
+                location: Location {
+                    file: "src/main.rs".into(),
+                    line: 3,
+                    column: 1,
+                },
+                source: FrameSource::AnnotatedFn,
+            }],
+            tasks: vec![Task {
+                id: 1,
+                name: Some("t".into()),
+                spawn_site: 0,
+                state: TaskState::Running {
+                    thread: ThreadInfo { tid: 7, name: None },
+                    since_ns: 4,
+                },
+                created_ns: 1,
+                polls: 2,
+                busy_ns: 3,
+                last_poll_end_ns: None,
+                wakes: 0,
+                last_wake_ns: None,
+                frames: vec![Frame {
+                    id: 9,
+                    parent: None,
+                    meta: 0,
+                }],
+                capture: Capture::Stale { captured_ns: 5 },
+                awaited_by: Some(Awaiter {
+                    task: 2,
+                    frame: None,
+                }),
+                delegate: None,
+            }],
+            ..Default::default()
+        };
+        let reply = Reply::Snapshot(snap);
+        assert_eq!(decode::<Reply>(&encode(&reply).unwrap()).unwrap(), reply);
+    }
+
+    #[test]
+    fn garbage_does_not_decode_as_a_request() {
+        assert!(decode::<Request>(&[0xff, 0xff, 0xff]).is_err());
+        assert!(decode::<Request>(&[]).is_err());
+    }
+
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut bytes = encode(&Request::Stats).unwrap();
+        bytes.push(0);
+        assert!(decode::<Request>(&bytes).is_err());
+    }
+}
