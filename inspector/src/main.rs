@@ -1,1 +1,193 @@
-fn main() {}
+//! `asyncdump`: inspect the suspended async chains of a live Rust process that links asyncdump-agent.
+//!
+//! The binary's modules: [`target`] resolves `PID|SOCKET`, [`client`] speaks the protocol, [`model`] rebuilds
+//! chains from a snapshot (pure), [`view`] renders them as text or JSON, [`ps`] lists agents, [`demo`]
+//! runs a bundled fixture. Errors about the target are typed ([`error::TargetError`], exit 1); `anyhow`
+//! is used only here at the edge. Exit codes: 0 ok, 1 target problem, 2 usage, 3 local problem.
+
+mod client;
+mod demo;
+mod error;
+mod model;
+mod ps;
+mod target;
+mod view;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::Client;
+use crate::error::{EXIT_LOCAL, EXIT_TARGET, TargetError};
+use crate::model::{Dump, Filter, coalesce};
+use crate::target::Target;
+
+#[derive(Parser)]
+#[command(
+    name = "asyncdump",
+    version,
+    about = "Dump the suspended async chains of a live Rust process"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List processes of this user that run an asyncdump agent (and remove stale sockets).
+    Ps {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every suspended chain of a process.
+    Dump {
+        /// Process id, or the path of an agent socket.
+        target: String,
+        #[command(flatten)]
+        options: DumpOptions,
+    },
+    /// Start a bundled fixture program and dump it.
+    Demo {
+        #[command(flatten)]
+        options: DumpOptions,
+    },
+}
+
+#[derive(Args, Clone)]
+struct DumpOptions {
+    /// Print the versioned JSON document (see the README) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Group identical chains and print each group once with its count.
+    #[arg(long)]
+    coalesce: bool,
+    /// Include running and recently completed tasks, not only suspended ones.
+    #[arg(long)]
+    all: bool,
+    /// Keep only chains where a frame name (or the root future type) contains SUBSTR.
+    #[arg(long = "type", value_name = "SUBSTR")]
+    type_substr: Option<String>,
+    /// Keep only tasks in their state for at least DURATION (e.g. 500ms, 2s, 1m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    min_age: Option<u64>,
+}
+
+/// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
+fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; write e.g. 500ms, 2s or 1m"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
+        "" => return Err(format!("{s:?} needs a unit: ns, us, ms, s, m or h")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?}; use ns, us, ms, s, m or h"
+            ));
+        }
+    };
+    Ok((value * scale) as u64)
+}
+
+fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
+    let path = target.resolve()?;
+    let mut client = Client::connect(&path)?;
+    if let Some(expected) = target.pid()
+        && client.handshake.pid != expected
+    {
+        let _ = std::fs::remove_file(&path);
+        return Err(TargetError::WrongProcess {
+            path,
+            expected,
+            actual: client.handshake.pid,
+        }
+        .into());
+    }
+    let (snap, rtt) = client.snapshot(o.all)?;
+    let filter = Filter {
+        all: o.all,
+        type_substr: o.type_substr.clone(),
+        min_age_ns: o.min_age.unwrap_or(0),
+    };
+    let dump = Dump::build(&client.handshake, &snap, rtt.as_nanos() as u64).filter(&filter);
+    let groups = o.coalesce.then(|| coalesce(&dump.tasks));
+    Ok(if o.json {
+        view::json::render(&dump, groups.as_deref())
+    } else {
+        view::text::render(&dump, groups.as_deref())
+    })
+}
+
+fn run(cli: Cli) -> Result<String> {
+    match cli.command {
+        Command::Ps { json } => {
+            let listing = ps::scan();
+            Ok(if json {
+                serde_json::to_string_pretty(&listing).expect("listing serialises") + "\n"
+            } else {
+                ps::render(&listing)
+            })
+        }
+        Command::Dump { target, options } => dump(&Target::parse(&target), &options),
+        Command::Demo { options } => {
+            let (fixture, pid) = demo::start()?;
+            let out = dump(&Target::Pid(pid), &options)?;
+            drop(fixture);
+            if options.json {
+                return Ok(out);
+            }
+            Ok(format!(
+                "asyncdump demo: started the bundled fixture `demo_service` (pid {pid}); its dump follows.\n\
+                 Try it yourself: `asyncdump dump <PID>` on any program that calls asyncdump_agent::init().\n\n{out}"
+            ))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = run(cli).and_then(|out| Ok(std::io::stdout().lock().write_all(out.as_bytes())?));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS; // `asyncdump dump 1 | head`: the reader left; nothing to report
+            }
+            eprintln!("asyncdump: {e}");
+            ExitCode::from(if e.is::<TargetError>() {
+                EXIT_TARGET
+            } else {
+                EXIT_LOCAL
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration_ns;
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(parse_duration_ns("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert!(parse_duration_ns("5").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration_ns("5 parsecs").is_err());
+    }
+}

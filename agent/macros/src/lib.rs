@@ -45,8 +45,13 @@ pub fn frame(attr: TokenStream, item: TokenStream) -> TokenStream {
         ReturnType::Type(..) => quote!(#body),
     };
     let call = quote_spanned! {ident.span()=>
-        ::asyncdump_agent::__private::framed_fn(#name, async move { #ascribed }).await
+        ::asyncdump_agent::__private::framed_fn(#name, __asyncdump_body).await
     };
-    func.block = Box::new(syn::parse_quote!({ #call }));
+    // The ascription's trailing read is unreachable for bodies that never return (`loop {}`).
+    func.block = Box::new(syn::parse_quote!({
+        #[allow(unreachable_code)]
+        let __asyncdump_body = async move { #ascribed };
+        #call
+    }));
     quote!(#func).into()
 }

@@ -1,0 +1,172 @@
+//! A connection to one agent: connect, handshake, then request/reply.
+
+use std::io::{self, ErrorKind as IoKind};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use asyncdump_protocol::{
+    ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES,
+    PROTOCOL_VERSION, Reply, Request, Snapshot, SnapshotRequest, Stats, decode, encode, read_frame,
+    write_frame,
+};
+
+use crate::error::TargetError;
+
+/// How long to wait for any single answer. A snapshot of a very large process takes well under this.
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+pub struct Client {
+    stream: UnixStream,
+    path: PathBuf,
+    pub handshake: Handshake,
+}
+
+impl Client {
+    /// Connects and completes the handshake. A refused connection removes the stale socket.
+    pub fn connect(path: &Path) -> Result<Client, TargetError> {
+        let stream = match UnixStream::connect(path) {
+            Ok(s) => s,
+            Err(e) => return Err(connect_error(path, e)),
+        };
+        let no_answer = |detail: String| TargetError::NoAnswer {
+            path: path.to_owned(),
+            detail,
+        };
+        stream
+            .set_read_timeout(Some(TIMEOUT))
+            .map_err(|e| no_answer(e.to_string()))?;
+        stream
+            .set_write_timeout(Some(TIMEOUT))
+            .map_err(|e| no_answer(e.to_string()))?;
+        let mut client = Client {
+            stream,
+            path: path.to_owned(),
+            handshake: placeholder(),
+        };
+        let first = client.read(MAX_REQUEST_BYTES)?;
+        client.handshake = match Handshake::from_bytes(&first) {
+            Ok(h) => h,
+            Err(HandshakeError::VersionMismatch { peer, ours }) => {
+                return Err(TargetError::VersionMismatch {
+                    agent: peer,
+                    ours,
+                    ours_version: env!("CARGO_PKG_VERSION"),
+                });
+            }
+            Err(HandshakeError::BadMagic) => {
+                // An agent that refuses us (permissions, busy) answers with an error reply instead.
+                return Err(match decode::<Reply>(&first) {
+                    Ok(Reply::Error(e)) => TargetError::Refused { message: e.message },
+                    _ => TargetError::NotAnAgent {
+                        path: path.to_owned(),
+                        detail: "bad handshake".into(),
+                    },
+                });
+            }
+            Err(HandshakeError::Codec(e)) => {
+                return Err(TargetError::NotAnAgent {
+                    path: path.to_owned(),
+                    detail: e.to_string(),
+                });
+            }
+        };
+        let hello = ClientHello::new(format!("asyncdump {}", env!("CARGO_PKG_VERSION")));
+        client.write(&hello.to_bytes())?;
+        Ok(client)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), TargetError> {
+        write_frame(&mut self.stream, bytes).map_err(|e| TargetError::NoAnswer {
+            path: self.path.clone(),
+            detail: e.to_string(),
+        })
+    }
+
+    fn read(&mut self, max: usize) -> Result<Vec<u8>, TargetError> {
+        read_frame(&mut self.stream, max).map_err(|e| {
+            let detail = match e {
+                FrameError::Closed => "the agent closed the connection".to_owned(),
+                FrameError::Io(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
+                    format!("no reply within {}s", TIMEOUT.as_secs())
+                }
+                other => other.to_string(),
+            };
+            TargetError::NoAnswer {
+                path: self.path.clone(),
+                detail,
+            }
+        })
+    }
+
+    pub fn request(&mut self, request: &Request) -> Result<Reply, TargetError> {
+        let bytes = encode(request).expect("requests encode");
+        self.write(&bytes)?;
+        let reply = self.read(MAX_REPLY_BYTES)?;
+        match decode::<Reply>(&reply) {
+            Ok(Reply::Error(e)) => Err(TargetError::AgentError { message: e.message }),
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(TargetError::NotAnAgent {
+                path: self.path.clone(),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    /// Takes a snapshot; also returns the round-trip time.
+    pub fn snapshot(
+        &mut self,
+        include_completed: bool,
+    ) -> Result<(Snapshot, Duration), TargetError> {
+        let start = Instant::now();
+        match self.request(&Request::Snapshot(SnapshotRequest { include_completed }))? {
+            Reply::Snapshot(s) => Ok((s, start.elapsed())),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    pub fn stats(&mut self) -> Result<Stats, TargetError> {
+        match self.request(&Request::Stats)? {
+            Reply::Stats(s) => Ok(s),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    fn unexpected(&self) -> TargetError {
+        TargetError::NotAnAgent {
+            path: self.path.clone(),
+            detail: "unexpected reply".into(),
+        }
+    }
+}
+
+fn placeholder() -> Handshake {
+    Handshake {
+        protocol_version: PROTOCOL_VERSION,
+        agent_version: String::new(),
+        pid: 0,
+        program: String::new(),
+        start_time_unix_ms: 0,
+    }
+}
+
+fn connect_error(path: &Path, e: io::Error) -> TargetError {
+    match e.kind() {
+        IoKind::NotFound => TargetError::NoSuchSocket {
+            path: path.to_owned(),
+        },
+        IoKind::ConnectionRefused => {
+            let _ = std::fs::remove_file(path);
+            TargetError::StaleSocket {
+                path: path.to_owned(),
+            }
+        }
+        IoKind::PermissionDenied => TargetError::PermissionDenied {
+            path: path.to_owned(),
+        },
+        _ => TargetError::NoAnswer {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        },
+    }
+}

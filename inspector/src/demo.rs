@@ -1,0 +1,66 @@
+//! `asyncdump demo`: starts the bundled `demo_service` fixture, waits for its `ready` line, dumps it, and
+//! stops it again.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::target::{dirs_for, euid};
+
+/// Kills the fixture however the demo ends, and removes the socket it could not remove itself.
+struct Fixture(Child);
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let name = asyncdump_protocol::paths::socket_file_name(self.0.id());
+        for dir in dirs_for(euid()) {
+            let _ = std::fs::remove_file(dir.join(&name));
+        }
+    }
+}
+
+/// The fixture binary: next to this executable, as cargo builds them into one target directory.
+pub fn fixture_path(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot locate the asyncdump executable")?;
+    let path = exe.with_file_name(name);
+    if !path.exists() {
+        bail!(
+            "demo fixture not found at {}: build it first with `cargo build --workspace` (the README's demo command does)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Starts the fixture and returns it with its pid once it printed `ready`.
+pub fn start() -> Result<(impl Drop, u32)> {
+    let path = fixture_path("demo_service")?;
+    let mut child = Command::new(&path)
+        .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {}", path.display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let pid = child.id();
+    let fixture = Fixture(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(line) if line.trim() == "ready" => Ok((fixture, pid)),
+        Ok(line) => bail!(
+            "demo fixture exited before it was ready (said {:?})",
+            line.trim()
+        ),
+        Err(_) => bail!("demo fixture did not get ready within 30s"),
+    }
+}

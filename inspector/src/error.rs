@@ -1,0 +1,59 @@
+//! The inspector's typed errors about targets; each message says what to do next.
+//!
+//! Every [`TargetError`] exits with status 1 (DESIGN.md: "target problem"); usage errors exit with 2 (clap),
+//! and failures on this side (an unbuilt demo fixture, an unwritable output) with 3.
+
+use std::path::PathBuf;
+
+/// Exit status for a problem with the target process or its agent.
+pub const EXIT_TARGET: u8 = 1;
+/// Exit status for a problem on the inspector's side.
+pub const EXIT_LOCAL: u8 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("no such process: {pid} (check the pid with `ps` or `asyncdump ps`)")]
+    NoSuchProcess { pid: u32 },
+    #[error(
+        "process {pid} ({program}) has no asyncdump agent: no socket in {searched}; link asyncdump-agent and call asyncdump_agent::init() at start-up"
+    )]
+    NoAgent {
+        pid: u32,
+        program: String,
+        searched: String,
+    },
+    #[error("no such socket: {} (give a pid or an agent socket path)", path.display())]
+    NoSuchSocket { path: PathBuf },
+    #[error(
+        "stale socket {}: no agent is listening (the process exited or was killed); removed it",
+        path.display()
+    )]
+    StaleSocket { path: PathBuf },
+    #[error(
+        "permission denied connecting to {}: the agent runs as another user; run asyncdump as that user or as root",
+        path.display()
+    )]
+    PermissionDenied { path: PathBuf },
+    #[error("agent refused the connection: {message}")]
+    Refused { message: String },
+    #[error(
+        "protocol version mismatch: the agent speaks protocol {agent}, this asyncdump ({ours_version}) speaks {ours}; use an asyncdump built for protocol {agent}"
+    )]
+    VersionMismatch {
+        agent: u32,
+        ours: u32,
+        ours_version: &'static str,
+    },
+    #[error("{} is not an asyncdump agent socket ({detail})", path.display())]
+    NotAnAgent { path: PathBuf, detail: String },
+    #[error("socket {} belongs to process {actual}, not {expected}; it is stale and was removed", path.display())]
+    WrongProcess {
+        path: PathBuf,
+        expected: u32,
+        actual: u32,
+    },
+    #[error("agent at {} did not answer: {detail}", path.display())]
+    NoAnswer { path: PathBuf, detail: String },
+    #[error("agent error: {message}")]
+    AgentError { message: String },
+}

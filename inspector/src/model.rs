@@ -1,0 +1,655 @@
+//! From a protocol [`Snapshot`] to what a dump shows: chains as trees, cross-task edges, wait cycles.
+//!
+//! Chains are rebuilt *only* from continuation links (each frame's `parent`) and the awaited tasks'
+//! `awaited_by` edges; the delegate is carried along as extra information and never consulted to build a
+//! chain. [`Dump::build`] does the reconstruction once for every task, before any filter, so that edges and
+//! cycles are right even for tasks a filter hides; [`Dump::filter`] then keeps what the user asked for, and
+//! [`coalesce`] groups identical chains. Nothing here does I/O or formatting: the views in `view/` do.
+//!
+//! The serde derives here *are* the `--json` format (documented in the README); change them only together
+//! with [`JSON_VERSION`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState};
+use serde::Serialize;
+
+/// Version of the `--json` document. Bump on any incompatible change of the types below.
+pub const JSON_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Dump {
+    pub format: &'static str,
+    pub version: u32,
+    pub process: Process,
+    pub snapshot: SnapshotInfo,
+    /// Wait cycles across JoinHandle edges, each listed in "awaits" order starting at its lowest task id.
+    pub deadlocks: Vec<Vec<u64>>,
+    pub tasks: Vec<TaskView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Process {
+    pub pid: u32,
+    pub program: String,
+    pub agent_version: String,
+    pub protocol_version: u32,
+    pub start_time_unix_ms: u64,
+    pub uptime_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotInfo {
+    pub capture_ns: u64,
+    pub round_trip_ns: u64,
+    pub tasks_total: usize,
+    pub idle: usize,
+    pub running: usize,
+    pub completed: usize,
+    pub tasks_spawned: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskView {
+    pub id: u64,
+    pub name: Option<String>,
+    pub state: State,
+    /// OS thread running the task, when running.
+    pub thread: Option<Thread>,
+    /// Time in the current state: suspended for (idle), running for, or completed for.
+    pub state_age_ns: u64,
+    pub polls: u64,
+    pub busy_ns: u64,
+    pub wakes: u64,
+    pub spawned_at: Loc,
+    pub root_type: String,
+    pub capture: CaptureView,
+    /// Frames the task root awaits directly; each holds its children down to the leaves.
+    pub frames: Vec<FrameNode>,
+    /// Tasks whose JoinHandle the task root awaits directly (outside any frame).
+    pub awaits_tasks: Vec<u64>,
+    pub awaited_by: Option<AwaitedBy>,
+    pub delegate: Option<DelegateView>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Idle,
+    Running,
+    Completed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Thread {
+    pub tid: u32,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Loc {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CaptureView {
+    Fresh,
+    /// Frames from an earlier snapshot, `age_ns` old: the task was running throughout this one.
+    Stale {
+        age_ns: u64,
+    },
+    /// The task was running throughout and no earlier frames exist.
+    Unavailable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct FrameNode {
+    pub name: String,
+    pub location: Loc,
+    pub source: Source,
+    /// Tasks whose JoinHandle this frame awaits (cross-task edges).
+    pub awaits_tasks: Vec<u64>,
+    pub children: Vec<FrameNode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    AnnotatedFn,
+    Labelled,
+}
+
+/// The frame of another task that awaits this task's JoinHandle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AwaitedBy {
+    pub task: u64,
+    pub task_name: Option<String>,
+    /// Frame names from the awaiting task's root down to the awaiting frame; empty for the task root.
+    pub path: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DelegateView {
+    pub clones: u32,
+    pub held_ns: u64,
+}
+
+/// What the user asked to see.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Include running and completed tasks, not only suspended ones.
+    pub all: bool,
+    /// Keep tasks where any frame name or the root future type contains this.
+    pub type_substr: Option<String>,
+    /// Keep tasks that have been in their state at least this long.
+    pub min_age_ns: u64,
+}
+
+impl Dump {
+    pub fn build(handshake: &Handshake, snap: &Snapshot, round_trip_ns: u64) -> Dump {
+        let by_id: HashMap<u64, usize> = snap
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i))
+            .collect();
+        // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
+        let mut edges: HashMap<u64, Vec<(Option<u64>, u64)>> = HashMap::new();
+        for t in &snap.tasks {
+            if let Some(a) = t.awaited_by {
+                edges.entry(a.task).or_default().push((a.frame, t.id));
+            }
+        }
+        let mut tasks: Vec<TaskView> = snap
+            .tasks
+            .iter()
+            .map(|t| task_view(snap, t, edges.get(&t.id).map_or(&[][..], |v| v)))
+            .collect();
+        // Resolve each awaited task's awaiter path now that every awaiting task has its tree.
+        for i in 0..tasks.len() {
+            let Some(edge) = snap.tasks[i].awaited_by else {
+                continue;
+            };
+            let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
+            tasks[i].awaited_by = Some(AwaitedBy {
+                task: edge.task,
+                task_name: awaiter.and_then(|a| a.name.clone()),
+                path: awaiter
+                    .map(|a| frame_path(snap, a, edge.frame))
+                    .unwrap_or_default(),
+            });
+        }
+        let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
+        Dump {
+            format: "asyncdump-dump",
+            version: JSON_VERSION,
+            process: Process {
+                pid: handshake.pid,
+                program: handshake.program.clone(),
+                agent_version: handshake.agent_version.clone(),
+                protocol_version: handshake.protocol_version,
+                start_time_unix_ms: handshake.start_time_unix_ms,
+                uptime_ns: snap.uptime_ns,
+            },
+            snapshot: SnapshotInfo {
+                capture_ns: snap.capture_ns,
+                round_trip_ns,
+                tasks_total: tasks.len(),
+                idle: count(State::Idle),
+                running: count(State::Running),
+                completed: count(State::Completed),
+                tasks_spawned: snap.stats.tasks_spawned,
+            },
+            deadlocks: find_cycles(snap),
+            tasks,
+        }
+    }
+
+    /// Keeps the tasks `filter` selects. Header counts and deadlocks still describe the whole process.
+    pub fn filter(mut self, filter: &Filter) -> Dump {
+        self.tasks.retain(|t| {
+            (filter.all || t.state == State::Idle)
+                && t.state_age_ns >= filter.min_age_ns
+                && filter
+                    .type_substr
+                    .as_deref()
+                    .is_none_or(|s| t.root_type.contains(s) || any_frame(&t.frames, s))
+        });
+        self
+    }
+}
+
+fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
+    frames
+        .iter()
+        .any(|f| f.name.contains(substr) || any_frame(&f.children, substr))
+}
+
+fn loc(l: &asyncdump_protocol::Location) -> Loc {
+    Loc {
+        file: l.file.clone(),
+        line: l.line,
+        column: l.column,
+    }
+}
+
+fn task_view(
+    snap: &Snapshot,
+    t: &asyncdump_protocol::Task,
+    edges: &[(Option<u64>, u64)],
+) -> TaskView {
+    let now = snap.now_ns;
+    let (state, thread, since) = match &t.state {
+        TaskState::Idle => (
+            State::Idle,
+            None,
+            t.last_poll_end_ns.unwrap_or(t.created_ns),
+        ),
+        TaskState::Running { thread, since_ns } => (
+            State::Running,
+            Some(Thread {
+                tid: thread.tid,
+                name: thread.name.clone(),
+            }),
+            *since_ns,
+        ),
+        TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
+    };
+    let site = &snap.spawn_sites[t.spawn_site as usize];
+    let mut awaits_root: Vec<u64> = Vec::new();
+    let known: std::collections::HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
+    let mut by_frame: HashMap<u64, Vec<u64>> = HashMap::new();
+    for &(frame, awaited) in edges {
+        match frame {
+            Some(f) if known.contains(&f) => by_frame.entry(f).or_default().push(awaited),
+            // The task root itself, or a frame that has since gone: attach the edge to the root.
+            _ => awaits_root.push(awaited),
+        }
+    }
+    awaits_root.sort_unstable();
+    TaskView {
+        id: t.id,
+        name: t.name.clone(),
+        state,
+        thread,
+        state_age_ns: now.saturating_sub(since),
+        polls: t.polls,
+        busy_ns: t.busy_ns,
+        wakes: t.wakes,
+        spawned_at: loc(&site.location),
+        root_type: site.root_type.clone(),
+        capture: match t.capture {
+            Capture::Fresh => CaptureView::Fresh,
+            Capture::Stale { captured_ns } => CaptureView::Stale {
+                age_ns: now.saturating_sub(captured_ns),
+            },
+            Capture::Unavailable => CaptureView::Unavailable,
+        },
+        frames: build_tree(snap, t, &by_frame),
+        awaits_tasks: awaits_root,
+        awaited_by: None,
+        delegate: t.delegate.map(|d| DelegateView {
+            clones: d.clones,
+            held_ns: now.saturating_sub(d.since_ns),
+        }),
+    }
+}
+
+/// Builds the frame forest from pre-ordered frames with parent links.
+fn build_tree(
+    snap: &Snapshot,
+    t: &asyncdump_protocol::Task,
+    edges: &HashMap<u64, Vec<u64>>,
+) -> Vec<FrameNode> {
+    // Children lists by parent id; order of appearance is poll order.
+    let mut kids: HashMap<Option<u64>, Vec<usize>> = HashMap::new();
+    let ids: std::collections::HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
+    for (i, f) in t.frames.iter().enumerate() {
+        // A parent missing from the list (cut by the agent's frame limit) makes the frame a top-level one.
+        let parent = f.parent.filter(|p| ids.contains(p));
+        kids.entry(parent).or_default().push(i);
+    }
+    fn make(
+        snap: &Snapshot,
+        t: &asyncdump_protocol::Task,
+        i: usize,
+        kids: &HashMap<Option<u64>, Vec<usize>>,
+        edges: &HashMap<u64, Vec<u64>>,
+    ) -> FrameNode {
+        let f = &t.frames[i];
+        let meta = &snap.frame_metas[f.meta as usize];
+        let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
+        awaits.sort_unstable();
+        FrameNode {
+            name: meta.name.clone(),
+            location: loc(&meta.location),
+            source: match meta.source {
+                FrameSource::AnnotatedFn => Source::AnnotatedFn,
+                FrameSource::Labelled => Source::Labelled,
+            },
+            awaits_tasks: awaits,
+            children: kids
+                .get(&Some(f.id))
+                .map(|c| c.iter().map(|&j| make(snap, t, j, kids, edges)).collect())
+                .unwrap_or_default(),
+        }
+    }
+    kids.get(&None)
+        .map(|top| {
+            top.iter()
+                .map(|&i| make(snap, t, i, &kids, edges))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Names from the task root down to frame `target` (empty if it is the root or unknown).
+fn frame_path(snap: &Snapshot, t: &asyncdump_protocol::Task, target: Option<u64>) -> Vec<String> {
+    let by_id: HashMap<u64, &asyncdump_protocol::Frame> =
+        t.frames.iter().map(|f| (f.id, f)).collect();
+    let mut path = Vec::new();
+    let mut cur = target.and_then(|id| by_id.get(&id));
+    while let Some(f) = cur {
+        path.push(snap.frame_metas[f.meta as usize].name.clone());
+        cur = f.parent.and_then(|p| by_id.get(&p));
+        if path.len() > t.frames.len() {
+            break; // malformed parent links: never loop forever on bad input
+        }
+    }
+    path.reverse();
+    path
+}
+
+/// Cycles in the "task awaits task" graph. Every task has at most one awaiter (`awaited_by`), so following
+/// awaiters from any task either ends or enters exactly one cycle.
+fn find_cycles(snap: &Snapshot) -> Vec<Vec<u64>> {
+    let awaiter: BTreeMap<u64, u64> = snap
+        .tasks
+        .iter()
+        .filter_map(|t| t.awaited_by.map(|a| (t.id, a.task)))
+        .collect();
+    let mut done: std::collections::HashSet<u64> = Default::default();
+    let mut cycles = Vec::new();
+    for &start in awaiter.keys() {
+        let mut path: Vec<u64> = Vec::new();
+        let mut cur = Some(start);
+        while let Some(id) = cur {
+            if done.contains(&id) {
+                break;
+            }
+            if let Some(pos) = path.iter().position(|&p| p == id) {
+                // `path[pos..]` follows "is awaited by"; reverse it to read "awaits".
+                let mut cycle: Vec<u64> = path[pos..].iter().rev().copied().collect();
+                let min = cycle
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, id)| **id)
+                    .map(|(i, _)| i)
+                    .unwrap_or(0);
+                cycle.rotate_left(min);
+                cycles.push(cycle);
+                break;
+            }
+            path.push(id);
+            cur = awaiter.get(&id).copied();
+        }
+        done.extend(path);
+    }
+    cycles.sort();
+    cycles
+}
+
+/// Identical chains grouped: same state, frame tree (names and locations), root type and spawn site.
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    pub count: usize,
+    pub task_ids: Vec<u64>,
+    pub state: State,
+    pub spawned_at: Loc,
+    pub root_type: String,
+    pub min_age_ns: u64,
+    pub max_age_ns: u64,
+    pub frames: Vec<FrameNode>,
+    pub awaits_tasks: Vec<u64>,
+}
+
+pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<(State, &[FrameNode], &Loc, &str, &[u64]), usize> = HashMap::new();
+    for t in tasks {
+        let key = (
+            t.state,
+            &t.frames[..],
+            &t.spawned_at,
+            t.root_type.as_str(),
+            &t.awaits_tasks[..],
+        );
+        match index.get(&key) {
+            Some(&g) => {
+                let g = &mut groups[g];
+                g.count += 1;
+                g.task_ids.push(t.id);
+                g.min_age_ns = g.min_age_ns.min(t.state_age_ns);
+                g.max_age_ns = g.max_age_ns.max(t.state_age_ns);
+            }
+            None => {
+                index.insert(key, groups.len());
+                groups.push(Group {
+                    count: 1,
+                    task_ids: vec![t.id],
+                    state: t.state,
+                    spawned_at: t.spawned_at.clone(),
+                    root_type: t.root_type.clone(),
+                    min_age_ns: t.state_age_ns,
+                    max_age_ns: t.state_age_ns,
+                    frames: t.frames.clone(),
+                    awaits_tasks: t.awaits_tasks.clone(),
+                });
+            }
+        }
+    }
+    // Biggest groups first, as in Go's goroutine profile: the pile-up is what you came for.
+    groups.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.task_ids[0].cmp(&b.task_ids[0]))
+    });
+    groups
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use asyncdump_protocol::{
+        Awaiter, Delegate, Frame, FrameMeta, Location, PROTOCOL_VERSION, SpawnSite, Task,
+    };
+
+    pub(crate) fn handshake() -> Handshake {
+        Handshake {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: "0.1.0".into(),
+            pid: 42,
+            program: "svc".into(),
+            start_time_unix_ms: 0,
+        }
+    }
+
+    fn meta(name: &str, line: u32) -> FrameMeta {
+        FrameMeta {
+            name: name.into(),
+            location: Location {
+                file: "src/main.rs".into(),
+                line,
+                column: 1,
+            },
+            source: FrameSource::AnnotatedFn,
+        }
+    }
+
+    pub(crate) fn task(id: u64, frames: Vec<Frame>) -> Task {
+        Task {
+            id,
+            name: None,
+            spawn_site: 0,
+            state: TaskState::Idle,
+            created_ns: 0,
+            polls: 1,
+            busy_ns: 10,
+            last_poll_end_ns: Some(1_000),
+            wakes: 0,
+            last_wake_ns: None,
+            frames,
+            capture: Capture::Fresh,
+            awaited_by: None,
+            delegate: None,
+        }
+    }
+
+    fn f(id: u64, parent: Option<u64>, meta: u32) -> Frame {
+        Frame { id, parent, meta }
+    }
+
+    /// handler → read_frame → recv, plus a second branch handler → timer.
+    pub(crate) fn sample() -> Snapshot {
+        Snapshot {
+            now_ns: 2_000_000_000,
+            frame_metas: vec![
+                meta("handler", 1),
+                meta("read_frame", 5),
+                meta("recv", 9),
+                meta("timer", 12),
+            ],
+            spawn_sites: vec![SpawnSite {
+                location: Location {
+                    file: "src/main.rs".into(),
+                    line: 30,
+                    column: 5,
+                },
+                root_type: "svc::handler::{{closure}}".into(),
+            }],
+            tasks: vec![task(
+                1,
+                vec![
+                    f(10, None, 0),
+                    f(11, Some(10), 1),
+                    f(12, Some(11), 2),
+                    f(13, Some(10), 3),
+                ],
+            )],
+            ..Snapshot::default()
+        }
+    }
+
+    fn names(nodes: &[FrameNode]) -> Vec<String> {
+        nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    #[test]
+    fn frames_become_a_tree_in_poll_order() {
+        let dump = Dump::build(&handshake(), &sample(), 0);
+        let root = &dump.tasks[0].frames;
+        assert_eq!(names(root), ["handler"]);
+        assert_eq!(names(&root[0].children), ["read_frame", "timer"]);
+        assert_eq!(names(&root[0].children[0].children), ["recv"]);
+        assert_eq!(dump.tasks[0].state_age_ns, 2_000_000_000 - 1_000);
+    }
+
+    #[test]
+    fn chains_do_not_depend_on_the_delegate() {
+        let mut with = sample();
+        with.tasks[0].delegate = Some(Delegate {
+            clones: 1,
+            since_ns: 5,
+        });
+        let a = Dump::build(&handshake(), &with, 0);
+        let b = Dump::build(&handshake(), &sample(), 0);
+        assert_eq!(a.tasks[0].frames, b.tasks[0].frames);
+        assert!(a.tasks[0].delegate.is_some() && b.tasks[0].delegate.is_none());
+    }
+
+    fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
+        let mut s = sample();
+        s.tasks = (1..=4)
+            .map(|id| task(id, vec![f(id * 100, None, 0)]))
+            .collect();
+        for &(awaiter, awaited) in edges {
+            let t = s.tasks.iter_mut().find(|t| t.id == awaited).unwrap();
+            t.awaited_by = Some(Awaiter {
+                task: awaiter,
+                frame: Some(awaiter * 100),
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn a_join_handle_edge_hangs_under_the_awaiting_frame() {
+        let dump = Dump::build(&handshake(), &edge_snapshot(&[(1, 2)]), 0);
+        assert_eq!(dump.tasks[0].frames[0].awaits_tasks, [2]);
+        let by = dump.tasks[1].awaited_by.as_ref().unwrap();
+        assert_eq!((by.task, by.path.clone()), (1, vec!["handler".to_owned()]));
+        assert!(dump.deadlocks.is_empty());
+    }
+
+    #[test]
+    fn wait_cycles_are_deadlocks_listed_in_awaits_order() {
+        let dump = Dump::build(&handshake(), &edge_snapshot(&[(3, 4), (4, 3), (1, 2)]), 0);
+        assert_eq!(dump.deadlocks, vec![vec![3, 4]]);
+        let three = Dump::build(&handshake(), &edge_snapshot(&[(1, 2), (2, 3), (3, 1)]), 0);
+        assert_eq!(three.deadlocks, vec![vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn filters_select_by_state_frame_name_and_age() {
+        let mut s = edge_snapshot(&[]);
+        s.tasks[1].state = TaskState::Completed { at_ns: 1 };
+        s.tasks[2].last_poll_end_ns = Some(s.now_ns - 10);
+        let dump = Dump::build(&handshake(), &s, 0);
+        let ids = |d: Dump| d.tasks.iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(dump.clone().filter(&Filter::default())), [1, 3, 4]);
+        assert_eq!(
+            ids(dump.clone().filter(&Filter {
+                all: true,
+                ..Default::default()
+            })),
+            [1, 2, 3, 4]
+        );
+        let old = Filter {
+            min_age_ns: 1_000_000,
+            ..Default::default()
+        };
+        assert_eq!(ids(dump.clone().filter(&old)), [1, 4]);
+        let typed = Filter {
+            type_substr: Some("nope".into()),
+            ..Default::default()
+        };
+        assert!(ids(dump.clone().filter(&typed)).is_empty());
+        let typed = Filter {
+            type_substr: Some("handl".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(dump.filter(&typed)), [1, 3, 4]);
+    }
+
+    #[test]
+    fn identical_chains_coalesce_with_a_count() {
+        let dump = Dump::build(&handshake(), &edge_snapshot(&[]), 0);
+        let groups = coalesce(&dump.tasks);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(
+            (groups[0].count, groups[0].task_ids.clone()),
+            (4, vec![1, 2, 3, 4])
+        );
+    }
+
+    #[test]
+    fn frames_cut_by_the_agent_limit_still_show() {
+        let mut s = sample();
+        s.tasks[0].frames.remove(0); // parent of read_frame and timer is missing
+        let dump = Dump::build(&handshake(), &s, 0);
+        assert_eq!(names(&dump.tasks[0].frames), ["read_frame", "timer"]);
+    }
+}

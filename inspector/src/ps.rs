@@ -1,0 +1,112 @@
+//! `asyncdump ps`: every live agent of this user, found by scanning the socket directories; sockets whose
+//! process is gone or that nobody listens on are stale and removed.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use asyncdump_protocol::paths;
+use serde::Serialize;
+
+use crate::client::Client;
+use crate::error::TargetError;
+use crate::target::{dirs_for, euid};
+use crate::view::duration;
+
+#[derive(Debug, Serialize)]
+pub struct Agent {
+    pub pid: u32,
+    pub program: String,
+    pub agent_version: String,
+    pub tasks_live: u64,
+    pub uptime_ms: u64,
+    pub socket: PathBuf,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Listing {
+    pub agents: Vec<Agent>,
+    pub removed_stale: Vec<PathBuf>,
+    /// Sockets that exist but could not be queried (e.g. another version), with the reason.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+pub fn scan() -> Listing {
+    let mut listing = Listing {
+        agents: Vec::new(),
+        removed_stale: Vec::new(),
+        unreadable: Vec::new(),
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    for dir in dirs_for(euid()) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut sockets: Vec<(u32, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| Some((paths::pid_of_socket(&e.path())?, e.path())))
+            .collect();
+        sockets.sort();
+        for (pid, path) in sockets {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_file(&path);
+                listing.removed_stale.push(path);
+                continue;
+            }
+            let queried = Client::connect(&path).and_then(|mut c| Ok((c.stats()?, c.handshake)));
+            match queried {
+                Ok((stats, hs)) => listing.agents.push(Agent {
+                    pid: hs.pid,
+                    program: hs.program,
+                    agent_version: hs.agent_version,
+                    tasks_live: stats.tasks_live,
+                    uptime_ms: now_ms.saturating_sub(hs.start_time_unix_ms),
+                    socket: path,
+                }),
+                // `Client::connect` already removed it.
+                Err(TargetError::StaleSocket { .. }) => listing.removed_stale.push(path),
+                Err(e) => listing.unreadable.push((path, e.to_string())),
+            }
+        }
+    }
+    listing
+}
+
+pub fn render(l: &Listing) -> String {
+    let mut out = String::new();
+    if l.agents.is_empty() {
+        out.push_str("no asyncdump agents running as this user\n");
+    } else {
+        let width = l
+            .agents
+            .iter()
+            .map(|a| a.program.len())
+            .max()
+            .unwrap_or(7)
+            .max(7);
+        let _ = writeln!(
+            out,
+            "{:>7}  {:<width$}  {:>6}  {:>8}  SOCKET",
+            "PID", "PROGRAM", "TASKS", "UPTIME"
+        );
+        for a in &l.agents {
+            let _ = writeln!(
+                out,
+                "{:>7}  {:<width$}  {:>6}  {:>8}  {}",
+                a.pid,
+                a.program,
+                a.tasks_live,
+                duration(a.uptime_ms * 1_000_000),
+                a.socket.display()
+            );
+        }
+    }
+    for path in &l.removed_stale {
+        let _ = writeln!(out, "removed stale socket {}", path.display());
+    }
+    for (path, why) in &l.unreadable {
+        let _ = writeln!(out, "cannot read {}: {why}", path.display());
+    }
+    out
+}

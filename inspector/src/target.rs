@@ -1,0 +1,149 @@
+//! Turning the user's `PID|SOCKET` argument into an agent socket, with a precise error when there is none.
+
+use std::path::{Path, PathBuf};
+
+use asyncdump_protocol::paths;
+
+use crate::error::TargetError;
+
+/// What the user pointed at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Pid(u32),
+    Socket(PathBuf),
+}
+
+impl Target {
+    pub fn parse(arg: &str) -> Target {
+        match arg.parse::<u32>() {
+            Ok(pid) => Target::Pid(pid),
+            Err(_) => Target::Socket(PathBuf::from(arg)),
+        }
+    }
+
+    /// The pid this target must belong to, if the user named one.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Target::Pid(pid) => Some(*pid),
+            Target::Socket(_) => None,
+        }
+    }
+
+    /// Finds the socket for this target.
+    pub fn resolve(&self) -> Result<PathBuf, TargetError> {
+        match self {
+            Target::Socket(path) => {
+                if path.exists() {
+                    Ok(path.clone())
+                } else {
+                    Err(TargetError::NoSuchSocket { path: path.clone() })
+                }
+            }
+            Target::Pid(pid) => resolve_pid(*pid),
+        }
+    }
+}
+
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The socket directories to search for agents of the given uid (ours by default, or the target's).
+pub fn dirs_for(uid: u32) -> Vec<PathBuf> {
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let mut dirs = if uid == euid() {
+        paths::search_dirs(xdg.as_deref(), uid)
+    } else {
+        Vec::new()
+    };
+    for dir in [
+        Path::new("/run/user")
+            .join(uid.to_string())
+            .join("asyncdump"),
+        paths::tmp_dir(uid),
+    ] {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+fn process_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn process_name(pid: u32) -> Option<String> {
+    Some(
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()?
+            .trim_end()
+            .to_owned(),
+    )
+}
+
+fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
+    let alive = Path::new(&format!("/proc/{pid}")).exists();
+    let uid = process_uid(pid).unwrap_or_else(euid);
+    let mut dirs = dirs_for(euid());
+    for dir in dirs_for(uid) {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    if let Ok(explicit) = std::env::var(paths::SOCKET_ENV) {
+        dirs.retain(|d| d != Path::new(&explicit));
+    }
+    let name = paths::socket_file_name(pid);
+    let found = dirs.iter().map(|d| d.join(&name)).find(|p| p.exists());
+    if !alive {
+        // A socket left behind by a dead process is stale: tidy it up while reporting the real problem.
+        if let Some(stale) = found {
+            let _ = std::fs::remove_file(stale);
+        }
+        return Err(TargetError::NoSuchProcess { pid });
+    }
+    found.ok_or_else(|| TargetError::NoAgent {
+        pid,
+        program: process_name(pid).unwrap_or_else(|| "?".into()),
+        searched: dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_pids_and_anything_else_is_a_socket_path() {
+        assert_eq!(Target::parse("123"), Target::Pid(123));
+        assert_eq!(
+            Target::parse("/tmp/x.sock"),
+            Target::Socket("/tmp/x.sock".into())
+        );
+        assert_eq!(Target::parse("./123"), Target::Socket("./123".into()));
+    }
+
+    #[test]
+    fn a_dead_pid_is_no_such_process() {
+        // Above the kernel's pid_max, so never a live process.
+        assert!(matches!(
+            resolve_pid(4_194_304 + 7),
+            Err(TargetError::NoSuchProcess { .. })
+        ));
+    }
+
+    #[test]
+    fn a_live_process_without_agent_says_how_to_add_one() {
+        let err = resolve_pid(std::process::id()).unwrap_err();
+        assert!(matches!(err, TargetError::NoAgent { .. }), "{err}");
+        assert!(err.to_string().contains("asyncdump_agent::init()"));
+    }
+}

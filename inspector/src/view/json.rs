@@ -1,0 +1,33 @@
+//! `--json`: the model serialised as is (see `model` and the README for the documented shape).
+
+use serde::Serialize;
+
+use crate::model::{Dump, Group, Process, SnapshotInfo};
+
+/// With `--coalesce`, `groups` replaces `tasks`.
+#[derive(Serialize)]
+struct Coalesced<'a> {
+    format: &'static str,
+    version: u32,
+    process: &'a Process,
+    snapshot: &'a SnapshotInfo,
+    deadlocks: &'a [Vec<u64>],
+    groups: &'a [Group],
+}
+
+pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
+    let mut out = match groups {
+        None => serde_json::to_string_pretty(dump),
+        Some(groups) => serde_json::to_string_pretty(&Coalesced {
+            format: dump.format,
+            version: dump.version,
+            process: &dump.process,
+            snapshot: &dump.snapshot,
+            deadlocks: &dump.deadlocks,
+            groups,
+        }),
+    }
+    .expect("the dump model serialises");
+    out.push('\n');
+    out
+}

@@ -1,0 +1,68 @@
+//! Rendering a [`crate::model::Dump`]: [`text`] (dumpasync-style, for people) and [`json`] (for tools).
+
+pub mod json;
+pub mod text;
+
+/// A human duration with three significant digits: `870ns`, `12.3µs`, `4.56ms`, `1.23s`, `2m05s`, `3h04m`.
+pub fn duration(ns: u64) -> String {
+    let f = ns as f64;
+    match ns {
+        0..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{:.1}µs", f / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2}ms", f / 1e6),
+        1_000_000_000..60_000_000_000 => format!("{:.2}s", f / 1e9),
+        60_000_000_000..3_600_000_000_000 => {
+            format!("{}m{:02}s", ns / 60_000_000_000, ns / 1_000_000_000 % 60)
+        }
+        _ => format!(
+            "{}h{:02}m",
+            ns / 3_600_000_000_000,
+            ns / 60_000_000_000 % 60
+        ),
+    }
+}
+
+/// Task ids as compact ranges: `1–4, 7, 9–10`.
+pub fn id_ranges(ids: &[u64]) -> String {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}–{}", sorted[i], sorted[j])
+        } else {
+            sorted[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(870), "870ns");
+        assert_eq!(duration(12_345), "12.3µs");
+        assert_eq!(duration(4_560_000), "4.56ms");
+        assert_eq!(duration(1_234_000_000), "1.23s");
+        assert_eq!(duration(125_000_000_000), "2m05s");
+        assert_eq!(
+            duration(3 * 3_600_000_000_000 + 4 * 60_000_000_000),
+            "3h04m"
+        );
+    }
+
+    #[test]
+    fn ids_compress_into_ranges() {
+        assert_eq!(id_ranges(&[4, 1, 2, 3, 7, 9, 10]), "1–4, 7, 9–10");
+        assert_eq!(id_ranges(&[5]), "5");
+    }
+}
