@@ -230,10 +230,10 @@ impl Node {
     #[inline]
     unsafe fn attach(&self, cur: Current) {
         let owner = self.task.load(Relaxed);
-        if owner == cur.task as *mut _ && self.parent.load(Relaxed) == cur.node as *mut _ {
+        if ptr::eq(owner, cur.task) && ptr::eq(self.parent.load(Relaxed), cur.node) {
             return;
         }
-        if owner == cur.task as *mut _ {
+        if ptr::eq(owner, cur.task) {
             // SAFETY: we hold this task's lock.
             unsafe { self.unlink_locked() };
         } else {

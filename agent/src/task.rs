@@ -135,11 +135,11 @@ impl TaskCell {
                 return Some(ReadLock { cell: self });
             }
             tries += 1;
-            if tries % 64 == 0 && sys::now_ns() >= deadline_ns {
+            if tries.is_multiple_of(64) && sys::now_ns() >= deadline_ns {
                 return None;
             }
             std::hint::spin_loop();
-            if tries % 1024 == 0 {
+            if tries.is_multiple_of(1024) {
                 std::thread::yield_now();
             }
         }

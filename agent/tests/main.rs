@@ -13,7 +13,7 @@ fn snap() -> Snapshot {
     })
 }
 
-fn task<'a>(s: &'a Snapshot, id: u64) -> &'a Task {
+fn task(s: &Snapshot, id: u64) -> &Task {
     s.tasks
         .iter()
         .find(|t| t.id == id)
@@ -219,7 +219,7 @@ fn a_frame_polled_in_one_task_then_moved_to_another_relinks() {
             ["main::middle", "oneshot::Receiver"]
         );
     } // the first task ends while `moved` is still alive and linked into it
-    let mut second = Box::pin(instrument(async move { moved.await }));
+    let mut second = Box::pin(instrument(moved));
     let second_id = second.task_id();
     assert!(poll_once(second.as_mut()).is_pending());
     assert_eq!(

@@ -58,9 +58,13 @@ pub struct TaskView {
     pub thread: Option<Thread>,
     /// Time in the current state: suspended for (idle), running for, or completed for.
     pub state_age_ns: u64,
+    /// Time since the task was created.
+    pub age_ns: u64,
     pub polls: u64,
     pub busy_ns: u64,
     pub wakes: u64,
+    /// Time since the last wake, if it was ever woken.
+    pub last_wake_ago_ns: Option<u64>,
     pub spawned_at: Loc,
     pub root_type: String,
     pub capture: CaptureView,
@@ -163,25 +167,24 @@ impl Dump {
                 edges.entry(a.task).or_default().push((a.frame, t.id));
             }
         }
-        let mut tasks: Vec<TaskView> = snap
+        let tasks: Vec<TaskView> = snap
             .tasks
             .iter()
-            .map(|t| task_view(snap, t, edges.get(&t.id).map_or(&[][..], |v| v)))
+            .map(|t| {
+                let mut view = task_view(snap, t, edges.get(&t.id).map_or(&[][..], |v| v));
+                view.awaited_by = t.awaited_by.map(|edge| {
+                    let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
+                    AwaitedBy {
+                        task: edge.task,
+                        task_name: awaiter.and_then(|a| a.name.clone()),
+                        path: awaiter
+                            .map(|a| frame_path(snap, a, edge.frame))
+                            .unwrap_or_default(),
+                    }
+                });
+                view
+            })
             .collect();
-        // Resolve each awaited task's awaiter path now that every awaiting task has its tree.
-        for i in 0..tasks.len() {
-            let Some(edge) = snap.tasks[i].awaited_by else {
-                continue;
-            };
-            let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
-            tasks[i].awaited_by = Some(AwaitedBy {
-                task: edge.task,
-                task_name: awaiter.and_then(|a| a.name.clone()),
-                path: awaiter
-                    .map(|a| frame_path(snap, a, edge.frame))
-                    .unwrap_or_default(),
-            });
-        }
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         Dump {
             format: "asyncdump-dump",
@@ -276,9 +279,11 @@ fn task_view(
         state,
         thread,
         state_age_ns: now.saturating_sub(since),
+        age_ns: now.saturating_sub(t.created_ns),
         polls: t.polls,
         busy_ns: t.busy_ns,
         wakes: t.wakes,
+        last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
         spawned_at: loc(&site.location),
         root_type: site.root_type.clone(),
         capture: match t.capture {
@@ -416,9 +421,12 @@ pub struct Group {
     pub awaits_tasks: Vec<u64>,
 }
 
+/// What makes two chains identical for [`coalesce`].
+type GroupKey<'a> = (State, &'a [FrameNode], &'a Loc, &'a str, &'a [u64]);
+
 pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut index: HashMap<(State, &[FrameNode], &Loc, &str, &[u64]), usize> = HashMap::new();
+    let mut index: HashMap<GroupKey<'_>, usize> = HashMap::new();
     for t in tasks {
         let key = (
             t.state,

@@ -32,13 +32,14 @@ impl Target {
     /// Finds the socket for this target.
     pub fn resolve(&self) -> Result<PathBuf, TargetError> {
         match self {
-            Target::Socket(path) => {
-                if path.exists() {
-                    Ok(path.clone())
-                } else {
-                    Err(TargetError::NoSuchSocket { path: path.clone() })
+            // `exists()` would also be false for a socket in a directory we may not search: tell them apart.
+            Target::Socket(path) => match std::fs::symlink_metadata(path) {
+                Ok(_) => Ok(path.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    Err(TargetError::PermissionDenied { path: path.clone() })
                 }
-            }
+                Err(_) => Err(TargetError::NoSuchSocket { path: path.clone() }),
+            },
             Target::Pid(pid) => resolve_pid(*pid),
         }
     }
@@ -98,13 +99,28 @@ fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
         dirs.retain(|d| d != Path::new(&explicit));
     }
     let name = paths::socket_file_name(pid);
-    let found = dirs.iter().map(|d| d.join(&name)).find(|p| p.exists());
+    let mut denied = None;
+    let found = dirs
+        .iter()
+        .map(|d| d.join(&name))
+        .find(|p| match std::fs::symlink_metadata(p) {
+            Ok(_) => true,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    denied.get_or_insert_with(|| p.clone());
+                }
+                false
+            }
+        });
     if !alive {
         // A socket left behind by a dead process is stale: tidy it up while reporting the real problem.
         if let Some(stale) = found {
             let _ = std::fs::remove_file(stale);
         }
         return Err(TargetError::NoSuchProcess { pid });
+    }
+    if let (None, Some(path)) = (&found, denied) {
+        return Err(TargetError::PermissionDenied { path });
     }
     found.ok_or_else(|| TargetError::NoAgent {
         pid,

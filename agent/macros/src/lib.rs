@@ -48,10 +48,10 @@ pub fn frame(attr: TokenStream, item: TokenStream) -> TokenStream {
         ::asyncdump_agent::__private::framed_fn(#name, __asyncdump_body).await
     };
     // The ascription's trailing read is unreachable for bodies that never return (`loop {}`).
-    func.block = Box::new(syn::parse_quote!({
+    *func.block = syn::parse_quote!({
         #[allow(unreachable_code)]
         let __asyncdump_body = async move { #ascribed };
         #call
-    }));
+    });
     quote!(#func).into()
 }

@@ -53,7 +53,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
                     state_word(g.state),
                     age_word(g.state)
                 );
-                spawned(&mut out, &g.spawned_at, &g.root_type);
+                spawned(&mut out, &g.spawned_at, &g.root_type, None);
                 frames(&mut out, &g.frames, &g.awaits_tasks, &label);
                 out.push('\n');
             }
@@ -138,8 +138,11 @@ fn task(out: &mut String, t: &TaskView, label: &dyn Fn(u64) -> String) {
         duration(t.busy_ns),
         t.wakes
     );
+    if let Some(ago) = t.last_wake_ago_ns {
+        let _ = write!(line, " (last {} ago)", duration(ago));
+    }
     let _ = writeln!(out, "{line}");
-    spawned(out, &t.spawned_at, &t.root_type);
+    spawned(out, &t.spawned_at, &t.root_type, Some(t.age_ns));
     if let Some(by) = &t.awaited_by {
         let mut at = String::new();
         if !by.path.is_empty() {
@@ -178,10 +181,13 @@ fn task(out: &mut String, t: &TaskView, label: &dyn Fn(u64) -> String) {
     }
 }
 
-fn spawned(out: &mut String, at: &crate::model::Loc, root_type: &str) {
+fn spawned(out: &mut String, at: &crate::model::Loc, root_type: &str, age_ns: Option<u64>) {
+    let age = age_ns
+        .map(|a| format!(" {} ago", duration(a)))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  spawned at {}:{}:{} · root {root_type}",
+        "  spawned{age} at {}:{}:{} · root {root_type}",
         at.file, at.line, at.column
     );
 }

@@ -1,0 +1,144 @@
+//! `asyncdump dump --json`: the documented, versioned shape, on real fixtures.
+
+use serde_json::Value;
+
+use crate::support::{Fixture, dump_json, site};
+
+/// Frame names from the root down, following the first child.
+fn chain(task: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut level = &task["frames"];
+    while let Some(f) = level.as_array().and_then(|a| a.first()) {
+        out.push(f["name"].as_str().unwrap().to_owned());
+        level = &f["children"];
+    }
+    out
+}
+
+fn task(doc: &Value, id: u64) -> &Value {
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .expect("task in dump")
+}
+
+#[test]
+fn the_document_has_the_documented_shape() {
+    let fx = Fixture::start("depth_chain", &["--depth", "10"]);
+    let doc = dump_json(fx.pid, &[]);
+    assert_eq!(doc["format"], "asyncdump-dump");
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["process"]["pid"], fx.pid);
+    assert_eq!(doc["process"]["program"], "depth_chain");
+    assert_eq!(doc["process"]["protocol_version"], 1);
+    assert!(doc["process"]["start_time_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
+    for key in [
+        "capture_ns",
+        "round_trip_ns",
+        "tasks_total",
+        "idle",
+        "running",
+        "completed",
+        "tasks_spawned",
+    ] {
+        assert!(doc["snapshot"][key].is_u64(), "snapshot.{key}");
+    }
+    assert_eq!(doc["deadlocks"], serde_json::json!([]));
+    let t = task(&doc, 1);
+    assert_eq!(t["name"], "depth-chain");
+    assert_eq!(t["state"], "idle");
+    assert_eq!(t["thread"], Value::Null);
+    assert_eq!(t["polls"], 1);
+    assert_eq!(t["capture"]["kind"], "fresh");
+    assert_eq!(t["awaited_by"], Value::Null);
+    assert_eq!(t["delegate"]["clones"], 1);
+    assert!(t["state_age_ns"].as_u64().unwrap() > 0);
+    assert!(
+        t["root_type"]
+            .as_str()
+            .unwrap()
+            .starts_with("depth_chain::descend")
+    );
+    let c = chain(t);
+    assert_eq!(c.len(), 11);
+    assert!(c[..10].iter().all(|n| n == "depth_chain::descend"));
+    assert_eq!(c[10], "oneshot::Receiver");
+    let top = &t["frames"][0];
+    assert_eq!(top["source"], "annotated_fn");
+    let at = site("depth_chain", "async fn descend", "descend");
+    assert_eq!(
+        format!(
+            "{}:{}:{}",
+            top["location"]["file"].as_str().unwrap(),
+            top["location"]["line"],
+            top["location"]["column"]
+        ),
+        at
+    );
+}
+
+#[test]
+fn edges_and_cycles_are_in_the_json_too() {
+    let fx = Fixture::start("deadlock", &[]);
+    let doc = dump_json(fx.pid, &[]);
+    assert_eq!(doc["deadlocks"], serde_json::json!([[1, 2]]));
+    let left = task(&doc, 1);
+    assert_eq!(left["awaited_by"]["task"], 2);
+    assert_eq!(
+        left["awaited_by"]["path"],
+        serde_json::json!(["deadlock::wait_for_peer", "deadlock::join_peer"])
+    );
+    let join_peer = &left["frames"][0]["children"][0];
+    assert_eq!(join_peer["name"], "deadlock::join_peer");
+    assert_eq!(join_peer["awaits_tasks"], serde_json::json!([2]));
+}
+
+#[test]
+fn coalesced_json_has_groups_instead_of_tasks() {
+    let fx = Fixture::start("fan_out", &[]);
+    let doc = dump_json(fx.pid, &["--coalesce"]);
+    assert!(doc.get("tasks").is_none());
+    let groups = doc["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0]["count"], 16);
+    assert_eq!(groups[0]["task_ids"].as_array().unwrap().len(), 16);
+    assert_eq!(
+        chain(&groups[0]),
+        [
+            "fan_out::handle_request",
+            "fan_out::fetch_row",
+            "oneshot::Receiver"
+        ]
+    );
+}
+
+/// The spinner task is polled on a multi-thread runtime while we dump: whatever each dump shows of it must
+/// be the whole chain or nothing, never a part.
+#[test]
+fn ten_dumps_of_a_busy_multithreaded_task_never_show_a_torn_chain() {
+    let fx = Fixture::start("yield_loop", &[]);
+    let full = ["yield_loop::spin", "yield_loop::step", "yield_now"];
+    let mut seen_full = 0;
+    for _ in 0..10 {
+        let doc = dump_json(fx.pid, &["--all"]);
+        let spinner = task(&doc, 1);
+        let c = chain(spinner);
+        match spinner["capture"]["kind"].as_str().unwrap() {
+            "fresh" | "stale" => {
+                assert_eq!(c, full, "torn chain: {spinner}");
+                seen_full += 1;
+            }
+            "unavailable" => assert!(c.is_empty() && spinner["state"] == "running"),
+            other => panic!("unknown capture kind {other}"),
+        }
+        for idle in [2, 3] {
+            assert_eq!(
+                chain(task(&doc, idle)),
+                ["yield_loop::idle_worker", "oneshot::Receiver"]
+            );
+        }
+    }
+    assert!(seen_full > 0, "no dump caught the spinner's chain");
+}

@@ -1,0 +1,251 @@
+//! `asyncdump dump` text output on each fixture.
+
+use crate::support::{Fixture, asyncdump, asyncdump_ok, site};
+
+/// The lines of the section of task `id` (from its header to the blank line).
+fn section(text: &str, header_prefix: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(header_prefix))
+        .take_while(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Frame lines (`name at file:line:col`), with the indentation that shows depth.
+fn frame_lines(section: &[String]) -> Vec<String> {
+    section
+        .iter()
+        .filter(|l| l.contains(" at ") && !l.starts_with("  spawned ") && !l.contains("awaited by"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn depth_chain_10_prints_ten_annotated_frames_root_first_then_the_leaf() {
+    let fx = Fixture::start("depth_chain", &["--depth", "10"]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    assert!(
+        text.starts_with(&format!("pid {} (depth_chain)", fx.pid)),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 task: 1 idle, 0 running, 0 completed"),
+        "{text}"
+    );
+    let s = section(&text, "task 1 \"depth-chain\"");
+    assert!(
+        s[0].starts_with("task 1 \"depth-chain\" · idle · suspended "),
+        "{}",
+        s[0]
+    );
+    assert!(s[0].contains("· polls 1 ·"), "{}", s[0]);
+    let spawn = site(
+        "depth_chain",
+        "asyncdump_agent::spawn_named(\"depth-chain\"",
+        "asyncdump_agent",
+    );
+    assert!(s[1].starts_with("  spawned "), "{}", s[1]);
+    assert!(
+        s[1].contains(&format!(" ago at {spawn} · root depth_chain::descend")),
+        "{}",
+        s[1]
+    );
+    let descend = site("depth_chain", "async fn descend", "descend");
+    let mut expected: Vec<String> = (1..=10)
+        .map(|depth| format!("{}depth_chain::descend at {descend}", "  ".repeat(depth)))
+        .collect();
+    let leaf = site("depth_chain", "rx.frame(\"oneshot::Receiver\")", "frame");
+    expected.push(format!("{}oneshot::Receiver at {leaf}", "  ".repeat(11)));
+    assert_eq!(frame_lines(&s), expected);
+    // tokio's oneshot keeps the waker it is given: that clone is the delegate.
+    assert!(
+        s.last()
+            .unwrap()
+            .starts_with("  delegate: waker kept by a leaf (1 clone) for "),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn depth_is_what_was_asked_for() {
+    let fx = Fixture::start("depth_chain", &["--depth", "3"]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    assert_eq!(frame_lines(&section(&text, "task 1")).len(), 4);
+}
+
+#[test]
+fn fan_out_coalesces_into_one_group_of_16() {
+    let fx = Fixture::start("fan_out", &[]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--coalesce"]);
+    let groups: Vec<&str> = text.lines().filter(|l| l.starts_with('×')).collect();
+    assert_eq!(groups.len(), 1, "{text}");
+    assert!(
+        groups[0].starts_with("×16 tasks 1–16 · idle · suspended "),
+        "{}",
+        groups[0]
+    );
+    let s = section(&text, "×16");
+    assert_eq!(
+        frame_lines(&s),
+        [
+            format!(
+                "  fan_out::handle_request at {}",
+                site("fan_out", "async fn handle_request", "handle_request")
+            ),
+            format!(
+                "    fan_out::fetch_row at {}",
+                site("fan_out", "async fn fetch_row", "fetch_row")
+            ),
+            format!(
+                "      oneshot::Receiver at {}",
+                site("fan_out", "rx.frame(", "frame")
+            ),
+        ]
+    );
+    // Without --coalesce every task prints.
+    let full = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    assert_eq!(full.lines().filter(|l| l.starts_with("task ")).count(), 16);
+}
+
+#[test]
+fn channel_wait_ends_in_the_mpsc_receive() {
+    let fx = Fixture::start("channel_wait", &[]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let s = section(&text, "task 1 \"consumer\"");
+    assert_eq!(
+        frame_lines(&s),
+        [
+            format!(
+                "  channel_wait::consume at {}",
+                site("channel_wait", "async fn consume", "consume")
+            ),
+            format!(
+                "    channel_wait::next_message at {}",
+                site("channel_wait", "async fn next_message", "next_message")
+            ),
+            format!(
+                "      mpsc::Receiver::recv at {}",
+                site("channel_wait", "rx.recv().frame(", "frame")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn join_wait_shows_the_edge_from_the_awaiting_frame_to_the_awaited_task() {
+    let fx = Fixture::start("join_wait", &[]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let worker = section(&text, "task 1 \"worker\"");
+    assert_eq!(
+        worker[2],
+        "  awaited by task 2 \"supervisor\" at join_wait::supervise → join_wait::wait_for_worker"
+    );
+    assert_eq!(frame_lines(&worker).len(), 2);
+    let sup = section(&text, "task 2 \"supervisor\"");
+    let wait = site("join_wait", "async fn wait_for_worker", "wait_for_worker");
+    let i = sup
+        .iter()
+        .position(|l| l == &format!("    join_wait::wait_for_worker at {wait}"))
+        .expect("frame");
+    assert_eq!(sup[i + 1], "      → awaits task 1 \"worker\"");
+    assert!(!text.contains("DEADLOCK"));
+}
+
+#[test]
+fn deadlock_reports_the_cycle_and_still_prints_every_chain() {
+    let fx = Fixture::start("deadlock", &[]);
+    let out = asyncdump(&["dump", &fx.pid.to_string()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("DEADLOCK cycle: task 1 → task 2 → task 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  task 1 \"left\" awaits task 2 \"right\" awaits task 1 \"left\"\n"),
+        "{text}"
+    );
+    let join = site("deadlock", "async fn join_peer", "join_peer");
+    for (me, peer) in [("1 \"left\"", "2 \"right\""), ("2 \"right\"", "1 \"left\"")] {
+        let s = section(&text, &format!("task {me}"));
+        assert!(
+            s.contains(&format!("    deadlock::join_peer at {join}")),
+            "{s:?}"
+        );
+        assert!(s.contains(&format!("      → awaits task {peer}")), "{s:?}");
+        assert!(s.iter().any(|l| l.starts_with(&format!(
+            "  awaited by task {peer} at deadlock::wait_for_peer"
+        ))));
+    }
+}
+
+#[test]
+fn custom_notifier_has_a_delegate_and_a_silent_leaf_has_none_yet_a_complete_chain() {
+    let fx = Fixture::start("custom_notifier", &[]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let notified = section(&text, "task 1 \"notified\"");
+    assert!(
+        notified
+            .last()
+            .unwrap()
+            .starts_with("  delegate: waker kept by a leaf (1 clone) for ")
+    );
+    let silent = section(&text, "task 2 \"silent\"");
+    assert_eq!(silent.last().unwrap(), "  delegate: none");
+    assert_eq!(
+        frame_lines(&silent),
+        [
+            format!(
+                "  custom_notifier::wait_silently at {}",
+                site("custom_notifier", "async fn wait_silently", "wait_silently")
+            ),
+            format!(
+                "    Silent at {}",
+                site("custom_notifier", "Silent.frame(", "frame")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn filters_by_frame_name_age_and_state() {
+    let fx = Fixture::start("yield_loop", &[]);
+    let pid = fx.pid.to_string();
+    let default = asyncdump_ok(&["dump", &pid]);
+    assert!(
+        !default.contains("\"spinner\" · running"),
+        "running tasks are hidden by default"
+    );
+    let typed = asyncdump_ok(&["dump", &pid, "--type", "idle_worker"]);
+    assert_eq!(
+        typed.lines().filter(|l| l.starts_with("task ")).count(),
+        2,
+        "{typed}"
+    );
+    let none = asyncdump_ok(&["dump", &pid, "--type", "no_such_frame"]);
+    assert!(none.contains("showing 0 of"), "{none}");
+    let aged = asyncdump_ok(&["dump", &pid, "--min-age", "1h"]);
+    assert!(aged.contains("showing 0 of"), "{aged}");
+    let all = asyncdump_ok(&["dump", &pid, "--all", "--type", "spin"]);
+    assert!(
+        all.contains("task 1 \"spinner\""),
+        "--all shows the busy task: {all}"
+    );
+}
+
+#[test]
+fn demo_starts_a_fixture_and_dumps_it() {
+    let text = asyncdump_ok(&["demo"]);
+    assert!(
+        text.starts_with("asyncdump demo: started the bundled fixture `demo_service`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DEADLOCK cycle: task 6 → task 7 → task 6"),
+        "{text}"
+    );
+    assert!(
+        text.contains("        oneshot::Receiver<String> at fixtures/src/bin/demo_service.rs:"),
+        "{text}"
+    );
+}

@@ -1,0 +1,150 @@
+//! Each way a target can be wrong: a one-line message that says what to do, and exit status 1
+//! (usage errors: 2).
+
+use std::os::unix::net::UnixListener;
+use std::process::Command;
+
+use crate::support::{Fixture, asyncdump};
+
+fn fails_with(args: &[&str], code: i32, needle: &str) -> String {
+    let out = asyncdump(args);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "asyncdump {args:?}: {stderr}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "asyncdump {args:?}: expected {needle:?} in {stderr:?}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr:?}");
+    stderr
+}
+
+#[test]
+fn an_unknown_pid_is_no_such_process() {
+    fails_with(&["dump", "4194311"], 1, "no such process: 4194311");
+}
+
+#[test]
+fn a_process_without_agent_says_how_to_add_one() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    fails_with(&["dump", &pid], 1, "has no asyncdump agent");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[test]
+fn a_stale_socket_is_reported_and_removed() {
+    let dir = tempdir();
+    let path = dir.join("stale.sock");
+    drop(UnixListener::bind(&path).unwrap()); // bound, then nobody listens
+    let err = fails_with(&["dump", path.to_str().unwrap()], 1, "stale socket");
+    assert!(err.contains("removed it"));
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_missing_socket_path_is_named() {
+    fails_with(
+        &["dump", "/nonexistent/agent.sock"],
+        1,
+        "no such socket: /nonexistent/agent.sock",
+    );
+}
+
+#[test]
+fn another_protocol_version_is_named_with_what_to_do() {
+    let dir = tempdir();
+    let path = dir.join("future.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut body = b"ASYNCDMP".to_vec();
+        body.extend_from_slice(&99u32.to_le_bytes());
+        asyncdump_protocol::write_frame(&mut conn, &body).unwrap();
+    });
+    let err = fails_with(
+        &["dump", path.to_str().unwrap()],
+        1,
+        "protocol version mismatch",
+    );
+    assert!(err.contains("agent speaks protocol 99"), "{err}");
+    server.join().unwrap();
+}
+
+#[test]
+fn permission_is_refused_to_another_user() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "SKIPPED permission_is_refused_to_another_user: needs root to run asyncdump as another user"
+        );
+        return;
+    }
+    let fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    let socket = fx.socket();
+    let as_nobody = |socket: &str| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                env!("CARGO_BIN_EXE_asyncdump"),
+                "dump",
+                socket,
+            ])
+            .output()
+            .unwrap()
+    };
+    // The socket sits in a 0700 directory: the kernel refuses the connection.
+    let out = as_nobody(socket.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+        "{out:?}"
+    );
+    let out = as_nobody(&fx.pid.to_string());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+        "by pid: {out:?}"
+    );
+    // Even with the socket exposed, the agent's SO_PEERCRED check refuses a foreign uid.
+    let exposed = tempdir().join("exposed.sock");
+    std::os::unix::fs::symlink(&socket, &exposed).unwrap();
+    for p in [exposed.parent().unwrap(), socket.parent().unwrap()] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = as_nobody(exposed.to_str().unwrap());
+    std::fs::set_permissions(
+        socket.parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("agent refused the connection: permission denied: this process runs as uid 0, you are uid 65534"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let out = asyncdump(&["dump"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = asyncdump(&["dump", "1", "--min-age", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a unit"));
+}
+
+/// A fresh private directory under the system temp dir.
+pub fn tempdir() -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("asyncdump-test-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

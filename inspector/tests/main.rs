@@ -1,0 +1,9 @@
+//! End-to-end specs: real fixture processes, the real `asyncdump` binary, exact chains.
+
+mod support;
+
+mod dump_json;
+mod dump_text;
+mod errors;
+mod protocol_abuse;
+mod ps;

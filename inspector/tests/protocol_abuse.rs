@@ -1,0 +1,104 @@
+//! Garbage, truncated and oversized input sent to a real agent: an error reply, the connection closed,
+//! and the host program unaffected (it keeps running and keeps answering).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+
+use asyncdump_protocol::{
+    ClientHello, ErrorKind, Handshake, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply, decode,
+    read_frame, write_frame,
+};
+
+use crate::support::{Fixture, asyncdump_ok};
+
+fn connect(fx: &Fixture) -> UnixStream {
+    let mut s = UnixStream::connect(fx.socket()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let hs = Handshake::from_bytes(&read_frame(&mut s, MAX_REPLY_BYTES).unwrap()).unwrap();
+    assert_eq!(hs.pid, fx.pid);
+    s
+}
+
+fn after_hello(fx: &Fixture) -> UnixStream {
+    let mut s = connect(fx);
+    write_frame(&mut s, &ClientHello::new("test").to_bytes()).unwrap();
+    s
+}
+
+/// Reads the agent's error reply, then expects the connection to be closed.
+fn expect_error_then_close(mut s: UnixStream, kind: ErrorKind) -> String {
+    let reply = decode::<Reply>(&read_frame(&mut s, MAX_REPLY_BYTES).unwrap()).unwrap();
+    let Reply::Error(e) = reply else {
+        panic!("expected an error reply, got {reply:?}")
+    };
+    assert_eq!(e.kind, kind, "{}", e.message);
+    let mut rest = Vec::new();
+    assert_eq!(
+        s.read_to_end(&mut rest).unwrap_or(0),
+        0,
+        "connection closed after the error"
+    );
+    e.message
+}
+
+fn host_unaffected(fx: &mut Fixture) {
+    assert!(fx.is_alive());
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    assert!(text.contains("depth_chain::descend"), "{text}");
+}
+
+#[test]
+fn garbage_request_gets_malformed_and_close() {
+    let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    let mut s = after_hello(&fx);
+    write_frame(&mut s, &[0xde, 0xad, 0xbe, 0xef, 0xff]).unwrap();
+    expect_error_then_close(s, ErrorKind::Malformed);
+    host_unaffected(&mut fx);
+}
+
+#[test]
+fn garbage_hello_gets_malformed_and_close() {
+    let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    let mut s = connect(&fx);
+    write_frame(&mut s, b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    expect_error_then_close(s, ErrorKind::Malformed);
+    host_unaffected(&mut fx);
+}
+
+#[test]
+fn oversized_request_gets_too_large_and_close() {
+    let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    let mut s = after_hello(&fx);
+    s.write_all(&((MAX_REQUEST_BYTES as u32) + 1).to_be_bytes())
+        .unwrap();
+    let msg = expect_error_then_close(s, ErrorKind::TooLarge);
+    assert!(msg.contains("exceeds"), "{msg}");
+    host_unaffected(&mut fx);
+}
+
+#[test]
+fn truncated_request_gets_truncated_and_close() {
+    let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    let mut s = after_hello(&fx);
+    s.write_all(&100u32.to_be_bytes()).unwrap();
+    s.write_all(&[1, 2, 3]).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    expect_error_then_close(s, ErrorKind::Truncated);
+    host_unaffected(&mut fx);
+}
+
+#[test]
+fn a_client_of_another_protocol_version_is_told_so() {
+    let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    let mut s = connect(&fx);
+    let mut hello = ClientHello::new("future").to_bytes();
+    hello[8..12].copy_from_slice(&2u32.to_le_bytes());
+    write_frame(&mut s, &hello).unwrap();
+    let msg = expect_error_then_close(s, ErrorKind::VersionMismatch);
+    assert!(
+        msg.contains("speaks protocol 1, the client speaks 2"),
+        "{msg}"
+    );
+    host_unaffected(&mut fx);
+}

@@ -1,0 +1,159 @@
+//! Starting fixtures and running `asyncdump` against them.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The target directory's profile folder (`target/debug`), where cargo put `asyncdump`.
+fn bin_dir() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_asyncdump")).parent().unwrap()
+}
+
+/// Builds the fixture binaries once per test run, into the same target directory as `asyncdump`.
+fn fixtures_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "asyncdump-fixtures", "--bins"]);
+        if bin_dir().ends_with("release") {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .current_dir(workspace())
+            .status()
+            .expect("run cargo build for fixtures");
+        assert!(status.success(), "building the fixtures failed");
+    });
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// A running fixture; killed, and its socket removed, on drop.
+pub struct Fixture {
+    child: Child,
+    pub pid: u32,
+    socket: Option<PathBuf>,
+}
+
+impl Fixture {
+    pub fn start(name: &str, args: &[&str]) -> Fixture {
+        Fixture::start_with(name, args, &[])
+    }
+
+    /// Like [`Fixture::start`], with extra environment variables.
+    pub fn start_with(name: &str, args: &[&str], env: &[(&str, &Path)]) -> Fixture {
+        fixtures_built();
+        let mut child = Command::new(bin_dir().join(name))
+            .args(args)
+            .envs(env.iter().copied())
+            .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")
+            .env_remove("ASYNCDUMP_SOCKET")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start fixture {name}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let pid = child.id();
+        let fixture = Fixture {
+            child,
+            pid,
+            socket: None,
+        };
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("fixture printed nothing within 30s");
+        assert_eq!(line.trim(), "ready", "fixture {name} did not get ready");
+        let mut fixture = fixture;
+        fixture.socket = match env.iter().find(|(k, _)| *k == "XDG_RUNTIME_DIR") {
+            Some((_, xdg)) => Some(xdg.join("asyncdump").join(format!("{pid}.sock"))),
+            None => socket_of(pid),
+        };
+        fixture
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.socket.clone().expect("fixture socket exists")
+    }
+
+    pub fn is_alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(socket) = &self.socket {
+            let _ = std::fs::remove_file(socket);
+        }
+    }
+}
+
+/// Where an agent of ours with this pid put its socket.
+pub fn socket_of(pid: u32) -> Option<PathBuf> {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    asyncdump_protocol::paths::search_dirs(xdg.as_deref(), uid)
+        .into_iter()
+        .map(|d| d.join(asyncdump_protocol::paths::socket_file_name(pid)))
+        .find(|p| p.exists())
+}
+
+pub fn asyncdump(args: &[&str]) -> Output {
+    asyncdump_with(args, &[])
+}
+
+pub fn asyncdump_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_asyncdump"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run asyncdump")
+}
+
+/// Runs `asyncdump` and expects success; returns stdout.
+pub fn asyncdump_ok(args: &[&str]) -> String {
+    let out = asyncdump(args);
+    assert!(
+        out.status.success(),
+        "asyncdump {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+pub fn dump_json(pid: u32, extra: &[&str]) -> serde_json::Value {
+    let pid = pid.to_string();
+    let mut args = vec!["dump", pid.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&asyncdump_ok(&args)).expect("dump --json is JSON")
+}
+
+/// `file:line:column` of the first occurrence of `needle` in a fixture source, pointing at `needle`'s
+/// `at` part (the identifier a `#[track_caller]` location names).
+pub fn site(fixture: &str, needle: &str, at: &str) -> String {
+    let rel = format!("fixtures/src/bin/{fixture}.rs");
+    let src = std::fs::read_to_string(workspace().join(&rel)).unwrap();
+    let (n, line) = src
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains(needle))
+        .expect("needle in fixture");
+    let col = line.find(needle).unwrap() + needle.find(at).expect("at within needle") + 1;
+    format!("{rel}:{}:{col}", n + 1)
+}
