@@ -63,7 +63,8 @@ struct Interner {
 
 impl Capturer {
     pub(crate) fn capture(&mut self, req: &SnapshotRequest) -> Snapshot {
-        let start = sys::now_ns();
+        let conv = sys::TickConv::now();
+        let start = conv.ns_now;
         let wait_until = start + TOTAL_WAIT_NS;
         let cells = registry().collect(req.include_completed);
         let mut snap = Snapshot {
@@ -76,7 +77,14 @@ impl Capturer {
         let mut interner = Interner::default();
         let mut scratch = Vec::new();
         for cell in &cells {
-            let task = self.capture_task(cell, wait_until, &mut scratch, &mut interner, &mut snap);
+            let task = self.capture_task(
+                cell,
+                &conv,
+                wait_until,
+                &mut scratch,
+                &mut interner,
+                &mut snap,
+            );
             snap.tasks.push(task);
         }
         if self.stale.len() > STALE_CACHE_MAX / 2 {
@@ -90,6 +98,7 @@ impl Capturer {
     fn capture_task(
         &mut self,
         cell: &Arc<TaskCell>,
+        conv: &sys::TickConv,
         wait_until: u64,
         scratch: &mut Vec<RawFrame>,
         interner: &mut Interner,
@@ -99,7 +108,7 @@ impl Capturer {
         let (state, capture) = if cell.is_completed() {
             (
                 TaskState::Completed {
-                    at_ns: cell.completed_ns.load(Relaxed),
+                    at_ns: conv.ns(cell.completed_ns.load(Relaxed)),
                 },
                 Capture::Fresh,
             )
@@ -126,7 +135,7 @@ impl Capturer {
                     };
                     let state = TaskState::Running {
                         thread,
-                        since_ns: cell.running_since_ns.load(Relaxed),
+                        since_ns: conv.ns(cell.running_since_ns.load(Relaxed)),
                     };
                     let capture = match self.stale.get(&cell.id) {
                         Some((at, frames)) => {
@@ -161,19 +170,19 @@ impl Capturer {
         let clones = cell.delegate.clones.load(Relaxed);
         let delegate = (clones > 0).then(|| Delegate {
             clones,
-            since_ns: cell.delegate.since_ns.load(Relaxed),
+            since_ns: conv.ns(cell.delegate.since_ns.load(Relaxed)),
         });
         Task {
             id: cell.id,
             name: cell.name.as_deref().map(str::to_owned),
             spawn_site: interner.site(cell, snap),
             state,
-            created_ns: cell.created_ns,
+            created_ns: conv.ns(cell.created_ns),
             polls: cell.polls.load(Relaxed),
-            busy_ns: cell.busy_ns.load(Relaxed),
-            last_poll_end_ns: nonzero(cell.last_poll_end_ns.load(Relaxed)),
+            busy_ns: conv.duration_ns(cell.busy_ns.load(Relaxed)),
+            last_poll_end_ns: nonzero(conv.ns(cell.last_poll_end_ns.load(Relaxed))),
             wakes: cell.wakes.load(Relaxed),
-            last_wake_ns: nonzero(cell.last_wake_ns.load(Relaxed)),
+            last_wake_ns: nonzero(conv.ns(cell.last_wake_ns.load(Relaxed))),
             frames,
             capture,
             awaited_by,

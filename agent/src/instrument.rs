@@ -73,7 +73,7 @@ impl<F: Future> Future for Instrumented<F> {
         let inner = unsafe { Pin::new_unchecked(&mut *this.inner) };
         let task = &this.task;
         let _lock = task.lock_for_poll();
-        let start = sys::now_ns();
+        let start = sys::ticks();
         task.running_since_ns.store(start, Relaxed);
         let out = {
             let _enter = Enter::new(Arc::as_ptr(task), &task.root);
@@ -84,7 +84,7 @@ impl<F: Future> Future for Instrumented<F> {
             let waker = poll_waker.as_waker();
             inner.poll(&mut Context::from_waker(&waker))
         };
-        let end = sys::now_ns();
+        let end = sys::ticks();
         // Only the lock holder writes these, so load + store is enough (no read-modify-write needed).
         task.polls.store(task.polls.load(Relaxed) + 1, Relaxed);
         task.busy_ns.store(
@@ -129,7 +129,7 @@ impl Drop for Exit {
                 task.leak_on_exit();
             }
         }
-        task.mark_completed(sys::now_ns());
+        task.mark_completed(sys::ticks());
         task.delegate.clear();
         registry().retire(task);
         if task.leak.load(Relaxed) {

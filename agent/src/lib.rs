@@ -15,6 +15,30 @@
 //! # }
 //! ```
 //!
+//! `#[frame]` keeps an `async fn`'s meaning in every edition: borrowed arguments, `self` receivers, `?` and
+//! recursion through `Box::pin` work as before.
+//!
+//! ```edition2021
+//! struct Cache(Vec<String>);
+//!
+//! impl Cache {
+//!     #[asyncdump_agent::frame]
+//!     async fn lookup(&self, key: &str) -> Result<usize, String> {
+//!         let found = self.0.iter().position(|k| k == key).ok_or_else(|| format!("no {key}"))?;
+//!         Ok(found)
+//!     }
+//! }
+//!
+//! #[asyncdump_agent::frame]
+//! async fn countdown(n: u32) -> u32 {
+//!     if n == 0 { 0 } else { Box::pin(countdown(n - 1)).await + 1 }
+//! }
+//!
+//! let cache = Cache(vec!["a".into()]);
+//! assert_eq!(futures::executor::block_on(cache.lookup("a")), Ok(0));
+//! assert_eq!(futures::executor::block_on(countdown(3)), 3);
+//! ```
+//!
 //! ## How the pieces fit
 //! - A **task** is a root future wrapped in [`Instrumented`] ([`instrument`], or [`spawn`] with tokio). Its
 //!   bookkeeping (a `TaskCell`: id, name, spawn site, state, poll counts and times, wakes) is allocated once,

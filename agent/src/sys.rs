@@ -1,7 +1,12 @@
 //! Thin, safe wrappers over the few OS calls the agent needs (Linux).
 //!
-//! Everything here runs at start-up or on the agent's own threads, except [`tid`], which the poll path calls
-//! and which makes one `gettid` syscall per thread, then answers from a thread-local.
+//! Everything here runs at start-up or on the agent's own threads, except [`tid`] (one `gettid` syscall per
+//! thread, then a thread-local) and [`ticks`], which the poll path calls.
+//!
+//! **Ticks.** The poll path timestamps with [`ticks`]: the CPU's time-stamp counter where the kernel itself
+//! trusts it (its clocksource is `tsc`, which implies an invariant TSC synchronised across cores; ~10 ns),
+//! else `CLOCK_MONOTONIC` nanoseconds (~25 ns through the vDSO). A snapshot converts ticks to monotonic
+//! nanoseconds with a [`TickConv`], calibrated over the whole time since the first tick was read.
 
 use std::cell::Cell;
 use std::io;
@@ -37,6 +42,90 @@ pub(crate) fn now_ns() -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+struct TickBase {
+    use_tsc: bool,
+    ticks: u64,
+    ns: u64,
+}
+
+fn tick_base() -> &'static TickBase {
+    static BASE: std::sync::OnceLock<TickBase> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let use_tsc = cfg!(target_arch = "x86_64")
+            && std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .is_ok_and(|s| s.trim() == "tsc");
+        let ns = now_ns();
+        TickBase {
+            use_tsc,
+            ticks: if use_tsc { rdtsc() } else { ns },
+            ns,
+        }
+    })
+}
+
+#[inline]
+fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions on x86_64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        now_ns()
+    }
+}
+
+/// A timestamp for the poll path; never 0. Convert with [`TickConv`].
+#[inline]
+pub(crate) fn ticks() -> u64 {
+    if tick_base().use_tsc {
+        rdtsc()
+    } else {
+        now_ns()
+    }
+}
+
+/// Converts ticks taken by [`ticks`] into `CLOCK_MONOTONIC` nanoseconds, as of the moment it was made.
+pub(crate) struct TickConv {
+    ticks_now: u64,
+    pub(crate) ns_now: u64,
+    ns_per_tick: f64,
+}
+
+impl TickConv {
+    pub(crate) fn now() -> TickConv {
+        let base = tick_base();
+        let (ticks_now, ns_now) = (ticks(), now_ns());
+        let ns_per_tick = if !base.use_tsc || ticks_now <= base.ticks {
+            1.0
+        } else {
+            (ns_now - base.ns) as f64 / (ticks_now - base.ticks) as f64
+        };
+        TickConv {
+            ticks_now,
+            ns_now,
+            ns_per_tick,
+        }
+    }
+
+    /// The monotonic time of tick `t`; 0 stays 0 ("never").
+    pub(crate) fn ns(&self, t: u64) -> u64 {
+        if t == 0 {
+            return 0;
+        }
+        let ago = (self.ticks_now.saturating_sub(t) as f64 * self.ns_per_tick) as u64;
+        self.ns_now.saturating_sub(ago).max(1)
+    }
+
+    /// A duration measured in ticks, in nanoseconds.
+    pub(crate) fn duration_ns(&self, ticks: u64) -> u64 {
+        (ticks as f64 * self.ns_per_tick) as u64
+    }
 }
 
 pub(crate) fn euid() -> u32 {

@@ -43,6 +43,7 @@ pub(crate) struct TaskCell {
     pub(crate) name: Option<Box<str>>,
     pub(crate) spawn: &'static Location<'static>,
     pub(crate) root_type: &'static str,
+    /// All `*_ns` timestamps here are in [`sys::ticks`], converted when a snapshot is taken.
     pub(crate) created_ns: u64,
     lock: AtomicU32,
     /// Root of the frame tree: its children are the frames the task root awaits directly.
@@ -79,7 +80,7 @@ impl TaskCell {
             name,
             spawn,
             root_type,
-            created_ns: sys::now_ns(),
+            created_ns: sys::ticks(),
             lock: AtomicU32::new(0),
             root: Node::root(spawn),
             running_since_ns: AtomicU64::new(0),
@@ -167,7 +168,7 @@ impl TaskCell {
     #[inline]
     pub(crate) fn record_wake(&self) {
         self.wakes.fetch_add(1, Relaxed);
-        self.last_wake_ns.store(sys::now_ns(), Relaxed);
+        self.last_wake_ns.store(sys::ticks(), Relaxed);
     }
 }
 

@@ -9,17 +9,20 @@
 //! what the snapshot reports as the delegate.
 
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
-use crate::sys;
 use crate::task::TaskCell;
 
 #[derive(Default)]
 pub(crate) struct DelegateSlot {
     /// The executor's waker, for owned clones to wake. Per-task lock: contended only by a wake racing a clone.
     inner: Mutex<Option<Waker>>,
+    /// Identity (data, vtable) of the waker in `inner`, to skip the lock when it is unchanged. Only ever
+    /// compared, never dereferenced; written under the lock.
+    held_data: AtomicUsize,
+    held_vtable: AtomicUsize,
     pub(crate) clones: AtomicU32,
     /// When the live-clone count last rose from zero.
     pub(crate) since_ns: AtomicU64,
@@ -27,12 +30,22 @@ pub(crate) struct DelegateSlot {
 
 impl DelegateSlot {
     fn register(&self, waker: &Waker) {
+        // Fast path without the lock: executors hand a task the same waker poll after poll.
+        if self.held_data.load(Relaxed) == waker.data() as usize
+            && self.held_vtable.load(Relaxed) == waker.vtable() as *const _ as usize
+        {
+            return;
+        }
         let old = {
             let mut slot = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            match &*slot {
+            let old = match &*slot {
                 Some(held) if held.will_wake(waker) => None,
                 _ => slot.replace(waker.clone()),
-            }
+            };
+            self.held_data.store(waker.data() as usize, Relaxed);
+            self.held_vtable
+                .store(waker.vtable() as *const _ as usize, Relaxed);
+            old
         };
         // Dropped outside the lock: dropping the executor's last reference may drop the task itself.
         drop(old);
@@ -49,9 +62,10 @@ impl DelegateSlot {
         }
     }
 
-    fn add_clone(&self) {
+    /// `now` is a recent tick: the start of the current poll, so that cloning reads no clock.
+    fn add_clone(&self, now: u64) {
         if self.clones.fetch_add(1, Relaxed) == 0 {
-            self.since_ns.store(sys::now_ns(), Relaxed);
+            self.since_ns.store(now, Relaxed);
         }
     }
 
@@ -96,7 +110,9 @@ unsafe fn poll_clone(data: *const ()) -> RawWaker {
     // SAFETY: per this function's contract.
     let pw = unsafe { &*data.cast::<PollWaker<'_>>() };
     pw.task.delegate.register(pw.inner);
-    pw.task.delegate.add_clone();
+    pw.task
+        .delegate
+        .add_clone(pw.task.running_since_ns.load(Relaxed));
     RawWaker::new(Arc::into_raw(pw.task.clone()).cast(), &OWNED_VTABLE)
 }
 
@@ -117,7 +133,8 @@ unsafe fn owned_clone(data: *const ()) -> RawWaker {
     // SAFETY: per contract, the Arc is alive; we add one reference for the new waker.
     unsafe { Arc::increment_strong_count(data.cast::<TaskCell>()) };
     // SAFETY: as above.
-    unsafe { &*data.cast::<TaskCell>() }.delegate.add_clone();
+    let task = unsafe { &*data.cast::<TaskCell>() };
+    task.delegate.add_clone(task.last_poll_end_ns.load(Relaxed));
     RawWaker::new(data, &OWNED_VTABLE)
 }
 

@@ -267,9 +267,11 @@ async fn step() {
     tokio::task::yield_now().frame("yield_now").await;
 }
 
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 #[frame]
-async fn spin(iterations: usize) {
-    for _ in 0..iterations {
+async fn spin() {
+    while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
         step().await;
     }
 }
@@ -280,10 +282,12 @@ fn snapshots_while_tasks_run_on_other_threads_are_never_torn() {
         .worker_threads(2)
         .build()
         .unwrap();
-    let handles: Vec<_> = (0..4).map(|_| rt.spawn(instrument(spin(20_000)))).collect();
-    let mut fresh = 0;
-    for _ in 0..200 {
+    let handles: Vec<_> = (0..4).map(|_| rt.spawn(instrument(spin()))).collect();
+    let (mut fresh, mut snapshots) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fresh < 50 && std::time::Instant::now() < deadline {
         let s = snap();
+        snapshots += 1;
         for t in s.tasks.iter().filter(|t| t.spawn_site_root_is_spin(&s)) {
             if t.capture == Capture::Fresh
                 && !matches!(t.state, TaskState::Completed { .. })
@@ -294,10 +298,14 @@ fn snapshots_while_tasks_run_on_other_threads_are_never_torn() {
             }
         }
     }
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
     for h in handles {
         rt.block_on(h).unwrap();
     }
-    assert!(fresh > 0, "some captures caught the tasks idle");
+    assert!(
+        fresh >= 50,
+        "only {fresh} fresh captures of busy tasks in {snapshots} snapshots"
+    );
 }
 
 trait SpinTask {

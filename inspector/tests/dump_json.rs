@@ -59,7 +59,7 @@ fn the_document_has_the_documented_shape() {
         t["root_type"]
             .as_str()
             .unwrap()
-            .starts_with("depth_chain::descend")
+            .contains("depth_chain::descend")
     );
     let c = chain(t);
     assert_eq!(c.len(), 11);

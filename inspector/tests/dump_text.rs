@@ -46,7 +46,12 @@ fn depth_chain_10_prints_ten_annotated_frames_root_first_then_the_leaf() {
     );
     assert!(s[1].starts_with("  spawned "), "{}", s[1]);
     assert!(
-        s[1].contains(&format!(" ago at {spawn} · root depth_chain::descend")),
+        s[1].contains("depth_chain::descend"),
+        "the root future type: {}",
+        s[1]
+    );
+    assert!(
+        s[1].contains(&format!(" ago at {spawn} · root ")),
         "{}",
         s[1]
     );

@@ -84,10 +84,17 @@ fn permission_is_refused_to_another_user() {
         );
         return;
     }
-    let fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    // A private socket directory: other tests' agents would re-tighten a shared one while we loosen it.
+    let xdg = tempdir();
+    let fx = Fixture::start_with(
+        "depth_chain",
+        &["--depth", "2"],
+        &[("XDG_RUNTIME_DIR", xdg.as_path())],
+    );
     let socket = fx.socket();
     let as_nobody = |socket: &str| {
         Command::new("setpriv")
+            .env("XDG_RUNTIME_DIR", &xdg)
             .args([
                 "--reuid=65534",
                 "--regid=65534",
