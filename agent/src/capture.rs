@@ -11,7 +11,6 @@
 //! such snapshot. Earlier captures are remembered only for tasks once seen running, at most
 //! [`STALE_CACHE_MAX`] of them.
 
-use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -22,7 +21,7 @@ use asyncdump_protocol::{
 };
 
 use crate::frame::{Node, Source};
-use crate::sys;
+use crate::sys::{self, FnvMap};
 use crate::task::{TaskCell, registry};
 
 /// Longest wait for one running task to become idle.
@@ -46,7 +45,7 @@ struct RawFrame {
 /// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
 #[derive(Default)]
 pub(crate) struct Capturer {
-    stale: HashMap<u64, (u64, Vec<RawFrame>)>,
+    stale: FnvMap<u64, (u64, Vec<RawFrame>)>,
 }
 
 /// Takes a snapshot from inside the process (e.g. for a test, or to log chains on a signal).
@@ -56,9 +55,9 @@ pub fn snapshot(req: &SnapshotRequest) -> Snapshot {
 
 #[derive(Default)]
 struct Interner {
-    metas: HashMap<(usize, usize, Source), u32>,
-    sites: HashMap<(usize, usize), u32>,
-    threads: HashMap<u32, Option<String>>,
+    metas: FnvMap<(usize, usize, Source), u32>,
+    sites: FnvMap<(usize, usize), u32>,
+    threads: FnvMap<u32, Option<String>>,
 }
 
 impl Capturer {
@@ -113,8 +112,7 @@ impl Capturer {
                 Capture::Fresh,
             )
         } else {
-            let deadline = (sys::now_ns() + PER_TASK_WAIT_NS).min(wait_until);
-            match cell.lock_for_read(deadline) {
+            match cell.lock_for_read(PER_TASK_WAIT_NS, wait_until) {
                 Some(lock) => {
                     read_tree(&cell.root, scratch);
                     drop(lock);

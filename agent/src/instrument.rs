@@ -112,8 +112,9 @@ impl<F> Drop for Instrumented<F> {
     }
 }
 
-/// Ends a task: orphans frames that outlived the future, marks it completed, forgets the executor's waker
-/// and moves it to the completed ring.
+/// Ends a task: orphans frames that outlived the future, marks it completed and moves it to the completed
+/// ring. The executor's waker stays in the cell until the cell is freed (see `waker`): owned clones held
+/// by leaves may still wake through it.
 struct Exit {
     task: Arc<TaskCell>,
 }
@@ -130,7 +131,6 @@ impl Drop for Exit {
             }
         }
         task.mark_completed(sys::ticks());
-        task.delegate.clear();
         registry().retire(task);
         if task.leak.load(Relaxed) {
             // Frames orphaned from this task may still hold a pointer to its cell (see `frame`): keep the

@@ -227,6 +227,7 @@ fn capturer() -> &'static Mutex<Capturer> {
 }
 
 fn serve(listener: UnixListener, handshake: Handshake) {
+    sys::lower_thread_priority();
     for stream in listener.incoming() {
         let stream = match stream {
             Ok(s) => s,
@@ -251,6 +252,7 @@ fn serve(listener: UnixListener, handshake: Handshake) {
         let spawned = std::thread::Builder::new()
             .name("asyncdump-conn".into())
             .spawn(move || {
+                sys::lower_thread_priority();
                 let _ = std::panic::catch_unwind(move || {
                     let _ = connection(stream, &handshake);
                 });

@@ -128,6 +128,37 @@ impl TickConv {
     }
 }
 
+/// Lowers this thread's scheduling priority (nice 10), so that under CPU contention the application's
+/// threads win over the agent's. Best effort: a failure leaves the priority as it was.
+pub(crate) fn lower_thread_priority() {
+    // SAFETY: setpriority with PRIO_PROCESS and a thread id affects only that thread on Linux; no memory
+    // is passed.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid() as libc::id_t, 10) };
+}
+
+/// FNV-1a, for the agent's maps keyed by pointers and ids: no untrusted keys, so no need for SipHash.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type FnvMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
+
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() }

@@ -124,8 +124,10 @@ impl TaskCell {
         }
     }
 
-    /// Tries to take the lock for reading until `deadline_ns`; fails if the task stays busy.
-    pub(crate) fn lock_for_read(&self, deadline_ns: u64) -> Option<ReadLock<'_>> {
+    /// Tries to take the lock for reading, for at most `wait_ns` and not past `deadline_ns`; fails if the
+    /// task stays busy. The clock is read only once the first attempt failed.
+    pub(crate) fn lock_for_read(&self, wait_ns: u64, deadline_ns: u64) -> Option<ReadLock<'_>> {
+        let mut give_up = None;
         let mut tries = 0u32;
         loop {
             if self
@@ -135,8 +137,9 @@ impl TaskCell {
             {
                 return Some(ReadLock { cell: self });
             }
+            let until = *give_up.get_or_insert_with(|| (sys::now_ns() + wait_ns).min(deadline_ns));
             tries += 1;
-            if tries.is_multiple_of(64) && sys::now_ns() >= deadline_ns {
+            if tries.is_multiple_of(64) && sys::now_ns() >= until {
                 return None;
             }
             std::hint::spin_loop();

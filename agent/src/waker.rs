@@ -5,27 +5,54 @@
 //! (clones it): only then does the delegate come into being. A clone is an owned waker whose data pointer
 //! is the task's `Arc<TaskCell>` (a reference-count increment, no allocation); the executor's waker it must
 //! eventually wake is kept once per task in [`DelegateSlot`] (re-cloned only when the executor hands over a
-//! different one). Waking through any of these counts a wake for the task; the number of live clones is
+//! different one), and woken without a lock. Waking through any of these counts a wake for the task; the number of live clones is
 //! what the snapshot reports as the delegate.
 
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
 use crate::task::TaskCell;
 
+/// Most executor wakers published for lock-free waking per task; past this the task's wakes take the lock.
+const MAX_PUBLISHED: usize = 8;
+
+/// The executor's waker for owned clones to wake, and the delegate counters.
+///
+/// Waking is lock-free: the current executor waker's raw parts are published through a seqlock
+/// (`seq`, `data`, `vtable`), and every waker ever published is kept alive in `state` until the `TaskCell`
+/// is dropped. Every owned waker holds an `Arc<TaskCell>`, so any pair a waking thread can read is still
+/// valid while it uses it. An executor that keeps handing over new wakers (more than [`MAX_PUBLISHED`])
+/// switches the task to `churn` mode, where wakes clone the current waker under the lock instead, so the
+/// number of wakers kept stays bounded.
 #[derive(Default)]
 pub(crate) struct DelegateSlot {
-    /// The executor's waker, for owned clones to wake. Per-task lock: contended only by a wake racing a clone.
-    inner: Mutex<Option<Waker>>,
-    /// Identity (data, vtable) of the waker in `inner`, to skip the lock when it is unchanged. Only ever
+    seq: AtomicU64,
+    data: AtomicUsize,
+    vtable: AtomicUsize,
+    churn: AtomicBool,
+    /// Identity (data, vtable) of the current waker, to skip the lock when it is unchanged. Only ever
     /// compared, never dereferenced; written under the lock.
     held_data: AtomicUsize,
     held_vtable: AtomicUsize,
+    state: Mutex<SlotState>,
     pub(crate) clones: AtomicU32,
     /// When the live-clone count last rose from zero.
     pub(crate) since_ns: AtomicU64,
+}
+
+#[derive(Default)]
+struct SlotState {
+    current: Option<Waker>,
+    /// Whether `current` was published through the seqlock (and so must never be dropped early).
+    current_published: bool,
+    /// Published wakers that were replaced: kept alive, see [`DelegateSlot`]. Allocates only when the
+    /// executor changes a task's waker, which tokio never does.
+    retired: Vec<Waker>,
 }
 
 impl DelegateSlot {
@@ -36,26 +63,70 @@ impl DelegateSlot {
         {
             return;
         }
-        let old = {
-            let mut slot = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let old = match &*slot {
-                Some(held) if held.will_wake(waker) => None,
-                _ => slot.replace(waker.clone()),
-            };
-            self.held_data.store(waker.data() as usize, Relaxed);
-            self.held_vtable
-                .store(waker.vtable() as *const _ as usize, Relaxed);
-            old
+        let dropped = {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if st.current.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                None
+            } else {
+                let new = waker.clone();
+                let publish = !self.churn.load(Relaxed) && st.retired.len() < MAX_PUBLISHED;
+                if publish {
+                    self.seq.fetch_add(1, Release);
+                    self.data.store(new.data() as usize, Relaxed);
+                    self.vtable
+                        .store(new.vtable() as *const _ as usize, Relaxed);
+                    self.seq.fetch_add(1, Release);
+                } else {
+                    self.churn.store(true, Release);
+                }
+                let was_published = std::mem::replace(&mut st.current_published, publish);
+                match st.current.replace(new) {
+                    Some(old) if was_published => {
+                        st.retired.push(old);
+                        None
+                    }
+                    old => old,
+                }
+            }
         };
+        self.held_data.store(waker.data() as usize, Relaxed);
+        self.held_vtable
+            .store(waker.vtable() as *const _ as usize, Relaxed);
         // Dropped outside the lock: dropping the executor's last reference may drop the task itself.
-        drop(old);
+        drop(dropped);
     }
 
     fn wake(&self) {
+        if !self.churn.load(Acquire) {
+            let (data, vtable) = loop {
+                let s1 = self.seq.load(Acquire);
+                let (data, vtable) = (self.data.load(Relaxed), self.vtable.load(Relaxed));
+                std::sync::atomic::fence(Acquire);
+                if s1.is_multiple_of(2) && self.seq.load(Relaxed) == s1 {
+                    break (data, vtable);
+                }
+                std::hint::spin_loop();
+            };
+            if data == 0 && vtable == 0 {
+                return; // nothing registered yet
+            }
+            // SAFETY: (data, vtable) are the raw parts of a waker that `state` owns and keeps alive until
+            // this TaskCell is dropped (published wakers are retired, never dropped); the caller holds an
+            // Arc to this TaskCell. ManuallyDrop: the waker is borrowed, its reference stays with `state`.
+            let waker = ManuallyDrop::new(unsafe {
+                Waker::from_raw(RawWaker::new(
+                    data as *const (),
+                    &*(vtable as *const RawWakerVTable),
+                ))
+            });
+            waker.wake_by_ref();
+            return;
+        }
         let waker = self
-            .inner
+            .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .current
             .clone();
         if let Some(waker) = waker {
             waker.wake();
@@ -67,17 +138,6 @@ impl DelegateSlot {
         if self.clones.fetch_add(1, Relaxed) == 0 {
             self.since_ns.store(now, Relaxed);
         }
-    }
-
-    /// Forgets the executor's waker; called when the task ends, which breaks the cycle
-    /// executor task → future → TaskCell → executor waker.
-    pub(crate) fn clear(&self) {
-        let old = self
-            .inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        drop(old);
     }
 }
 

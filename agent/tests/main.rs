@@ -318,3 +318,51 @@ impl SpinTask for Task {
             .contains("spin")
     }
 }
+
+/// Counts wakes of one waker.
+struct Counter(std::sync::atomic::AtomicUsize);
+impl futures::task::ArcWake for Counter {
+    fn wake_by_ref(me: &std::sync::Arc<Self>) {
+        me.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Keeps the last waker it was given, like a channel's receiver.
+struct Keeper(std::sync::Arc<std::sync::Mutex<Option<Waker>>>);
+impl Future for Keeper {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        *self.0.lock().unwrap() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[test]
+fn wakes_reach_the_newest_executor_waker_even_when_the_executor_changes_it_every_poll() {
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut fut = Box::pin(instrument(Keeper(kept.clone())));
+    let id = fut.task_id();
+    // More fresh wakers than the agent publishes lock-free: the task switches to the locked path.
+    let counters: Vec<_> = (0..20)
+        .map(|_| std::sync::Arc::new(Counter(Default::default())))
+        .collect();
+    for (i, c) in counters.iter().enumerate() {
+        let waker = futures::task::waker(c.clone());
+        assert!(
+            fut.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        kept.lock().unwrap().take().unwrap().wake();
+        let woken: Vec<usize> = counters
+            .iter()
+            .map(|c| c.0.load(std::sync::atomic::Ordering::SeqCst))
+            .collect();
+        assert_eq!(
+            woken[i], 1,
+            "poll {i}: the waker of the latest poll is woken"
+        );
+        assert_eq!(woken.iter().sum::<usize>(), i + 1, "poll {i}: and no other");
+    }
+    assert_eq!(task(&snap(), id).wakes, 20);
+}

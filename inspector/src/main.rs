@@ -159,6 +159,9 @@ fn run(cli: Cli) -> Result<String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Decoding and printing a large snapshot is CPU work; on a busy machine the target must win, not us.
+    // SAFETY: setpriority on our own process (who = 0) passes no memory; failure leaves the priority as is.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
     let result = run(cli).and_then(|out| Ok(std::io::stdout().lock().write_all(out.as_bytes())?));
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,9 @@
 //! The serde derives here *are* the `--json` format (documented in the README); change them only together
 //! with [`JSON_VERSION`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+use std::rc::Rc;
 
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState};
 use serde::Serialize;
@@ -65,8 +67,8 @@ pub struct TaskView {
     pub wakes: u64,
     /// Time since the last wake, if it was ever woken.
     pub last_wake_ago_ns: Option<u64>,
-    pub spawned_at: Loc,
-    pub root_type: String,
+    pub spawned_at: Rc<Loc>,
+    pub root_type: Rc<str>,
     pub capture: CaptureView,
     /// Frames the task root awaits directly; each holds its children down to the leaves.
     pub frames: Vec<FrameNode>,
@@ -111,12 +113,53 @@ pub enum CaptureView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct FrameNode {
-    pub name: String,
-    pub location: Loc,
-    pub source: Source,
+    /// Name, location and source, shared by every frame of the same kind in the dump.
+    #[serde(flatten)]
+    pub meta: Rc<FrameInfo>,
     /// Tasks whose JoinHandle this frame awaits (cross-task edges).
     pub awaits_tasks: Vec<u64>,
     pub children: Vec<FrameNode>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameInfo {
+    pub name: String,
+    pub location: Loc,
+    pub source: Source,
+    /// Hash of the fields above, computed once: coalescing hashes every frame of every task.
+    #[serde(skip)]
+    hash: u64,
+}
+
+impl FrameInfo {
+    pub fn new(name: String, location: Loc, source: Source) -> FrameInfo {
+        use std::hash::{Hash, Hasher};
+        let mut h = Fnv::default();
+        (&name, &location, source).hash(&mut h);
+        FrameInfo {
+            name,
+            location,
+            source,
+            hash: h.finish(),
+        }
+    }
+}
+
+impl PartialEq for FrameInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.name == other.name
+            && self.location == other.location
+            && self.source == other.source
+    }
+}
+
+impl Eq for FrameInfo {}
+
+impl std::hash::Hash for FrameInfo {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -152,16 +195,67 @@ pub struct Filter {
     pub min_age_ns: u64,
 }
 
+/// FNV-1a: the maps here are keyed by small integers and short strings from one trusted snapshot, where
+/// SipHash's flood resistance buys nothing and costs a third of the build time at 100,000 tasks.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// Values shared by many tasks, built once per snapshot.
+struct Shared {
+    metas: Vec<Rc<FrameInfo>>,
+    sites: Vec<(Rc<Loc>, Rc<str>)>,
+}
+
 impl Dump {
     pub fn build(handshake: &Handshake, snap: &Snapshot, round_trip_ns: u64) -> Dump {
-        let by_id: HashMap<u64, usize> = snap
+        let shared = Shared {
+            metas: snap
+                .frame_metas
+                .iter()
+                .map(|m| {
+                    Rc::new(FrameInfo::new(
+                        m.name.clone(),
+                        loc(&m.location),
+                        match m.source {
+                            FrameSource::AnnotatedFn => Source::AnnotatedFn,
+                            FrameSource::Labelled => Source::Labelled,
+                        },
+                    ))
+                })
+                .collect(),
+            sites: snap
+                .spawn_sites
+                .iter()
+                .map(|s| (Rc::new(loc(&s.location)), Rc::from(s.root_type.as_str())))
+                .collect(),
+        };
+        let by_id: FnvMap<u64, usize> = snap
             .tasks
             .iter()
             .enumerate()
             .map(|(i, t)| (t.id, i))
             .collect();
         // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
-        let mut edges: HashMap<u64, Vec<(Option<u64>, u64)>> = HashMap::new();
+        let mut edges: FnvMap<u64, Vec<(Option<u64>, u64)>> = FnvMap::default();
         for t in &snap.tasks {
             if let Some(a) = t.awaited_by {
                 edges.entry(a.task).or_default().push((a.frame, t.id));
@@ -171,7 +265,7 @@ impl Dump {
             .tasks
             .iter()
             .map(|t| {
-                let mut view = task_view(snap, t, edges.get(&t.id).map_or(&[][..], |v| v));
+                let mut view = task_view(snap, &shared, t, edges.get(&t.id).map_or(&[][..], |v| v));
                 view.awaited_by = t.awaited_by.map(|edge| {
                     let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
                     AwaitedBy {
@@ -228,7 +322,7 @@ impl Dump {
 fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
     frames
         .iter()
-        .any(|f| f.name.contains(substr) || any_frame(&f.children, substr))
+        .any(|f| f.meta.name.contains(substr) || any_frame(&f.children, substr))
 }
 
 fn loc(l: &asyncdump_protocol::Location) -> Loc {
@@ -241,6 +335,7 @@ fn loc(l: &asyncdump_protocol::Location) -> Loc {
 
 fn task_view(
     snap: &Snapshot,
+    shared: &Shared,
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
 ) -> TaskView {
@@ -261,18 +356,20 @@ fn task_view(
         ),
         TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
     };
-    let site = &snap.spawn_sites[t.spawn_site as usize];
+    let (spawned_at, root_type) = shared.sites[t.spawn_site as usize].clone();
     let mut awaits_root: Vec<u64> = Vec::new();
-    let known: std::collections::HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
-    let mut by_frame: HashMap<u64, Vec<u64>> = HashMap::new();
-    for &(frame, awaited) in edges {
-        match frame {
-            Some(f) if known.contains(&f) => by_frame.entry(f).or_default().push(awaited),
-            // The task root itself, or a frame that has since gone: attach the edge to the root.
-            _ => awaits_root.push(awaited),
+    let mut by_frame: FnvMap<u64, Vec<u64>> = FnvMap::default();
+    if !edges.is_empty() {
+        let known: HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
+        for &(frame, awaited) in edges {
+            match frame {
+                Some(f) if known.contains(&f) => by_frame.entry(f).or_default().push(awaited),
+                // The task root itself, or a frame that has since gone: attach the edge to the root.
+                _ => awaits_root.push(awaited),
+            }
         }
+        awaits_root.sort_unstable();
     }
-    awaits_root.sort_unstable();
     TaskView {
         id: t.id,
         name: t.name.clone(),
@@ -284,8 +381,8 @@ fn task_view(
         busy_ns: t.busy_ns,
         wakes: t.wakes,
         last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
-        spawned_at: loc(&site.location),
-        root_type: site.root_type.clone(),
+        spawned_at,
+        root_type,
         capture: match t.capture {
             Capture::Fresh => CaptureView::Fresh,
             Capture::Stale { captured_ns } => CaptureView::Stale {
@@ -293,7 +390,7 @@ fn task_view(
             },
             Capture::Unavailable => CaptureView::Unavailable,
         },
-        frames: build_tree(snap, t, &by_frame),
+        frames: build_tree(shared, &t.frames, &by_frame),
         awaits_tasks: awaits_root,
         awaited_by: None,
         delegate: t.delegate.map(|d| DelegateView {
@@ -303,52 +400,43 @@ fn task_view(
     }
 }
 
-/// Builds the frame forest from pre-ordered frames with parent links.
+/// Builds the frame forest from frames in pre-order (the agent's order: a parent before its children,
+/// each subtree contiguous), with a stack holding the path from the root to the current frame. A frame
+/// whose parent is not on that path (cut by the agent's frame limit) becomes a top-level frame.
 fn build_tree(
-    snap: &Snapshot,
-    t: &asyncdump_protocol::Task,
-    edges: &HashMap<u64, Vec<u64>>,
+    shared: &Shared,
+    frames: &[asyncdump_protocol::Frame],
+    edges: &FnvMap<u64, Vec<u64>>,
 ) -> Vec<FrameNode> {
-    // Children lists by parent id; order of appearance is poll order.
-    let mut kids: HashMap<Option<u64>, Vec<usize>> = HashMap::new();
-    let ids: std::collections::HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
-    for (i, f) in t.frames.iter().enumerate() {
-        // A parent missing from the list (cut by the agent's frame limit) makes the frame a top-level one.
-        let parent = f.parent.filter(|p| ids.contains(p));
-        kids.entry(parent).or_default().push(i);
-    }
-    fn make(
-        snap: &Snapshot,
-        t: &asyncdump_protocol::Task,
-        i: usize,
-        kids: &HashMap<Option<u64>, Vec<usize>>,
-        edges: &HashMap<u64, Vec<u64>>,
-    ) -> FrameNode {
-        let f = &t.frames[i];
-        let meta = &snap.frame_metas[f.meta as usize];
-        let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
-        awaits.sort_unstable();
-        FrameNode {
-            name: meta.name.clone(),
-            location: loc(&meta.location),
-            source: match meta.source {
-                FrameSource::AnnotatedFn => Source::AnnotatedFn,
-                FrameSource::Labelled => Source::Labelled,
-            },
-            awaits_tasks: awaits,
-            children: kids
-                .get(&Some(f.id))
-                .map(|c| c.iter().map(|&j| make(snap, t, j, kids, edges)).collect())
-                .unwrap_or_default(),
+    fn attach(stack: &mut [(u64, FrameNode)], roots: &mut Vec<FrameNode>, node: FrameNode) {
+        match stack.last_mut() {
+            Some((_, parent)) => parent.children.push(node),
+            None => roots.push(node),
         }
     }
-    kids.get(&None)
-        .map(|top| {
-            top.iter()
-                .map(|&i| make(snap, t, i, &kids, edges))
-                .collect()
-        })
-        .unwrap_or_default()
+    let mut roots = Vec::new();
+    let mut stack: Vec<(u64, FrameNode)> = Vec::new();
+    for f in frames {
+        while stack.last().is_some_and(|(id, _)| Some(*id) != f.parent) {
+            let (_, done) = stack.pop().expect("non-empty");
+            attach(&mut stack, &mut roots, done);
+        }
+        let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
+        awaits.sort_unstable();
+        let meta = shared.metas[f.meta as usize].clone();
+        stack.push((
+            f.id,
+            FrameNode {
+                meta,
+                awaits_tasks: awaits,
+                children: Vec::new(),
+            },
+        ));
+    }
+    while let Some((_, done)) = stack.pop() {
+        attach(&mut stack, &mut roots, done);
+    }
+    roots
 }
 
 /// Names from the task root down to frame `target` (empty if it is the root or unknown).
@@ -413,8 +501,8 @@ pub struct Group {
     pub count: usize,
     pub task_ids: Vec<u64>,
     pub state: State,
-    pub spawned_at: Loc,
-    pub root_type: String,
+    pub spawned_at: Rc<Loc>,
+    pub root_type: Rc<str>,
     pub min_age_ns: u64,
     pub max_age_ns: u64,
     pub frames: Vec<FrameNode>,
@@ -426,13 +514,13 @@ type GroupKey<'a> = (State, &'a [FrameNode], &'a Loc, &'a str, &'a [u64]);
 
 pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut index: HashMap<GroupKey<'_>, usize> = HashMap::new();
+    let mut index: FnvMap<GroupKey<'_>, usize> = FnvMap::default();
     for t in tasks {
         let key = (
             t.state,
             &t.frames[..],
-            &t.spawned_at,
-            t.root_type.as_str(),
+            &*t.spawned_at,
+            &*t.root_type,
             &t.awaits_tasks[..],
         );
         match index.get(&key) {
@@ -552,7 +640,7 @@ pub(crate) mod tests {
     }
 
     fn names(nodes: &[FrameNode]) -> Vec<String> {
-        nodes.iter().map(|n| n.name.clone()).collect()
+        nodes.iter().map(|n| n.meta.name.clone()).collect()
     }
 
     #[test]

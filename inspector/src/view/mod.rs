@@ -5,20 +5,31 @@ pub mod text;
 
 /// A human duration with three significant digits: `870ns`, `12.3µs`, `4.56ms`, `1.23s`, `2m05s`, `3h04m`.
 pub fn duration(ns: u64) -> String {
-    let f = ns as f64;
-    match ns {
-        0..1_000 => format!("{ns}ns"),
-        1_000..1_000_000 => format!("{:.1}µs", f / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2}ms", f / 1e6),
-        1_000_000_000..60_000_000_000 => format!("{:.2}s", f / 1e9),
-        60_000_000_000..3_600_000_000_000 => {
-            format!("{}m{:02}s", ns / 60_000_000_000, ns / 1_000_000_000 % 60)
+    Dur(ns).to_string()
+}
+
+/// [`duration`] as a `Display`, to write into a buffer without an intermediate `String`.
+pub struct Dur(pub u64);
+
+impl std::fmt::Display for Dur {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ns = self.0;
+        let x = ns as f64;
+        match ns {
+            0..1_000 => write!(f, "{ns}ns"),
+            1_000..1_000_000 => write!(f, "{:.1}µs", x / 1e3),
+            1_000_000..1_000_000_000 => write!(f, "{:.2}ms", x / 1e6),
+            1_000_000_000..60_000_000_000 => write!(f, "{:.2}s", x / 1e9),
+            60_000_000_000..3_600_000_000_000 => {
+                write!(f, "{}m{:02}s", ns / 60_000_000_000, ns / 1_000_000_000 % 60)
+            }
+            _ => write!(
+                f,
+                "{}h{:02}m",
+                ns / 3_600_000_000_000,
+                ns / 60_000_000_000 % 60
+            ),
         }
-        _ => format!(
-            "{}h{:02}m",
-            ns / 3_600_000_000_000,
-            ns / 60_000_000_000 % 60
-        ),
     }
 }
 

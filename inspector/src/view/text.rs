@@ -1,24 +1,43 @@
 //! The dumpasync-style text dump: a header, deadlocks, then every chain root first, one frame per line,
 //! indented by depth down to the leaf, with cross-task edges and the delegate.
+//!
+//! Everything is written straight into one buffer (no `String` per line or per value): a dump of 100,000
+//! tasks is some 700,000 lines.
 
-use std::collections::HashMap;
-use std::fmt::Write;
+use std::fmt::{self, Display, Write};
 
-use crate::model::{CaptureView, Dump, FrameNode, Group, State, TaskView};
-use crate::view::{duration, id_ranges};
+use crate::model::{CaptureView, Dump, FnvMap, FrameNode, Group, Loc, State, TaskView};
+use crate::view::{Dur, id_ranges};
+
+/// Task names by id, to write `task 3 "name"` for any task the dump mentions.
+struct Labels<'a>(FnvMap<u64, Option<&'a str>>);
+
+struct Label<'a>(u64, Option<&'a str>);
+
+impl Display for Label<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(name) => write!(f, "task {} \"{name}\"", self.0),
+            None => write!(f, "task {}", self.0),
+        }
+    }
+}
+
+impl Labels<'_> {
+    fn of(&self, id: u64) -> Label<'_> {
+        Label(id, self.0.get(&id).copied().flatten())
+    }
+}
 
 pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(256 * dump.tasks.len().max(1));
     header(&mut out, dump);
-    let names: HashMap<u64, Option<&str>> = dump
-        .tasks
-        .iter()
-        .map(|t| (t.id, t.name.as_deref()))
-        .collect();
-    let label = |id: u64| match names.get(&id) {
-        Some(Some(name)) => format!("task {id} \"{name}\""),
-        _ => format!("task {id}"),
-    };
+    let labels = Labels(
+        dump.tasks
+            .iter()
+            .map(|t| (t.id, t.name.as_deref()))
+            .collect(),
+    );
     for cycle in &dump.deadlocks {
         let ids: Vec<String> = cycle
             .iter()
@@ -28,7 +47,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
         let named: Vec<String> = cycle
             .iter()
             .chain(cycle.first())
-            .map(|&id| label(id))
+            .map(|&id| labels.of(id).to_string())
             .collect();
         let _ = writeln!(out, "DEADLOCK cycle: {}", ids.join(" → "));
         let _ = writeln!(out, "  {}", named.join(" awaits "));
@@ -39,41 +58,42 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
     match groups {
         Some(groups) => {
             for g in groups {
-                let ages = if g.min_age_ns == g.max_age_ns {
-                    duration(g.min_age_ns)
-                } else {
-                    format!("{}–{}", duration(g.min_age_ns), duration(g.max_age_ns))
-                };
                 let tasks = if g.count == 1 { "task" } else { "tasks" };
-                let _ = writeln!(
+                let _ = write!(
                     out,
-                    "×{} {tasks} {} · {} · {} {ages}",
+                    "×{} {tasks} {} · {} · {} {}",
                     g.count,
                     id_ranges(&g.task_ids),
                     state_word(g.state),
-                    age_word(g.state)
+                    age_word(g.state),
+                    Dur(g.min_age_ns)
                 );
+                if g.min_age_ns != g.max_age_ns {
+                    let _ = write!(out, "–{}", Dur(g.max_age_ns));
+                }
+                out.push('\n');
                 spawned(&mut out, &g.spawned_at, &g.root_type, None);
-                frames(&mut out, &g.frames, &g.awaits_tasks, &label);
+                frames(&mut out, &g.frames, &g.awaits_tasks, &labels);
                 out.push('\n');
             }
         }
         None => {
             for t in &dump.tasks {
-                task(&mut out, t, &label);
+                task(&mut out, t, &labels);
                 out.push('\n');
             }
         }
     }
     if dump.tasks.is_empty() {
-        out.push_str("no task matches (suspended tasks only by default; --all shows running and completed ones)\n");
+        out.push_str(
+            "no task matches (suspended tasks only by default; --all shows running and completed ones)\n",
+        );
     }
     out
 }
 
 fn header(out: &mut String, d: &Dump) {
-    let p = &d.process;
-    let s = &d.snapshot;
+    let (p, s) = (&d.process, &d.snapshot);
     let _ = writeln!(
         out,
         "pid {} ({}) · agent {} · protocol {} · up {}",
@@ -81,7 +101,7 @@ fn header(out: &mut String, d: &Dump) {
         p.program,
         p.agent_version,
         p.protocol_version,
-        duration(p.uptime_ns)
+        Dur(p.uptime_ns)
     );
     let _ = writeln!(
         out,
@@ -91,8 +111,8 @@ fn header(out: &mut String, d: &Dump) {
         s.idle,
         s.running,
         s.completed,
-        duration(s.capture_ns),
-        duration(s.round_trip_ns)
+        Dur(s.capture_ns),
+        Dur(s.round_trip_ns)
     );
     let _ = writeln!(
         out,
@@ -118,37 +138,36 @@ fn age_word(s: State) -> &'static str {
     }
 }
 
-fn task(out: &mut String, t: &TaskView, label: &dyn Fn(u64) -> String) {
-    let mut line = label(t.id);
-    let _ = write!(line, " · {}", state_word(t.state));
+fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
+    let _ = write!(out, "{} · {}", labels.of(t.id), state_word(t.state));
     if let Some(th) = &t.thread {
         let _ = write!(
-            line,
+            out,
             " on thread {} (tid {})",
             th.name.as_deref().unwrap_or("?"),
             th.tid
         );
     }
     let _ = write!(
-        line,
+        out,
         " · {} {} · polls {} · busy {} · woken {} times",
         age_word(t.state),
-        duration(t.state_age_ns),
+        Dur(t.state_age_ns),
         t.polls,
-        duration(t.busy_ns),
+        Dur(t.busy_ns),
         t.wakes
     );
     if let Some(ago) = t.last_wake_ago_ns {
-        let _ = write!(line, " (last {} ago)", duration(ago));
+        let _ = write!(out, " (last {} ago)", Dur(ago));
     }
-    let _ = writeln!(out, "{line}");
+    out.push('\n');
     spawned(out, &t.spawned_at, &t.root_type, Some(t.age_ns));
     if let Some(by) = &t.awaited_by {
-        let mut at = String::new();
+        let _ = write!(out, "  awaited by {}", labels.of(by.task));
         if !by.path.is_empty() {
-            let _ = write!(at, " at {}", by.path.join(" → "));
+            let _ = write!(out, " at {}", by.path.join(" → "));
         }
-        let _ = writeln!(out, "  awaited by {}{at}", label(by.task));
+        out.push('\n');
     }
     match t.capture {
         CaptureView::Fresh => {}
@@ -156,63 +175,56 @@ fn task(out: &mut String, t: &TaskView, label: &dyn Fn(u64) -> String) {
             let _ = writeln!(
                 out,
                 "  frames from {} ago (the task was running during this snapshot)",
-                duration(age_ns)
+                Dur(age_ns)
             );
         }
         CaptureView::Unavailable => {
             out.push_str("  frames unavailable: the task was running throughout this snapshot\n");
         }
     }
-    frames(out, &t.frames, &t.awaits_tasks, label);
+    frames(out, &t.frames, &t.awaits_tasks, labels);
     match &t.delegate {
         None => out.push_str("  delegate: none\n"),
         Some(d) => {
-            let clones = if d.clones == 1 {
-                "1 clone"
-            } else {
-                &format!("{} clones", d.clones)
-            };
+            let s = if d.clones == 1 { "" } else { "s" };
             let _ = writeln!(
                 out,
-                "  delegate: waker kept by a leaf ({clones}) for {}",
-                duration(d.held_ns)
+                "  delegate: waker kept by a leaf ({} clone{s}) for {}",
+                d.clones,
+                Dur(d.held_ns)
             );
         }
     }
 }
 
-fn spawned(out: &mut String, at: &crate::model::Loc, root_type: &str, age_ns: Option<u64>) {
-    let age = age_ns
-        .map(|a| format!(" {} ago", duration(a)))
-        .unwrap_or_default();
+fn spawned(out: &mut String, at: &Loc, root_type: &str, age_ns: Option<u64>) {
+    out.push_str("  spawned");
+    if let Some(age) = age_ns {
+        let _ = write!(out, " {} ago", Dur(age));
+    }
     let _ = writeln!(
         out,
-        "  spawned{age} at {}:{}:{} · root {root_type}",
+        " at {}:{}:{} · root {root_type}",
         at.file, at.line, at.column
     );
 }
 
-fn frames(
-    out: &mut String,
-    nodes: &[FrameNode],
-    root_awaits: &[u64],
-    label: &dyn Fn(u64) -> String,
-) {
+fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &Labels<'_>) {
     for &id in root_awaits {
-        let _ = writeln!(out, "  → awaits {}", label(id));
+        let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(&FrameNode, usize)> = nodes.iter().rev().map(|n| (n, 1)).collect();
     while let Some((n, depth)) = stack.pop() {
-        let indent = "  ".repeat(depth);
-        let l = &n.location;
+        let (m, l) = (&n.meta, &n.meta.location);
+        let pad = 2 * depth;
         let _ = writeln!(
             out,
-            "{indent}{} at {}:{}:{}",
-            n.name, l.file, l.line, l.column
+            "{:pad$}{} at {}:{}:{}",
+            "", m.name, l.file, l.line, l.column
         );
         for &id in &n.awaits_tasks {
-            let _ = writeln!(out, "{indent}  → awaits {}", label(id));
+            let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
         }
         stack.extend(n.children.iter().rev().map(|c| (c, depth + 1)));
     }
