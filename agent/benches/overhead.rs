@@ -87,15 +87,23 @@ chain!(backtrace, [#[async_backtrace::framed]], same);
 chain!(awaittree, [], awt);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(asyncdump_bench_console, allow(dead_code))]
 enum Variant {
     Plain,
     AsyncdumpFrames,
     AsyncdumpTask,
     AsyncBacktrace,
     AwaitTree,
+    /// The root spawned as a tokio task (console-subscriber's baseline: it instruments spawned tasks).
+    #[cfg_attr(not(asyncdump_bench_console), allow(dead_code))]
+    PlainSpawned,
+    /// `PlainSpawned` with console-subscriber installed (`bench/console`, built with `tokio_unstable`).
+    #[cfg_attr(not(asyncdump_bench_console), allow(dead_code))]
+    ConsoleSubscriber,
 }
 
-const VARIANTS: [Variant; 5] = [
+#[cfg(not(asyncdump_bench_console))]
+const VARIANTS: &[Variant] = &[
     Variant::Plain,
     Variant::AsyncdumpFrames,
     Variant::AsyncdumpTask,
@@ -111,12 +119,17 @@ impl Variant {
             Variant::AsyncdumpTask => "asyncdump-task",
             Variant::AsyncBacktrace => "async-backtrace",
             Variant::AwaitTree => "await-tree",
+            Variant::PlainSpawned => "plain-spawned",
+            Variant::ConsoleSubscriber => "console-subscriber",
         }
     }
 
     async fn chain<L: Future<Output = u32>>(self, depth: usize, leaf: L) -> u32 {
         match self {
-            Variant::Plain | Variant::AsyncdumpTask => plain::chain(depth, leaf).await,
+            Variant::Plain
+            | Variant::AsyncdumpTask
+            | Variant::PlainSpawned
+            | Variant::ConsoleSubscriber => plain::chain(depth, leaf).await,
             Variant::AsyncdumpFrames => frames::chain(depth, leaf).await,
             Variant::AsyncBacktrace => backtrace::chain(depth, leaf).await,
             Variant::AwaitTree => awaittree::chain(depth, leaf).await,
@@ -130,10 +143,13 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 fn in_root<T: Send + 'static>(
     v: Variant,
     drive: &dyn Fn(BoxFuture<'_, T>) -> T,
-    body: impl Future<Output = T> + Send,
+    body: impl Future<Output = T> + Send + 'static,
 ) -> T {
     match v {
         Variant::Plain => drive(Box::pin(body)),
+        Variant::PlainSpawned | Variant::ConsoleSubscriber => drive(Box::pin(async {
+            tokio::spawn(body).await.expect("bench task")
+        })),
         Variant::AsyncdumpFrames | Variant::AsyncdumpTask => {
             drive(Box::pin(asyncdump_agent::instrument(body)))
         }
@@ -251,6 +267,9 @@ async fn spawn_ops(v: Variant, iters: u64) -> (Duration, u64, u64) {
                     .await
                     .unwrap()
             }
+            Variant::PlainSpawned | Variant::ConsoleSubscriber => {
+                tokio::spawn(plain::l1(leaf)).await.unwrap()
+            }
         };
         black_box(out);
     }
@@ -286,16 +305,18 @@ impl Bench {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn measure(
         &self,
         c: &mut Criterion,
+        variants: &[Variant],
         group: &str,
         s: Option<Scenario>,
         drive: Drive,
         depth: usize,
     ) {
         let mut g = c.benchmark_group(group);
-        for v in VARIANTS {
+        for &v in variants {
             // Untimed pass for the heap: warm up (channel buffers, thread-locals), then count.
             self.run(v, s, drive, depth, 200);
             const N: u64 = 5_000;
@@ -312,6 +333,12 @@ impl Bench {
     }
 }
 
+/// This package's target directory, relative to its manifest.
+#[cfg(not(asyncdump_bench_console))]
+const TARGET_DIR: &str = "../target";
+#[cfg(asyncdump_bench_console)]
+const TARGET_DIR: &str = "target";
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -325,30 +352,47 @@ fn main() {
             .unwrap(),
         allocs: Mutex::new(Vec::new()),
     };
-    for s in [
+    let scenarios = [
         Scenario::AwaitPendingTask,
         Scenario::AwaitPendingChannel,
         Scenario::FanOut16,
         Scenario::Yield,
-    ] {
-        for drive in [Drive::Hand, Drive::Tokio] {
-            let group = format!(
-                "{}/{}",
-                s.name(),
-                if drive == Drive::Hand {
+    ];
+    let run_all = |c: &mut Criterion, variants: &[Variant], drives: &[Drive]| {
+        for s in scenarios {
+            for &drive in drives {
+                let how = if drive == Drive::Hand {
                     "hand"
                 } else {
                     "tokio"
+                };
+                let group = format!("{}/{how}", s.name());
+                for depth in [1, 10] {
+                    bench.measure(c, variants, &group, Some(s), drive, depth);
                 }
-            );
-            for depth in [1, 10] {
-                bench.measure(&mut c, &group, Some(s), drive, depth);
             }
         }
+        bench.measure(c, variants, "Spawn/tokio", None, Drive::Tokio, 1);
+    };
+    #[cfg(not(asyncdump_bench_console))]
+    run_all(&mut c, VARIANTS, &[Drive::Hand, Drive::Tokio]);
+    #[cfg(asyncdump_bench_console)]
+    {
+        // The subscriber is global and traces every tokio task once installed: baselines first.
+        run_all(
+            &mut c,
+            &[Variant::Plain, Variant::PlainSpawned],
+            &[Drive::Tokio],
+        );
+        console_subscriber::init();
+        run_all(&mut c, &[Variant::ConsoleSubscriber], &[Drive::Tokio]);
     }
-    bench.measure(&mut c, "Spawn/tokio", None, Drive::Tokio, 1);
     c.final_summary();
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
+    // Criterion writes under this package's target directory; the allocation table goes beside it.
+    let out = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(TARGET_DIR))
+        .join("criterion");
     std::fs::create_dir_all(&out).unwrap();
     let rows = serde_json::Value::Array(bench.allocs.into_inner().unwrap());
     std::fs::write(

@@ -117,6 +117,7 @@ impl Node {
     ///
     /// # Safety
     /// The caller holds the lock of the task `self` is linked into.
+    #[inline]
     pub(crate) unsafe fn unlink_locked(&self) -> bool {
         let parent = self.parent.load(Relaxed);
         if !parent.is_null() {
@@ -140,8 +141,9 @@ impl Node {
         for field in [&self.parent, &self.prev, &self.next] {
             field.store(ptr::null_mut(), Relaxed);
         }
+        // Children left at this point are frames moved out of this future: rare, so out of line.
         // SAFETY: same lock, same tree.
-        unsafe { self.orphan_children() }
+        !self.first.load(Relaxed).is_null() && unsafe { self.orphan_children() }
     }
 
     /// Unlinks every descendant of `self` without allocating: repeatedly detach the first child, hoisting
@@ -149,6 +151,7 @@ impl Node {
     ///
     /// # Safety
     /// The caller holds the lock of the task `self`'s subtree is linked into (or `self` is that task's root).
+    #[cold]
     pub(crate) unsafe fn orphan_children(&self) -> bool {
         let mut any = false;
         loop {
@@ -205,7 +208,17 @@ impl Node {
     }
 
     /// Unlinks `self` from whatever task holds it, taking that task's lock if this thread does not hold it.
+    #[inline]
     fn unlink_from_owner(&self) {
+        // Almost always already unlinked (frames unlink when they complete): keep that check inline.
+        if !self.task.load(Relaxed).is_null() {
+            self.unlink_from_owner_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlink_from_owner_slow(&self) {
         let owner = self.task.load(Relaxed);
         if owner.is_null() {
             return;
@@ -276,6 +289,22 @@ impl Enter {
     pub(crate) fn new(task: *const TaskCell, node: *const Node) -> Enter {
         Enter(CURRENT.with(|c| c.replace(Current { task, node })))
     }
+
+    /// If this thread is polling a task, makes `node` its current frame (restored on drop).
+    #[inline]
+    fn frame(node: *const Node) -> Option<Enter> {
+        CURRENT.with(|c| {
+            let cur = c.get();
+            if cur.task.is_null() {
+                return None;
+            }
+            c.set(Current {
+                task: cur.task,
+                node,
+            });
+            Some(Enter(cur))
+        })
+    }
 }
 
 impl Drop for Enter {
@@ -317,19 +346,18 @@ impl<F: Future> Future for Framed<F> {
         // SAFETY: see above.
         let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
         let node = &this.node;
-        let cur = current();
-        if cur.task.is_null() {
+        // One thread-local access: read what this thread polls and, inside a task, make `node` current.
+        let Some(enter) = Enter::frame(node) else {
             // Polled outside any instrumented task: nothing to record.
             node.unlink_from_owner();
             return inner.poll(cx);
-        }
+        };
+        let cur = enter.0;
         // SAFETY: `cur.task` is set only by `Instrumented::poll`, which holds that task's lock on this thread
         // for the whole poll; `node` is pinned inside `self`.
         unsafe { node.attach(cur) };
-        let out = {
-            let _enter = Enter::new(cur.task, node);
-            inner.poll(cx)
-        };
+        let out = inner.poll(cx);
+        drop(enter);
         if out.is_ready() {
             // SAFETY: still inside the same task's poll, holding its lock.
             if unsafe { node.unlink_locked() } {

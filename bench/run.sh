@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One command for every figure in BENCHMARKS.md, on this machine, in one run:
+#   bash bench/run.sh
+# 1. poll-path overhead, side by side with plain tokio, async-backtrace and await-tree (criterion, ~7 min);
+# 2. the same scenarios with console-subscriber, which needs tokio built with --cfg tokio_unstable, so it is
+#    a separate package (bench/console) with its own target directory (~2 min to build, ~2 min to run);
+# 3. snapshot cost with 10,000 and 100,000 suspended tasks (release builds, ~1 min).
+# Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo bench -p asyncdump-agent --bench overhead >&2
+echo "## Poll-path overhead"
+python3 bench/report.py target/criterion
+(cd bench/console && RUSTFLAGS="--cfg tokio_unstable --cfg asyncdump_bench_console" cargo bench --bench overhead >&2)
+echo
+echo "## console-subscriber (tokio_unstable build)"
+python3 bench/report.py bench/console/target/criterion
+cargo build --release -q -p asyncdump -p asyncdump-fixtures
+echo
+echo "## Snapshot cost"
+python3 bench/snapshot.py
