@@ -150,12 +150,13 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
     }
     let _ = write!(
         out,
-        " · {} {} · polls {} · busy {} · woken {} times",
+        " · {} {} · polls {} · busy {} · woken {} time{}",
         age_word(t.state),
         Dur(t.state_age_ns),
         t.polls,
         Dur(t.busy_ns),
-        t.wakes
+        t.wakes,
+        if t.wakes == 1 { "" } else { "s" }
     );
     if let Some(ago) = t.last_wake_ago_ns {
         let _ = write!(out, " (last {} ago)", Dur(ago));
