@@ -5,81 +5,30 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Waker};
 
-use asyncdump_agent::frame;
+use tokio::sync::oneshot::Receiver;
 
-#[frame]
-async fn l1(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    rx.await.unwrap_or(0)
-}
-#[frame]
-async fn l2(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l1(rx).await
-}
-#[frame]
-async fn l3(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l2(rx).await
-}
-#[frame]
-async fn l4(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l3(rx).await
-}
-#[frame]
-async fn l5(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l4(rx).await
-}
-#[frame]
-async fn l6(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l5(rx).await
-}
-#[frame]
-async fn l7(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l6(rx).await
-}
-#[frame]
-async fn l8(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l7(rx).await
-}
-#[frame]
-async fn l9(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l8(rx).await
-}
-#[frame]
-async fn l10(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l9(rx).await
+/// Ten async fns over a oneshot receive, `l10` awaiting `l9` ... awaiting the receive, with `$attr` on each.
+macro_rules! chain {
+    ($m:ident $(, #[$attr:meta])?) => {
+        mod $m {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[$attr])? pub async fn l1(rx: Receiver<u32>) -> u32 { rx.await.unwrap_or(0) }
+            $(#[$attr])? pub async fn l2(rx: Receiver<u32>) -> u32 { l1(rx).await }
+            $(#[$attr])? pub async fn l3(rx: Receiver<u32>) -> u32 { l2(rx).await }
+            $(#[$attr])? pub async fn l4(rx: Receiver<u32>) -> u32 { l3(rx).await }
+            $(#[$attr])? pub async fn l5(rx: Receiver<u32>) -> u32 { l4(rx).await }
+            $(#[$attr])? pub async fn l6(rx: Receiver<u32>) -> u32 { l5(rx).await }
+            $(#[$attr])? pub async fn l7(rx: Receiver<u32>) -> u32 { l6(rx).await }
+            $(#[$attr])? pub async fn l8(rx: Receiver<u32>) -> u32 { l7(rx).await }
+            $(#[$attr])? pub async fn l9(rx: Receiver<u32>) -> u32 { l8(rx).await }
+            $(#[$attr])? pub async fn l10(rx: Receiver<u32>) -> u32 { l9(rx).await }
+        }
+    };
 }
 
-mod plain {
-    pub async fn l1(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        rx.await.unwrap_or(0)
-    }
-    pub async fn l2(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l1(rx).await
-    }
-    pub async fn l3(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l2(rx).await
-    }
-    pub async fn l4(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l3(rx).await
-    }
-    pub async fn l5(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l4(rx).await
-    }
-    pub async fn l6(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l5(rx).await
-    }
-    pub async fn l7(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l6(rx).await
-    }
-    pub async fn l8(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l7(rx).await
-    }
-    pub async fn l9(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l8(rx).await
-    }
-    pub async fn l10(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-        l9(rx).await
-    }
-}
+chain!(plain);
+chain!(framed, #[asyncdump_agent::frame]);
 
 /// `hotpath N [frames|task|plain]`: plain is no agent at all; task is the root task only.
 fn main() {
@@ -96,7 +45,7 @@ async fn plain_op(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
 }
 
 async fn frames_op(rx: tokio::sync::oneshot::Receiver<u32>) -> u32 {
-    l10(rx).await
+    framed::l10(rx).await
 }
 
 async fn run<F: Future<Output = u32>>(op: fn(tokio::sync::oneshot::Receiver<u32>) -> F) -> u64 {

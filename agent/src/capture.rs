@@ -21,7 +21,7 @@ use asyncdump_protocol::{
 };
 
 use crate::frame::{Node, Source};
-use crate::sys::{self, FnvMap};
+use crate::sys::{self, FastMap};
 use crate::task::{TaskCell, registry};
 
 /// Longest wait for one running task to become idle.
@@ -45,7 +45,7 @@ struct RawFrame {
 /// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
 #[derive(Default)]
 pub(crate) struct Capturer {
-    stale: FnvMap<u64, (u64, Vec<RawFrame>)>,
+    stale: FastMap<u64, (u64, Vec<RawFrame>)>,
 }
 
 /// Takes a snapshot from inside the process (e.g. for a test, or to log chains on a signal).
@@ -55,9 +55,9 @@ pub fn snapshot(req: &SnapshotRequest) -> Snapshot {
 
 #[derive(Default)]
 struct Interner {
-    metas: FnvMap<(usize, usize, Source), u32>,
-    sites: FnvMap<(usize, usize), u32>,
-    threads: FnvMap<u32, Option<String>>,
+    metas: FastMap<(usize, usize, Source), u32>,
+    sites: FastMap<(usize, usize), u32>,
+    threads: FastMap<u32, Option<String>>,
 }
 
 impl Capturer {

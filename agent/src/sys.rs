@@ -136,28 +136,8 @@ pub(crate) fn lower_thread_priority() {
     unsafe { libc::setpriority(libc::PRIO_PROCESS, tid() as libc::id_t, 10) };
 }
 
-/// FNV-1a, for the agent's maps keyed by pointers and ids: no untrusted keys, so no need for SipHash.
-#[derive(Default)]
-pub(crate) struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-pub(crate) type FnvMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
+/// Maps keyed by pointers and ids the agent made itself: no untrusted keys, so no need for SipHash.
+pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.

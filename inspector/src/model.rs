@@ -10,7 +10,6 @@
 //! with [`JSON_VERSION`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState};
@@ -133,14 +132,13 @@ pub struct FrameInfo {
 
 impl FrameInfo {
     pub fn new(name: String, location: Loc, source: Source) -> FrameInfo {
-        use std::hash::{Hash, Hasher};
-        let mut h = Fnv::default();
-        (&name, &location, source).hash(&mut h);
+        use std::hash::BuildHasher;
+        let hash = rustc_hash::FxBuildHasher.hash_one((&name, &location, source));
         FrameInfo {
             name,
             location,
             source,
-            hash: h.finish(),
+            hash,
         }
     }
 }
@@ -195,29 +193,9 @@ pub struct Filter {
     pub min_age_ns: u64,
 }
 
-/// FNV-1a: the maps here are keyed by small integers and short strings from one trusted snapshot, where
-/// SipHash's flood resistance buys nothing and costs a third of the build time at 100,000 tasks.
-#[derive(Default)]
-pub(crate) struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-pub(crate) type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+/// The maps here are keyed by ids and short strings from one trusted snapshot, where SipHash's flood
+/// resistance buys nothing and costs a third of the build time at 100,000 tasks.
+pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Values shared by many tasks, built once per snapshot.
 struct Shared {
@@ -248,14 +226,14 @@ impl Dump {
                 .map(|s| (Rc::new(loc(&s.location)), Rc::from(s.root_type.as_str())))
                 .collect(),
         };
-        let by_id: FnvMap<u64, usize> = snap
+        let by_id: FastMap<u64, usize> = snap
             .tasks
             .iter()
             .enumerate()
             .map(|(i, t)| (t.id, i))
             .collect();
         // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
-        let mut edges: FnvMap<u64, Vec<(Option<u64>, u64)>> = FnvMap::default();
+        let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
         for t in &snap.tasks {
             if let Some(a) = t.awaited_by {
                 edges.entry(a.task).or_default().push((a.frame, t.id));
@@ -358,7 +336,7 @@ fn task_view(
     };
     let (spawned_at, root_type) = shared.sites[t.spawn_site as usize].clone();
     let mut awaits_root: Vec<u64> = Vec::new();
-    let mut by_frame: FnvMap<u64, Vec<u64>> = FnvMap::default();
+    let mut by_frame: FastMap<u64, Vec<u64>> = FastMap::default();
     if !edges.is_empty() {
         let known: HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
         for &(frame, awaited) in edges {
@@ -406,7 +384,7 @@ fn task_view(
 fn build_tree(
     shared: &Shared,
     frames: &[asyncdump_protocol::Frame],
-    edges: &FnvMap<u64, Vec<u64>>,
+    edges: &FastMap<u64, Vec<u64>>,
 ) -> Vec<FrameNode> {
     fn attach(stack: &mut [(u64, FrameNode)], roots: &mut Vec<FrameNode>, node: FrameNode) {
         match stack.last_mut() {
@@ -514,7 +492,7 @@ type GroupKey<'a> = (State, &'a [FrameNode], &'a Loc, &'a str, &'a [u64]);
 
 pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut index: FnvMap<GroupKey<'_>, usize> = FnvMap::default();
+    let mut index: FastMap<GroupKey<'_>, usize> = FastMap::default();
     for t in tasks {
         let key = (
             t.state,

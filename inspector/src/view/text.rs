@@ -6,11 +6,11 @@
 
 use std::fmt::{self, Display, Write};
 
-use crate::model::{CaptureView, Dump, FnvMap, FrameNode, Group, Loc, State, TaskView};
+use crate::model::{CaptureView, Dump, FastMap, FrameNode, Group, Loc, State, TaskView};
 use crate::view::{Dur, id_ranges};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
-struct Labels<'a>(FnvMap<u64, Option<&'a str>>);
+struct Labels<'a>(FastMap<u64, Option<&'a str>>);
 
 struct Label<'a>(u64, Option<&'a str>);
 
