@@ -45,7 +45,8 @@ struct RawFrame {
 /// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
 #[derive(Default)]
 pub(crate) struct Capturer {
-    stale: FastMap<u64, (u64, Vec<RawFrame>)>,
+    /// Tasks once seen running, with their last idle capture (time, frames) once there is one.
+    stale: FastMap<u64, Option<(u64, Vec<RawFrame>)>>,
 }
 
 /// Takes a snapshot from inside the process (e.g. for a test, or to log chains on a signal).
@@ -117,7 +118,7 @@ impl Capturer {
                     read_tree(&cell.root, scratch);
                     drop(lock);
                     if let Some(entry) = self.stale.get_mut(&cell.id) {
-                        *entry = (snap.now_ns, scratch.clone());
+                        *entry = Some((snap.now_ns, scratch.clone()));
                     }
                     (TaskState::Idle, Capture::Fresh)
                 }
@@ -136,13 +137,14 @@ impl Capturer {
                         since_ns: conv.ns(cell.running_since_ns.load(Relaxed)),
                     };
                     let capture = match self.stale.get(&cell.id) {
-                        Some((at, frames)) => {
+                        Some(Some((at, frames))) => {
                             scratch.extend_from_slice(frames);
                             Capture::Stale { captured_ns: *at }
                         }
+                        Some(None) => Capture::Unavailable,
                         None => {
                             if self.stale.len() < STALE_CACHE_MAX {
-                                self.stale.insert(cell.id, (0, Vec::new()));
+                                self.stale.insert(cell.id, None);
                             }
                             Capture::Unavailable
                         }
@@ -265,5 +267,77 @@ impl Interner {
             });
             (snap.spawn_sites.len() - 1) as u32
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FrameExt, instrument};
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    /// Holds the task's lock on another thread, as a thread polling it would, until the guard is dropped.
+    struct Busy(
+        Option<std::sync::mpsc::Sender<()>>,
+        Option<std::thread::JoinHandle<()>>,
+    );
+
+    fn busy(cell: &Arc<TaskCell>) -> Busy {
+        let (cell, (held_tx, held_rx), (stop_tx, stop_rx)) = (
+            cell.clone(),
+            std::sync::mpsc::channel(),
+            std::sync::mpsc::channel::<()>(),
+        );
+        let thread = std::thread::spawn(move || {
+            let _lock = cell.lock_for_poll();
+            held_tx.send(()).unwrap();
+            let _ = stop_rx.recv();
+        });
+        held_rx.recv().unwrap();
+        Busy(Some(stop_tx), Some(thread))
+    }
+
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            drop(self.0.take());
+            self.1.take().unwrap().join().unwrap();
+        }
+    }
+
+    fn capture_of(c: &mut Capturer, id: u64) -> Task {
+        c.capture(&SnapshotRequest::default())
+            .tasks
+            .into_iter()
+            .find(|t| t.id == id)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_task_running_throughout_shows_its_last_idle_chain_or_none() {
+        let mut fut = Box::pin(instrument(std::future::pending::<()>().frame("leaf")));
+        assert!(
+            fut.as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        let (cell, id) = (fut.cell().clone(), fut.task_id());
+        let mut c = Capturer::default();
+        for _ in 0..2 {
+            let _running = busy(&cell);
+            let t = capture_of(&mut c, id);
+            assert!(matches!(t.state, TaskState::Running { .. }));
+            assert_eq!(
+                (t.capture, t.frames.len()),
+                (Capture::Unavailable, 0),
+                "no idle capture yet"
+            );
+        }
+        let idle = capture_of(&mut c, id);
+        assert_eq!((idle.capture, idle.frames.len()), (Capture::Fresh, 1));
+        let _running = busy(&cell);
+        let t = capture_of(&mut c, id);
+        assert!(matches!(t.capture, Capture::Stale { captured_ns } if captured_ns > 0));
+        assert_eq!(t.frames.len(), 1, "the frames of the last idle capture");
     }
 }

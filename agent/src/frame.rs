@@ -277,6 +277,7 @@ thread_local! {
     static CURRENT: Cell<Current> = const { Cell::new(Current { task: ptr::null(), node: ptr::null() }) };
 }
 
+#[cfg(feature = "tokio")]
 pub(crate) fn current() -> Current {
     CURRENT.with(Cell::get)
 }

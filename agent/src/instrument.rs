@@ -57,7 +57,7 @@ impl<F> Instrumented<F> {
         self.task.id
     }
 
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "tokio", test)), allow(dead_code))]
     pub(crate) fn cell(&self) -> &Arc<TaskCell> {
         &self.task
     }
@@ -138,12 +138,6 @@ impl Drop for Exit {
             // another cause this.
             std::mem::forget(task.clone());
         }
-    }
-}
-
-impl TaskCell {
-    pub(crate) fn leak_on_exit(&self) {
-        self.leak.store(true, Relaxed);
     }
 }
 

@@ -167,6 +167,11 @@ impl TaskCell {
             .compare_exchange(0, at_ns.max(1), Relaxed, Relaxed);
     }
 
+    /// Frames orphaned from this task may still point at its cell: never free it (see `frame`).
+    pub(crate) fn leak_on_exit(&self) {
+        self.leak.store(true, Relaxed);
+    }
+
     /// Records a wake of this task (from any thread).
     #[inline]
     pub(crate) fn record_wake(&self) {

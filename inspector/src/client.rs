@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
-    ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION, Reply, Request, Snapshot, SnapshotRequest, Stats, decode, encode, read_frame,
-    write_frame,
+    ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
+    Request, Snapshot, SnapshotRequest, Stats, decode, encode, read_frame, write_frame,
 };
 
 use crate::error::TargetError;
@@ -39,13 +38,9 @@ impl Client {
         stream
             .set_write_timeout(Some(TIMEOUT))
             .map_err(|e| no_answer(e.to_string()))?;
-        let mut client = Client {
-            stream,
-            path: path.to_owned(),
-            handshake: placeholder(),
-        };
-        let first = client.read(MAX_REQUEST_BYTES)?;
-        client.handshake = match Handshake::from_bytes(&first) {
+        let mut stream = stream;
+        let first = read(&mut stream, path, MAX_REQUEST_BYTES)?;
+        let handshake = match Handshake::from_bytes(&first) {
             Ok(h) => h,
             Err(HandshakeError::VersionMismatch { peer, ours }) => {
                 return Err(TargetError::VersionMismatch {
@@ -71,6 +66,11 @@ impl Client {
                 });
             }
         };
+        let mut client = Client {
+            stream,
+            path: path.to_owned(),
+            handshake,
+        };
         let hello = ClientHello::new(format!("asyncdump {}", env!("CARGO_PKG_VERSION")));
         client.write(&hello.to_bytes())?;
         Ok(client)
@@ -84,19 +84,7 @@ impl Client {
     }
 
     fn read(&mut self, max: usize) -> Result<Vec<u8>, TargetError> {
-        read_frame(&mut self.stream, max).map_err(|e| {
-            let detail = match e {
-                FrameError::Closed => "the agent closed the connection".to_owned(),
-                FrameError::Io(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
-                    format!("no reply within {}s", TIMEOUT.as_secs())
-                }
-                other => other.to_string(),
-            };
-            TargetError::NoAnswer {
-                path: self.path.clone(),
-                detail,
-            }
-        })
+        read(&mut self.stream, &self.path, max)
     }
 
     pub fn request(&mut self, request: &Request) -> Result<Reply, TargetError> {
@@ -140,14 +128,21 @@ impl Client {
     }
 }
 
-fn placeholder() -> Handshake {
-    Handshake {
-        protocol_version: PROTOCOL_VERSION,
-        agent_version: String::new(),
-        pid: 0,
-        program: String::new(),
-        start_time_unix_ms: 0,
-    }
+/// Reads one frame, turning failures into what they mean for the user.
+fn read(stream: &mut UnixStream, path: &Path, max: usize) -> Result<Vec<u8>, TargetError> {
+    read_frame(stream, max).map_err(|e| {
+        let detail = match e {
+            FrameError::Closed => "the agent closed the connection".to_owned(),
+            FrameError::Io(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
+                format!("no reply within {}s", TIMEOUT.as_secs())
+            }
+            other => other.to_string(),
+        };
+        TargetError::NoAnswer {
+            path: path.to_owned(),
+            detail,
+        }
+    })
 }
 
 fn connect_error(path: &Path, e: io::Error) -> TargetError {

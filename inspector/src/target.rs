@@ -95,9 +95,6 @@ fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
             dirs.push(dir);
         }
     }
-    if let Ok(explicit) = std::env::var(paths::SOCKET_ENV) {
-        dirs.retain(|d| d != Path::new(&explicit));
-    }
     let name = paths::socket_file_name(pid);
     let mut denied = None;
     let found = dirs
