@@ -57,3 +57,29 @@ fn removes_sockets_of_dead_processes_and_of_nobody_listening() {
     );
     assert!(fx.socket().exists(), "the live agent's socket stays");
 }
+
+#[test]
+fn the_socket_is_private_and_removed_when_the_process_exits() {
+    use std::os::unix::fs::PermissionsExt;
+    let xdg = crate::errors::tempdir();
+    let env = [("XDG_RUNTIME_DIR", xdg.as_path())];
+    let fx = Fixture::start_with("depth_chain", &["--depth", "1"], &env);
+    let socket = fx.socket();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(socket.parent().unwrap()), 0o700, "socket directory");
+    assert_eq!(mode(&socket), 0o600, "socket");
+    drop(fx);
+    // A normal exit (here: the fixture's park timeout) runs the agent's exit hook, which removes the socket.
+    let mut child = std::process::Command::new(crate::support::bin("depth_chain"))
+        .args(["--depth", "1"])
+        .env("ASYNCDUMP_FIXTURE_TIMEOUT", "1")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let gone = xdg.join("asyncdump").join(format!("{pid}.sock"));
+    assert!(!gone.exists(), "{} left behind", gone.display());
+}

@@ -29,6 +29,12 @@ fn fixtures_built() {
     });
 }
 
+/// A fixture binary, built if needed.
+pub fn bin(name: &str) -> PathBuf {
+    fixtures_built();
+    bin_dir().join(name)
+}
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
