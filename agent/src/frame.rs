@@ -12,8 +12,10 @@
 //!
 //! Frames can outlive their place in a tree (a boxed future polled in one task, then handed to another).
 //! When a node is dropped or polled while linked into a task other than the one polling it, it takes that
-//! task's lock to unlink itself. For that pointer to stay valid, a task that ever had to orphan such frames
-//! deliberately leaks its `TaskCell` (see [`crate::instrument`]), so a stale owner pointer never dangles.
+//! task's lock to unlink itself, giving up its own task's lock while it waits (see
+//! `TaskCell::lock_from`), so that two tasks taking each other's frames cannot wait on each other. For
+//! that pointer to stay valid, a task that ever had to orphan such frames deliberately leaks its
+//! `TaskCell` (see [`crate::instrument`]), so a stale owner pointer never dangles.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -227,7 +229,11 @@ impl Node {
         // dropped, and leaks its cell if it had to orphan nodes (so a pointer read just before orphaning
         // stays valid). We re-check ownership under the lock below.
         let owner = unsafe { &*owner };
-        let _lock = owner.lock_for_poll();
+        let polling = CURRENT.with(Cell::get).task;
+        // SAFETY: `Current::task` names the task this thread is polling (or dropping), alive meanwhile.
+        let polling =
+            (!polling.is_null() && !ptr::eq(polling, owner)).then(|| unsafe { &*polling });
+        let _lock = owner.lock_from(polling);
         if ptr::eq(self.task.load(Relaxed), owner) {
             // SAFETY: we hold the owner's lock and `self` is in its tree.
             if unsafe { self.unlink_locked() } {

@@ -124,6 +124,44 @@ impl TaskCell {
         }
     }
 
+    /// Takes this task's lock from a thread that may be polling another task, `polling`, and so hold its
+    /// lock. While it waits it gives `polling`'s lock up, and takes it back once done with this one: two
+    /// threads each needing the other's task would otherwise wait forever. Giving it up is safe because the
+    /// only tree change under way is in this task's tree; `polling`'s tree is consistent meanwhile (a
+    /// snapshot may read it). Only the innermost task a thread polls is given up: instrumented tasks nested
+    /// inside each other, crossing frames with another such nest at the same instant, could still wait.
+    pub(crate) fn lock_from<'a>(&'a self, polling: Option<&'a TaskCell>) -> ForeignLock<'a> {
+        let me = sys::tid();
+        if let Some(lock) = self.try_lock_for_poll(me) {
+            return ForeignLock {
+                lock: Some(lock),
+                restore: None,
+            };
+        }
+        let restore = polling.filter(|p| p.lock.load(Relaxed) == me);
+        if let Some(p) = restore {
+            p.lock.store(0, Release);
+        }
+        ForeignLock {
+            lock: Some(self.lock_for_poll()),
+            restore,
+        }
+    }
+
+    fn try_lock_for_poll(&self, me: u32) -> Option<PollLock<'_>> {
+        match self.lock.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => Some(PollLock {
+                cell: self,
+                release: true,
+            }),
+            Err(holder) if holder == me => Some(PollLock {
+                cell: self,
+                release: false,
+            }),
+            Err(_) => None,
+        }
+    }
+
     /// Tries to take the lock for reading, for at most `wait_ns` and not past `deadline_ns`; fails if the
     /// task stays busy. The clock is read only once the first attempt failed.
     pub(crate) fn lock_for_read(&self, wait_ns: u64, deadline_ns: u64) -> Option<ReadLock<'_>> {
@@ -200,6 +238,30 @@ impl Drop for PollLock<'_> {
     fn drop(&mut self) {
         if self.release {
             self.cell.lock.store(0, Release);
+        }
+    }
+}
+
+/// Another task's lock, see [`TaskCell::lock_from`]; dropping it releases that lock, then takes back the
+/// lock of the task this thread polls if it was given up.
+pub(crate) struct ForeignLock<'a> {
+    lock: Option<PollLock<'a>>,
+    restore: Option<&'a TaskCell>,
+}
+
+impl Drop for ForeignLock<'_> {
+    fn drop(&mut self) {
+        drop(self.lock.take());
+        if let Some(p) = self.restore {
+            let me = sys::tid();
+            let mut spins = 0;
+            while p
+                .lock
+                .compare_exchange_weak(0, me, Acquire, Relaxed)
+                .is_err()
+            {
+                backoff(&mut spins);
+            }
         }
     }
 }

@@ -366,3 +366,67 @@ fn wakes_reach_the_newest_executor_waker_even_when_the_executor_changes_it_every
     }
     assert_eq!(task(&snap(), id).wakes, 20);
 }
+
+/// A boxed framed future that any task may poll (as `futures::Shared` would).
+type SharedFrame = std::sync::Arc<std::sync::Mutex<Pin<Box<dyn Future<Output = ()> + Send>>>>;
+
+fn shared_frame(label: &'static str) -> SharedFrame {
+    std::sync::Arc::new(std::sync::Mutex::new(Box::pin(
+        std::future::pending::<()>().frame(label),
+    )))
+}
+
+/// Polls `first` once, then on its second poll meets the other thread at `barrier` (both tasks are then
+/// being polled, each holding its own task lock) and polls `second`, which is linked into the other task.
+fn crossing_task(
+    first: SharedFrame,
+    second: SharedFrame,
+    barrier: std::sync::Arc<std::sync::Barrier>,
+) -> impl Future<Output = ()> + Send {
+    let mut polls = 0;
+    futures::future::poll_fn(move |cx| {
+        polls += 1;
+        if polls == 1 {
+            let _ = first.lock().unwrap().as_mut().poll(cx);
+        } else {
+            barrier.wait();
+            let _ = second.lock().unwrap().as_mut().poll(cx);
+        }
+        if polls == 2 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+}
+
+// Regression: two tasks each moving a frame out of the other, at the same time, used to wait on each
+// other's task lock forever.
+#[test]
+fn two_tasks_taking_each_others_frames_at_once_do_not_deadlock() {
+    let (f1, f2) = (shared_frame("f1"), shared_frame("f2"));
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let mut a = Box::pin(instrument(crossing_task(
+        f1.clone(),
+        f2.clone(),
+        barrier.clone(),
+    )));
+    let mut b = Box::pin(instrument(crossing_task(f2.clone(), f1.clone(), barrier)));
+    // First polls, one after the other: f1 links into task a, f2 into task b.
+    assert!(poll_once(a.as_mut()).is_pending());
+    assert!(poll_once(b.as_mut()).is_pending());
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for mut task in [a, b] {
+        let done = done_tx.clone();
+        std::thread::spawn(move || {
+            assert!(poll_once(task.as_mut()).is_ready());
+            done.send(()).unwrap();
+        });
+    }
+    for _ in 0..2 {
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("deadlocked: a task poll never returned");
+    }
+    drop((f1, f2));
+}
