@@ -254,3 +254,38 @@ fn demo_starts_a_fixture_and_dumps_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_process_whose_every_worker_is_blocked_still_answers() {
+    let fx = Fixture::start("wedged", &[]);
+    let doc = crate::support::dump_json(fx.pid, &["--all"]);
+    let tasks = doc["tasks"].as_array().unwrap();
+    let blocked: Vec<_> = tasks.iter().filter(|t| t["name"] == "blocked").collect();
+    assert_eq!(blocked.len(), 2);
+    for t in &blocked {
+        assert_eq!(t["state"], "running", "{t}");
+        assert!(
+            t["thread"]["name"].as_str().unwrap().starts_with("tokio-"),
+            "a runtime worker: {t}"
+        );
+        assert!(t["thread"]["tid"].as_u64().unwrap() > 0);
+        assert_eq!(t["capture"]["kind"], "unavailable", "never seen idle: {t}");
+    }
+    let waiting = tasks.iter().find(|t| t["name"] == "waiting").unwrap();
+    assert_eq!(waiting["state"], "idle");
+    assert_eq!(waiting["frames"][0]["name"], "wedged::waiting_handler");
+    assert_eq!(
+        waiting["frames"][0]["children"][0]["name"],
+        "oneshot::Receiver"
+    );
+    // The text view says the same in words.
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--all"]);
+    assert!(
+        text.contains("\"blocked\" · running on thread tokio-"),
+        "{text}"
+    );
+    assert!(
+        text.contains("frames unavailable: the task was running throughout this snapshot"),
+        "{text}"
+    );
+}
