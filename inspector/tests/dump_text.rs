@@ -20,6 +20,22 @@ fn frame_lines(section: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The frame lines a chain must print, root first, each indented one level deeper: per step, the frame name,
+/// a snippet of the fixture's source that locates it, and the part of the snippet the location points at.
+fn expect_chain(fixture: &str, steps: &[(&str, &str, &str)]) -> Vec<String> {
+    steps
+        .iter()
+        .enumerate()
+        .map(|(depth, (name, needle, at))| {
+            format!(
+                "{}{name} at {}",
+                "  ".repeat(depth + 1),
+                site(fixture, needle, at)
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn depth_chain_10_prints_ten_annotated_frames_root_first_then_the_leaf() {
     let fx = Fixture::start("depth_chain", &["--depth", "10"]);
@@ -92,20 +108,18 @@ fn fan_out_coalesces_into_one_group_of_16() {
     let s = section(&text, "×16");
     assert_eq!(
         frame_lines(&s),
-        [
-            format!(
-                "  fan_out::handle_request at {}",
-                site("fan_out", "async fn handle_request", "handle_request")
-            ),
-            format!(
-                "    fan_out::fetch_row at {}",
-                site("fan_out", "async fn fetch_row", "fetch_row")
-            ),
-            format!(
-                "      oneshot::Receiver at {}",
-                site("fan_out", "rx.frame(", "frame")
-            ),
-        ]
+        expect_chain(
+            "fan_out",
+            &[
+                (
+                    "fan_out::handle_request",
+                    "async fn handle_request",
+                    "handle_request"
+                ),
+                ("fan_out::fetch_row", "async fn fetch_row", "fetch_row"),
+                ("oneshot::Receiver", "rx.frame(", "frame"),
+            ]
+        )
     );
     // Without --coalesce every task prints.
     let full = asyncdump_ok(&["dump", &fx.pid.to_string()]);
@@ -119,20 +133,18 @@ fn channel_wait_ends_in_the_mpsc_receive() {
     let s = section(&text, "task 1 \"consumer\"");
     assert_eq!(
         frame_lines(&s),
-        [
-            format!(
-                "  channel_wait::consume at {}",
-                site("channel_wait", "async fn consume", "consume")
-            ),
-            format!(
-                "    channel_wait::next_message at {}",
-                site("channel_wait", "async fn next_message", "next_message")
-            ),
-            format!(
-                "      mpsc::Receiver::recv at {}",
-                site("channel_wait", "rx.recv().frame(", "frame")
-            ),
-        ]
+        expect_chain(
+            "channel_wait",
+            &[
+                ("channel_wait::consume", "async fn consume", "consume"),
+                (
+                    "channel_wait::next_message",
+                    "async fn next_message",
+                    "next_message"
+                ),
+                ("mpsc::Receiver::recv", "rx.recv().frame(", "frame"),
+            ]
+        )
     );
 }
 
@@ -199,16 +211,17 @@ fn custom_notifier_has_a_delegate_and_a_silent_leaf_has_none_yet_a_complete_chai
     assert_eq!(silent.last().unwrap(), "  delegate: none");
     assert_eq!(
         frame_lines(&silent),
-        [
-            format!(
-                "  custom_notifier::wait_silently at {}",
-                site("custom_notifier", "async fn wait_silently", "wait_silently")
-            ),
-            format!(
-                "    Silent at {}",
-                site("custom_notifier", "Silent.frame(", "frame")
-            ),
-        ]
+        expect_chain(
+            "custom_notifier",
+            &[
+                (
+                    "custom_notifier::wait_silently",
+                    "async fn wait_silently",
+                    "wait_silently"
+                ),
+                ("Silent", "Silent.frame(", "frame"),
+            ]
+        )
     );
 }
 
