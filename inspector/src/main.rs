@@ -7,6 +7,7 @@
 
 mod client;
 mod demo;
+mod dwarf;
 mod error;
 mod model;
 mod ps;
@@ -49,6 +50,15 @@ enum Command {
         target: String,
         #[command(flatten)]
         options: DumpOptions,
+    },
+    /// List the async state machines in a binary's DWARF, with their await points (a preview of
+    /// zero-annotation chains).
+    Index {
+        /// The executable to read.
+        binary: std::path::PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Start a bundled fixture program and dump it.
     Demo {
@@ -142,6 +152,16 @@ fn run(cli: Cli) -> Result<String> {
             })
         }
         Command::Dump { target, options } => dump(&Target::parse(&target), &options),
+        Command::Index { binary, json } => {
+            let start = std::time::Instant::now();
+            let index = dwarf::index(&binary)?;
+            let took = start.elapsed();
+            Ok(if json {
+                serde_json::to_string(&index).expect("index serialises") + "\n"
+            } else {
+                render_index(&index, took)
+            })
+        }
         Command::Demo { options } => {
             let (fixture, pid) = demo::start()?;
             let out = dump(&Target::Pid(pid), &options)?;
@@ -155,6 +175,35 @@ fn run(cli: Cli) -> Result<String> {
             ))
         }
     }
+}
+
+fn render_index(index: &dwarf::Index, took: std::time::Duration) -> String {
+    use std::fmt::Write;
+    // The same type is described again in each codegen unit: print each distinct one once.
+    let mut seen = std::collections::HashSet::new();
+    let mut body = String::new();
+    for m in &index.machines {
+        let mut text = format!(
+            "{} ({} bytes, state byte at {})\n",
+            m.name, m.size, m.state_offset
+        );
+        for s in m.states.iter().filter(|s| s.name.starts_with("Suspend")) {
+            let awaits = s.awaitee.as_ref().map_or("?".to_owned(), |a| {
+                format!("{} at +{}", a.type_name, a.offset)
+            });
+            let _ = writeln!(text, "  {} {}:{} awaits {awaits}", s.name, s.file, s.line);
+        }
+        if seen.insert(text.clone()) {
+            body.push_str(&text);
+        }
+    }
+    format!(
+        "{} async state machines ({} distinct) in {} bytes of .debug_info, indexed in {}\n{body}",
+        index.machines.len(),
+        seen.len(),
+        index.debug_info_bytes,
+        view::duration(took.as_nanos() as u64)
+    )
 }
 
 fn main() -> ExitCode {

@@ -4,6 +4,7 @@ mod support;
 
 mod dump_json;
 mod dump_text;
+mod dwarf;
 mod errors;
 mod protocol_abuse;
 mod ps;

@@ -1,0 +1,345 @@
+//! Async state machines in a binary's DWARF: the first part of zero-annotation chains (issue #3).
+//!
+//! [`index`] reads an executable's debug info with `object` + `gimli` and finds every compiler-generated
+//! coroutine: a structure with a `DW_TAG_variant_part` whose discriminant is the artificial `__state` member
+//! and whose variants include `Unresumed` and `Returned` (detected by structure, not by the
+//! `{async_fn_env#0}` name, which older compilers spell differently). For each it records the size, where
+//! the state byte is, and for each `SuspendN` state the await's file and line and the `__awaitee` field
+//! (offset within the whole future, and its type's name and DIE). That is the walk plan: state → variant
+//! → awaitee → the awaitee's own state machine, down to a leaf type that is not one.
+//!
+//! All of this runs in the inspector; the target process never parses DWARF. Nothing here reads a live
+//! process yet: `asyncdump index BINARY` prints the index.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset, constants};
+use object::{Object, ObjectSection};
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DwarfError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not an executable asyncdump can read: {detail}", path.display())]
+    Object { path: PathBuf, detail: String },
+    #[error("malformed DWARF in {}: {detail}", path.display())]
+    Dwarf { path: PathBuf, detail: String },
+    #[error(
+        "{} has no type debug info (stripped, or built with `debug = \"line-tables-only\"`); build it with `debug = \"full\"` to decode async chains",
+        path.display()
+    )]
+    NoTypes { path: PathBuf },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Index {
+    pub debug_info_bytes: u64,
+    pub machines: Vec<StateMachine>,
+}
+
+/// One async fn or async block's state machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct StateMachine {
+    /// Offset of its DIE in `.debug_info`: the identity of the type (names repeat across codegen units).
+    pub die: u64,
+    pub name: String,
+    pub size: u64,
+    pub state_offset: u64,
+    pub state_size: u64,
+    pub states: Vec<State>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct State {
+    /// The value of the state byte for this state.
+    pub discr: u64,
+    /// `Unresumed`, `Returned`, `Panicked` or `SuspendN`.
+    pub name: String,
+    /// For `SuspendN`, the line of that await; otherwise the fn's header or closing brace.
+    pub file: String,
+    pub line: u64,
+    pub awaitee: Option<Awaitee>,
+}
+
+/// The future a suspended state awaits.
+#[derive(Debug, Clone, Serialize)]
+pub struct Awaitee {
+    /// Byte offset of the awaitee within the whole state machine.
+    pub offset: u64,
+    pub type_name: String,
+    pub type_die: u64,
+}
+
+type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// What one DIE holds that the index needs.
+struct Node {
+    tag: constants::DwTag,
+    name: Option<String>,
+    parent: Option<usize>,
+    byte_size: Option<u64>,
+    member_offset: Option<u64>,
+    type_ref: Option<u64>,
+    discr_ref: Option<u64>,
+    discr_value: Option<u64>,
+    decl_file: Option<u64>,
+    decl_line: Option<u64>,
+    artificial: bool,
+    children: Vec<usize>,
+}
+
+/// Indexes the async state machines of the executable at `path`.
+pub fn index(path: &Path) -> Result<Index, DwarfError> {
+    let bytes = std::fs::read(path).map_err(|source| DwarfError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let obj = object::File::parse(&*bytes).map_err(|e| DwarfError::Object {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let endian = if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+        Ok(obj
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[])))
+    };
+    let sections = gimli::DwarfSections::load(load).map_err(|e| DwarfError::Dwarf {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
+    let debug_info_bytes = obj.section_by_name(".debug_info").map_or(0, |s| s.size());
+    let bad = |e: gimli::Error| DwarfError::Dwarf {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    };
+
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut by_offset: HashMap<u64, usize> = HashMap::new();
+    let mut files: Vec<Vec<String>> = Vec::new();
+    let mut unit_of: Vec<usize> = Vec::new();
+    let mut saw_types = false;
+    let mut units = dwarf.units();
+    while let Some(header) = units.next().map_err(bad)? {
+        let unit = dwarf.unit(header).map_err(bad)?;
+        let unit_index = files.len();
+        files.push(unit_files(&dwarf, &unit));
+        let base = unit.header.offset().0 as u64;
+        let mut stack: Vec<usize> = Vec::new();
+        let mut entries = unit.entries();
+        while let Some(entry) = entries.next_dfs().map_err(bad)? {
+            let depth = entry.depth().max(0) as usize;
+            stack.truncate(depth);
+            let offset = base + entry.offset().0 as u64;
+            let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
+                Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
+                Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
+                _ => None,
+            };
+            let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
+            let name = entry
+                .attr_value(constants::DW_AT_name)
+                .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                .map(|s| s.to_string_lossy().into_owned());
+            saw_types |= entry.tag() == constants::DW_TAG_structure_type;
+            let node = Node {
+                tag: entry.tag(),
+                name,
+                parent: stack.last().copied(),
+                byte_size: udata(entry.attr_value(constants::DW_AT_byte_size)),
+                member_offset: udata(entry.attr_value(constants::DW_AT_data_member_location)),
+                type_ref: unit_ref(entry.attr_value(constants::DW_AT_type)),
+                discr_ref: unit_ref(entry.attr_value(constants::DW_AT_discr)),
+                discr_value: udata(entry.attr_value(constants::DW_AT_discr_value)),
+                decl_file: match entry.attr_value(constants::DW_AT_decl_file) {
+                    Some(AttributeValue::FileIndex(i)) => Some(i),
+                    other => udata(other),
+                },
+                decl_line: udata(entry.attr_value(constants::DW_AT_decl_line)),
+                artificial: matches!(
+                    entry.attr_value(constants::DW_AT_artificial),
+                    Some(AttributeValue::Flag(true))
+                ),
+                children: Vec::new(),
+            };
+            let idx = nodes.len();
+            if let Some(&p) = stack.last() {
+                nodes[p].children.push(idx);
+            }
+            nodes.push(node);
+            unit_of.push(unit_index);
+            by_offset.insert(offset, idx);
+            stack.push(idx);
+        }
+    }
+    if !saw_types {
+        return Err(DwarfError::NoTypes {
+            path: path.to_owned(),
+        });
+    }
+    let offsets: HashMap<usize, u64> = by_offset.iter().map(|(&o, &i)| (i, o)).collect();
+    let mut machines = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if n.tag != constants::DW_TAG_structure_type {
+            continue;
+        }
+        if let Some(m) = machine(&nodes, &by_offset, &files[unit_of[i]], i) {
+            machines.push(StateMachine {
+                die: offsets[&i],
+                ..m
+            });
+        }
+    }
+    machines.sort_by(|a, b| a.name.cmp(&b.name).then(a.die.cmp(&b.die)));
+    Ok(Index {
+        debug_info_bytes,
+        machines,
+    })
+}
+
+/// File names of a unit's line program, by DWARF file index (directory joined when relative).
+fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) -> Vec<String> {
+    let Some(program) = &unit.line_program else {
+        return Vec::new();
+    };
+    let header = program.header();
+    let string = |v| {
+        dwarf
+            .attr_string(unit, v)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    // DWARF 5 numbers files from 0, earlier versions from 1: ask for each index the header can answer.
+    let count = header.file_names().len() as u64 + 1;
+    (0..count)
+        .map(|i| {
+            header
+                .file(i)
+                .and_then(|f| {
+                    let name = string(f.path_name())?;
+                    match f.directory(header).and_then(string) {
+                        Some(dir) if !name.starts_with('/') => Some(format!("{dir}/{name}")),
+                        _ => Some(name),
+                    }
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The qualified name of a DIE: its namespaces and enclosing types, then its own name.
+fn qualified(nodes: &[Node], mut i: usize) -> String {
+    let mut parts = Vec::new();
+    loop {
+        let n = &nodes[i];
+        if let Some(name) = &n.name {
+            parts.push(name.as_str());
+        }
+        match n.parent {
+            Some(p)
+                if matches!(
+                    nodes[p].tag,
+                    constants::DW_TAG_namespace
+                        | constants::DW_TAG_structure_type
+                        | constants::DW_TAG_union_type
+                        | constants::DW_TAG_enumeration_type
+                ) =>
+            {
+                i = p
+            }
+            _ => break,
+        }
+    }
+    parts.reverse();
+    parts.join("::")
+}
+
+/// The state machine described by structure DIE `s`, if it is one.
+fn machine(
+    nodes: &[Node],
+    by_offset: &HashMap<u64, usize>,
+    files: &[String],
+    s: usize,
+) -> Option<StateMachine> {
+    let vp = *nodes[s]
+        .children
+        .iter()
+        .find(|&&c| nodes[c].tag == constants::DW_TAG_variant_part)?;
+    let discr = *by_offset.get(&nodes[vp].discr_ref?)?;
+    let d = &nodes[discr];
+    if d.name.as_deref() != Some("__state") || !d.artificial {
+        return None;
+    }
+    let state_size = d
+        .type_ref
+        .and_then(|t| by_offset.get(&t))
+        .and_then(|&t| nodes[t].byte_size)
+        .unwrap_or(1);
+    let mut states = Vec::new();
+    for &v in nodes[vp]
+        .children
+        .iter()
+        .filter(|&&c| nodes[c].tag == constants::DW_TAG_variant)
+    {
+        let Some(&m) = nodes[v]
+            .children
+            .iter()
+            .find(|&&c| nodes[c].tag == constants::DW_TAG_member)
+        else {
+            continue;
+        };
+        let member = &nodes[m];
+        let Some(&ty) = member.type_ref.and_then(|t| by_offset.get(&t)) else {
+            continue;
+        };
+        let base = member.member_offset.unwrap_or(0);
+        let awaitee = nodes[ty]
+            .children
+            .iter()
+            .map(|&f| &nodes[f])
+            .find(|f| f.tag == constants::DW_TAG_member && f.name.as_deref() == Some("__awaitee"))
+            .and_then(|f| {
+                let t = *by_offset.get(&f.type_ref?)?;
+                Some(Awaitee {
+                    offset: base + f.member_offset?,
+                    type_name: qualified(nodes, t),
+                    type_die: f.type_ref?,
+                })
+            });
+        states.push(State {
+            discr: nodes[v].discr_value.unwrap_or(0),
+            name: nodes[ty].name.clone().unwrap_or_default(),
+            file: member
+                .decl_file
+                .and_then(|f| files.get(f as usize))
+                .cloned()
+                .unwrap_or_default(),
+            line: member.decl_line.unwrap_or(0),
+            awaitee,
+        });
+    }
+    let has = |name: &str| states.iter().any(|s| s.name == name);
+    if !(has("Unresumed") && has("Returned")) {
+        return None;
+    }
+    Some(StateMachine {
+        die: 0,
+        name: qualified(nodes, s),
+        size: nodes[s].byte_size.unwrap_or(0),
+        state_offset: d.member_offset.unwrap_or(0),
+        state_size,
+        states,
+    })
+}
