@@ -176,6 +176,7 @@ impl Capturer {
             id: cell.id,
             name: cell.name.as_deref().map(str::to_owned),
             spawn_site: interner.site(cell, snap),
+            root_anchor: cell.root_anchor as u64,
             state,
             created_ns: conv.ns(cell.created_ns),
             polls: cell.polls.load(Relaxed),

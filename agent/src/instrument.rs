@@ -43,7 +43,11 @@ pub fn instrument_named<F: Future>(name: impl Into<String>, fut: F) -> Instrumen
 
 impl<F: Future> Instrumented<F> {
     pub(crate) fn new(name: Option<Box<str>>, spawn: &'static Location<'static>, inner: F) -> Self {
-        let task = TaskCell::register(name, spawn, std::any::type_name::<F>());
+        // Monomorphized per `F`: its address names the root future's exact type in the binary's DWARF
+        // (closures and async blocks share `type_name`s). Read once here, never on the poll path.
+        let anchor =
+            <Self as Future>::poll as fn(Pin<&mut Self>, &mut Context<'_>) -> Poll<F::Output>;
+        let task = TaskCell::register(name, spawn, std::any::type_name::<F>(), anchor as usize);
         Instrumented {
             inner: ManuallyDrop::new(inner),
             task,

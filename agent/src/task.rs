@@ -43,6 +43,8 @@ pub(crate) struct TaskCell {
     pub(crate) name: Option<Box<str>>,
     pub(crate) spawn: &'static Location<'static>,
     pub(crate) root_type: &'static str,
+    /// See `asyncdump_protocol::Task::root_anchor`.
+    pub(crate) root_anchor: usize,
     /// All `*_ns` timestamps here are in [`sys::ticks`], converted when a snapshot is taken.
     pub(crate) created_ns: u64,
     lock: AtomicU32,
@@ -72,6 +74,7 @@ impl TaskCell {
         name: Option<Box<str>>,
         spawn: &'static Location<'static>,
         root_type: &'static str,
+        root_anchor: usize,
     ) -> Arc<TaskCell> {
         let reg = registry();
         let id = reg.next_id.fetch_add(1, Relaxed);
@@ -80,6 +83,7 @@ impl TaskCell {
             name,
             spawn,
             root_type,
+            root_anchor,
             created_ns: sys::ticks(),
             lock: AtomicU32::new(0),
             root: Node::root(spawn),

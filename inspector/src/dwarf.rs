@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset, constants};
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSegment};
 use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +41,62 @@ pub enum DwarfError {
 pub struct Index {
     pub debug_info_bytes: u64,
     pub machines: Vec<StateMachine>,
+    /// Every instantiation of `<asyncdump_agent::Instrumented<F> as Future>::poll`, by address: what a
+    /// task's `root_anchor` (minus the load bias) resolves through.
+    pub anchors: Vec<RootAnchor>,
+}
+
+/// One root future type the agent can report, identified by its poll function's address.
+#[derive(Debug, Clone, Serialize)]
+pub struct RootAnchor {
+    /// `DW_AT_low_pc` of the poll function: its address in the binary, before load bias.
+    pub low_pc: u64,
+    /// The DIE of `F`, the root future's exact type.
+    pub root_die: u64,
+    pub root_type: String,
+}
+
+impl Index {
+    /// The root future type of a task whose agent reported `root_anchor`, in a process loaded at `bias`.
+    pub fn root_of(&self, root_anchor: u64, bias: u64) -> Option<&RootAnchor> {
+        let pc = root_anchor.checked_sub(bias)?;
+        self.anchors.iter().find(|a| a.low_pc == pc)
+    }
+}
+
+/// The load bias of a running process's executable: where its first mapping at file offset 0 starts, less
+/// the virtual address the ELF file gives that offset (zero for most PIE executables).
+pub fn load_bias(pid: u32, binary: &Path) -> Result<u64, DwarfError> {
+    let bad = |detail: String| DwarfError::Object {
+        path: binary.to_owned(),
+        detail,
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| bad(e.to_string()))?;
+    let maps =
+        std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| bad(e.to_string()))?;
+    let start = maps
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (range, offset, path) = (f.first()?, f.get(2)?, f.get(5)?);
+            let at_zero = u64::from_str_radix(offset, 16).ok()? == 0 && Path::new(path) == exe;
+            at_zero
+                .then(|| u64::from_str_radix(range.split('-').next()?, 16).ok())
+                .flatten()
+        })
+        .next()
+        .ok_or_else(|| bad(format!("no mapping of {} in process {pid}", exe.display())))?;
+    let bytes = std::fs::read(binary).map_err(|source| DwarfError::Io {
+        path: binary.to_owned(),
+        source,
+    })?;
+    let obj = object::File::parse(&*bytes).map_err(|e| bad(e.to_string()))?;
+    let first = obj
+        .segments()
+        .next()
+        .ok_or_else(|| bad("no loadable segment".into()))?;
+    let vaddr_at_zero = first.address().saturating_sub(first.file_range().0);
+    Ok(start.saturating_sub(vaddr_at_zero))
 }
 
 /// One async fn or async block's state machine.
@@ -90,6 +146,9 @@ struct Node {
     discr_value: Option<u64>,
     decl_file: Option<u64>,
     decl_line: Option<u64>,
+    low_pc: Option<u64>,
+    /// An `Instrumented::poll` instantiation (see `is_anchor`).
+    anchor: bool,
     artificial: bool,
     children: Vec<usize>,
 }
@@ -168,6 +227,15 @@ pub fn index(path: &Path) -> Result<Index, DwarfError> {
                     other => udata(other),
                 },
                 decl_line: udata(entry.attr_value(constants::DW_AT_decl_line)),
+                low_pc: match entry.attr_value(constants::DW_AT_low_pc) {
+                    Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
+                    _ => None,
+                },
+                anchor: entry.tag() == constants::DW_TAG_subprogram
+                    && entry
+                        .attr_value(constants::DW_AT_linkage_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| is_anchor(&s.to_string_lossy())),
                 artificial: matches!(
                     entry.attr_value(constants::DW_AT_artificial),
                     Some(AttributeValue::Flag(true))
@@ -203,10 +271,34 @@ pub fn index(path: &Path) -> Result<Index, DwarfError> {
         }
     }
     machines.sort_by(|a, b| a.name.cmp(&b.name).then(a.die.cmp(&b.die)));
+    let anchors = nodes
+        .iter()
+        .filter(|n| n.anchor)
+        .filter_map(|n| {
+            let f = n.children.iter().map(|&c| &nodes[c]).find(|c| {
+                c.tag == constants::DW_TAG_template_type_parameter && c.name.as_deref() == Some("F")
+            })?;
+            let die = f.type_ref?;
+            let root_type = qualified(&nodes, *by_offset.get(&die)?);
+            Some(RootAnchor {
+                low_pc: n.low_pc?,
+                root_die: die,
+                root_type,
+            })
+        })
+        .collect();
     Ok(Index {
         debug_info_bytes,
         machines,
+        anchors,
     })
+}
+
+/// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`.
+fn is_anchor(linkage: &str) -> bool {
+    linkage.contains(
+        "asyncdump_agent..instrument..Instrumented$LT$F$GT$$u20$as$u20$core..future..future..Future$GT$4poll",
+    )
 }
 
 /// File names of a unit's line program, by DWARF file index (directory joined when relative).

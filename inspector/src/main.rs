@@ -54,8 +54,12 @@ enum Command {
     /// List the async state machines in a binary's DWARF, with their await points (a preview of
     /// zero-annotation chains).
     Index {
-        /// The executable to read.
-        binary: std::path::PathBuf,
+        /// The executable to read (default with --pid: the process's own executable).
+        #[arg(required_unless_present = "pid")]
+        binary: Option<std::path::PathBuf>,
+        /// Also resolve each live task of this process to its root future's type in the DWARF.
+        #[arg(long)]
+        pid: Option<u32>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -152,16 +156,7 @@ fn run(cli: Cli) -> Result<String> {
             })
         }
         Command::Dump { target, options } => dump(&Target::parse(&target), &options),
-        Command::Index { binary, json } => {
-            let start = std::time::Instant::now();
-            let index = dwarf::index(&binary)?;
-            let took = start.elapsed();
-            Ok(if json {
-                serde_json::to_string(&index).expect("index serialises") + "\n"
-            } else {
-                render_index(&index, took)
-            })
-        }
+        Command::Index { binary, pid, json } => index(binary, pid, json),
         Command::Demo { options } => {
             let (fixture, pid) = demo::start()?;
             let out = dump(&Target::Pid(pid), &options)?;
@@ -175,6 +170,80 @@ fn run(cli: Cli) -> Result<String> {
             ))
         }
     }
+}
+
+/// A live task and the root future type its `root_anchor` resolves to.
+#[derive(serde::Serialize)]
+struct ResolvedTask {
+    id: u64,
+    name: Option<String>,
+    root_anchor: u64,
+    root_die: Option<u64>,
+    root_type: Option<String>,
+}
+
+fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Result<String> {
+    let binary = match (binary, pid) {
+        (Some(b), _) => b,
+        (None, Some(pid)) => std::path::PathBuf::from(format!("/proc/{pid}/exe")),
+        (None, None) => unreachable!("clap requires one of them"),
+    };
+    let start = std::time::Instant::now();
+    let index = dwarf::index(&binary)?;
+    let took = start.elapsed();
+    let tasks = match pid {
+        None => Vec::new(),
+        Some(pid) => {
+            let bias = dwarf::load_bias(pid, &binary)?;
+            let mut client = Client::connect(&Target::Pid(pid).resolve()?)?;
+            let (snap, _) = client.snapshot(false)?;
+            snap.tasks
+                .iter()
+                .map(|t| {
+                    let root = index.root_of(t.root_anchor, bias);
+                    ResolvedTask {
+                        id: t.id,
+                        name: t.name.clone(),
+                        root_anchor: t.root_anchor,
+                        root_die: root.map(|r| r.root_die),
+                        root_type: root.map(|r| r.root_type.clone()),
+                    }
+                })
+                .collect()
+        }
+    };
+    if json {
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            #[serde(flatten)]
+            index: &'a dwarf::Index,
+            tasks: &'a [ResolvedTask],
+        }
+        return Ok(serde_json::to_string(&Doc {
+            index: &index,
+            tasks: &tasks,
+        })
+        .expect("serialises")
+            + "\n");
+    }
+    let mut out = String::new();
+    for t in &tasks {
+        let name = t
+            .name
+            .as_deref()
+            .map(|n| format!(" \"{n}\""))
+            .unwrap_or_default();
+        let root = t
+            .root_type
+            .as_deref()
+            .unwrap_or("not found in this binary's DWARF");
+        out.push_str(&format!("task {}{name}: root future {root}\n", t.id));
+    }
+    if !tasks.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(&render_index(&index, took));
+    Ok(out)
 }
 
 fn render_index(index: &dwarf::Index, took: std::time::Duration) -> String {

@@ -568,6 +568,7 @@ pub(crate) mod tests {
             id,
             name: None,
             spawn_site: 0,
+            root_anchor: 0,
             state: TaskState::Idle,
             created_ns: 0,
             polls: 1,

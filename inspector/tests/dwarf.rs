@@ -1,6 +1,6 @@
 //! `asyncdump index BINARY`: async state machines read from a real fixture binary's DWARF.
 
-use crate::support::{asyncdump, asyncdump_ok, bin, site};
+use crate::support::{Fixture, asyncdump, asyncdump_ok, bin, site};
 
 fn line_of(fixture: &str, needle: &str) -> u64 {
     let at = site(fixture, needle, &needle[..1]);
@@ -68,4 +68,66 @@ fn a_stripped_binary_says_how_to_build_one_that_can_be_decoded() {
         err.contains("has no type debug info") && err.contains("debug = \"full\""),
         "{err}"
     );
+}
+
+fn resolved(fixture: &Fixture) -> serde_json::Value {
+    let pid = fixture.pid.to_string();
+    serde_json::from_str(&asyncdump_ok(&["index", "--pid", &pid, "--json"])).unwrap()
+}
+
+fn task_named<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .expect("task")
+}
+
+#[test]
+fn a_live_task_resolves_to_the_exact_dwarf_type_of_its_root_future() {
+    let fx = Fixture::start("plain_chain", &[]);
+    let doc = resolved(&fx);
+    let t = task_named(&doc, "plain-chain");
+    assert_eq!(t["root_type"], "plain_chain::descend::{async_fn_env#0}");
+    let die = t["root_die"].as_u64().unwrap();
+    let machine = doc["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["die"] == die);
+    assert_eq!(
+        machine.map(|m| m["name"].clone()),
+        Some("plain_chain::descend::{async_fn_env#0}".into())
+    );
+}
+
+#[test]
+fn async_blocks_that_share_a_type_name_resolve_to_different_types() {
+    let fx = Fixture::start("two_blocks", &[]);
+    // What the agent can say by itself is the same for both...
+    let dump = crate::support::dump_json(fx.pid, &[]);
+    let roots: Vec<_> = dump["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["root_type"].clone())
+        .collect();
+    assert_eq!(roots.len(), 2);
+    assert_eq!(
+        roots[0], roots[1],
+        "type_name cannot tell the two blocks apart"
+    );
+    // ...the DWARF types differ.
+    let doc = resolved(&fx);
+    let (a, b) = (task_named(&doc, "a"), task_named(&doc, "b"));
+    assert_ne!(a["root_die"], b["root_die"]);
+    for t in [a, b] {
+        let ty = t["root_type"].as_str().unwrap();
+        assert!(
+            ty.starts_with("two_blocks::main::") && ty.contains("{async_block_env#"),
+            "{ty}"
+        );
+    }
+    assert_ne!(a["root_type"], b["root_type"]);
 }

@@ -120,6 +120,10 @@ pub struct Task {
     pub name: Option<String>,
     /// Index into [`Snapshot::spawn_sites`].
     pub spawn_site: u32,
+    /// Address, in the target, of `<Instrumented<F> as Future>::poll` for this task's root future type
+    /// `F`: monomorphized per type, so the inspector can map it (minus the load bias) through the binary's
+    /// symbols and DWARF to the exact type of the root future. 0 if unknown.
+    pub root_anchor: u64,
     pub state: TaskState,
     pub created_ns: u64,
     pub polls: u64,
@@ -215,6 +219,7 @@ mod tests {
                 id: 1,
                 name: Some("t".into()),
                 spawn_site: 0,
+                root_anchor: 0,
                 state: TaskState::Running {
                     thread: ThreadInfo { tid: 7, name: None },
                     since_ns: 4,
