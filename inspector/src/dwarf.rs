@@ -136,6 +136,9 @@ type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
 /// What one DIE holds that the index needs.
 struct Node {
+    /// Offset in `.debug_info`, and the unit (index into the per-unit file tables) it belongs to.
+    offset: u64,
+    unit: usize,
     tag: constants::DwTag,
     name: Option<String>,
     parent: Option<usize>,
@@ -188,7 +191,6 @@ pub fn index(path: &Path) -> Result<Index, DwarfError> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut by_offset: HashMap<u64, usize> = HashMap::new();
     let mut files: Vec<Vec<String>> = Vec::new();
-    let mut unit_of: Vec<usize> = Vec::new();
     let mut saw_types = false;
     let mut units = dwarf.units();
     while let Some(header) = units.next().map_err(bad)? {
@@ -214,6 +216,8 @@ pub fn index(path: &Path) -> Result<Index, DwarfError> {
                 .map(|s| s.to_string_lossy().into_owned());
             saw_types |= entry.tag() == constants::DW_TAG_structure_type;
             let node = Node {
+                offset,
+                unit: unit_index,
                 tag: entry.tag(),
                 name,
                 parent: stack.last().copied(),
@@ -247,7 +251,6 @@ pub fn index(path: &Path) -> Result<Index, DwarfError> {
                 nodes[p].children.push(idx);
             }
             nodes.push(node);
-            unit_of.push(unit_index);
             by_offset.insert(offset, idx);
             stack.push(idx);
         }
@@ -257,19 +260,10 @@ pub fn index(path: &Path) -> Result<Index, DwarfError> {
             path: path.to_owned(),
         });
     }
-    let offsets: HashMap<usize, u64> = by_offset.iter().map(|(&o, &i)| (i, o)).collect();
-    let mut machines = Vec::new();
-    for (i, n) in nodes.iter().enumerate() {
-        if n.tag != constants::DW_TAG_structure_type {
-            continue;
-        }
-        if let Some(m) = machine(&nodes, &by_offset, &files[unit_of[i]], i) {
-            machines.push(StateMachine {
-                die: offsets[&i],
-                ..m
-            });
-        }
-    }
+    let mut machines: Vec<StateMachine> = (0..nodes.len())
+        .filter(|&i| nodes[i].tag == constants::DW_TAG_structure_type)
+        .filter_map(|i| machine(&nodes, &by_offset, &files[nodes[i].unit], i))
+        .collect();
     machines.sort_by(|a, b| a.name.cmp(&b.name).then(a.die.cmp(&b.die)));
     let anchors = nodes
         .iter()
@@ -427,7 +421,7 @@ fn machine(
         return None;
     }
     Some(StateMachine {
-        die: 0,
+        die: nodes[s].offset,
         name: qualified(nodes, s),
         size: nodes[s].byte_size.unwrap_or(0),
         state_offset: d.member_offset.unwrap_or(0),

@@ -116,9 +116,10 @@ fn parse_duration_ns(s: &str) -> Result<u64, String> {
     Ok((value * scale) as u64)
 }
 
-fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
+/// Connects to the target's agent, checking that a pid's socket really belongs to that pid.
+fn connect(target: &Target) -> Result<Client, TargetError> {
     let path = target.resolve()?;
-    let mut client = Client::connect(&path)?;
+    let client = Client::connect(&path)?;
     if let Some(expected) = target.pid()
         && client.handshake.pid != expected
     {
@@ -127,9 +128,13 @@ fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
             path,
             expected,
             actual: client.handshake.pid,
-        }
-        .into());
+        });
     }
+    Ok(client)
+}
+
+fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
+    let mut client = connect(target)?;
     let (snap, rtt) = client.snapshot(o.all)?;
     let filter = Filter {
         all: o.all,
@@ -195,7 +200,7 @@ fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Re
         None => Vec::new(),
         Some(pid) => {
             let bias = dwarf::load_bias(pid, &binary)?;
-            let mut client = Client::connect(&Target::Pid(pid).resolve()?)?;
+            let mut client = connect(&Target::Pid(pid))?;
             let (snap, _) = client.snapshot(false)?;
             snap.tasks
                 .iter()
