@@ -17,12 +17,13 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use asyncdump_protocol::{
     Awaiter, Capture, Delegate, Frame, FrameMeta, FrameSource, Snapshot, SnapshotRequest,
-    SpawnSite, Task, TaskState, ThreadInfo,
+    SpawnSite, Task, TaskState, ThreadInfo, Walk, WalkPlan,
 };
 
 use crate::frame::{Node, Source};
 use crate::sys::{self, FastMap};
 use crate::task::{TaskCell, registry};
+use crate::walk::Walker;
 
 /// Longest wait for one running task to become idle.
 pub const PER_TASK_WAIT_NS: u64 = 2_000_000;
@@ -47,6 +48,20 @@ struct RawFrame {
 pub(crate) struct Capturer {
     /// Tasks once seen running, with their last idle capture (time, frames) once there is one.
     stale: FastMap<u64, Option<(u64, Vec<RawFrame>)>>,
+    walker: Walker,
+}
+
+/// What every task of one snapshot is captured with.
+struct Pass<'a> {
+    conv: &'a sys::TickConv,
+    wait_until: u64,
+    plan: Option<&'a Plan<'a>>,
+}
+
+/// A walk plan with its roots looked up by anchor.
+struct Plan<'a> {
+    plan: &'a WalkPlan,
+    roots: FastMap<u64, u32>,
 }
 
 /// Takes a snapshot from inside the process (e.g. for a test, or to log chains on a signal).
@@ -76,15 +91,17 @@ impl Capturer {
         };
         let mut interner = Interner::default();
         let mut scratch = Vec::new();
+        let plan = req.walk.as_ref().map(|plan| Plan {
+            plan,
+            roots: plan.roots.iter().copied().collect(),
+        });
+        let pass = Pass {
+            conv: &conv,
+            wait_until,
+            plan: plan.as_ref(),
+        };
         for cell in &cells {
-            let task = self.capture_task(
-                cell,
-                &conv,
-                wait_until,
-                &mut scratch,
-                &mut interner,
-                &mut snap,
-            );
+            let task = self.capture_task(cell, &pass, &mut scratch, &mut interner, &mut snap);
             snap.tasks.push(task);
         }
         if self.stale.len() > STALE_CACHE_MAX / 2 {
@@ -98,13 +115,14 @@ impl Capturer {
     fn capture_task(
         &mut self,
         cell: &Arc<TaskCell>,
-        conv: &sys::TickConv,
-        wait_until: u64,
+        pass: &Pass<'_>,
         scratch: &mut Vec<RawFrame>,
         interner: &mut Interner,
         snap: &mut Snapshot,
     ) -> Task {
+        let (conv, wait_until, plan) = (pass.conv, pass.wait_until, pass.plan);
         scratch.clear();
+        let mut walk = plan.map(|_| Walk::Busy);
         let (state, capture) = if cell.is_completed() {
             (
                 TaskState::Completed {
@@ -116,6 +134,9 @@ impl Capturer {
             match cell.lock_for_read(PER_TASK_WAIT_NS, wait_until) {
                 Some(lock) => {
                     read_tree(&cell.root, scratch);
+                    if let Some(plan) = plan {
+                        walk = Some(self.walk(cell, plan));
+                    }
                     drop(lock);
                     if let Some(entry) = self.stale.get_mut(&cell.id) {
                         *entry = Some((snap.now_ns, scratch.clone()));
@@ -188,6 +209,19 @@ impl Capturer {
             capture,
             awaited_by,
             delegate,
+            walk,
+        }
+    }
+
+    /// Runs the plan on an idle task's future. The caller holds the task's read lock.
+    fn walk(&mut self, cell: &TaskCell, plan: &Plan<'_>) -> Walk {
+        let addr = cell.future_addr.load(Relaxed);
+        if addr == 0 {
+            return Walk::NotStarted;
+        }
+        match plan.roots.get(&(cell.root_anchor as u64)) {
+            Some(&ty) => self.walker.walk(plan.plan, ty, addr),
+            None => Walk::UnknownRoot,
         }
     }
 }

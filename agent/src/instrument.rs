@@ -77,6 +77,9 @@ impl<F: Future> Future for Instrumented<F> {
         let inner = unsafe { Pin::new_unchecked(&mut *this.inner) };
         let task = &this.task;
         let _lock = task.lock_for_poll();
+        // Pinned from here on, so the address stays valid until the drop, which takes the same lock.
+        task.future_addr
+            .store(&*inner as *const F as usize, Relaxed);
         let start = sys::ticks();
         task.running_since_ns.store(start, Relaxed);
         let out = {
@@ -111,6 +114,8 @@ impl<F> Drop for Instrumented<F> {
         };
         let _lock = self.task.lock_for_poll();
         let _enter = Enter::new(Arc::as_ptr(&self.task), &self.task.root);
+        // A walk that takes the lock after us must not read the future being freed.
+        self.task.future_addr.store(0, Relaxed);
         // SAFETY: `inner` is dropped exactly once, here; `self` is being dropped so it is never used again.
         unsafe { ManuallyDrop::drop(&mut self.inner) };
     }

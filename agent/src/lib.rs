@@ -71,6 +71,7 @@ mod task;
 #[cfg(feature = "tokio")]
 mod tokio_support;
 mod waker;
+mod walk;
 
 pub use asyncdump_agent_macros::frame;
 pub use asyncdump_protocol as protocol;
@@ -82,6 +83,7 @@ pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
 pub use server::{Agent, Builder, InitError, MAX_CLIENTS, init};
 #[cfg(feature = "tokio")]
 pub use tokio_support::{JoinHandle, spawn, spawn_named};
+pub use walk::{MAX_BYTES_PER_TASK, MAX_NODES_PER_TASK};
 
 #[doc(hidden)]
 pub use instrument::__private;

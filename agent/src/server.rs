@@ -379,6 +379,7 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
 fn answer(request: &Request) -> Reply {
     match request {
         Request::Stats => Reply::Stats(crate::task::registry().stats()),
+        Request::RootAnchors => Reply::RootAnchors(crate::task::registry().root_anchors()),
         Request::Snapshot(req) => Reply::Snapshot(
             capturer()
                 .lock()

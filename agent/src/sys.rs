@@ -169,6 +169,36 @@ pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     }
 }
 
+/// Copies `buf.len()` bytes of this process's memory at `addr` into `buf` with `process_vm_readv` on our
+/// own pid: an unmapped address gives `Err(EFAULT)` instead of a signal, and a range that runs into an
+/// unmapped page is a short read, reported as `EFAULT` too. Other errors (`ENOSYS`, `EPERM` under seccomp)
+/// mean this process cannot read itself this way at all.
+pub(crate) fn read_own(addr: usize, buf: &mut [u8]) -> Result<(), i32> {
+    if addr == 0 {
+        return Err(libc::EFAULT);
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, which we own mutably for the call; `remote` is only read by the
+    // kernel, which checks it against our address space and fails with EFAULT rather than faulting.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EFAULT))
+    } else if n as usize != buf.len() {
+        Err(libc::EFAULT)
+    } else {
+        Ok(())
+    }
+}
+
 /// The name of a thread of this process, from `/proc/self/task/TID/comm`.
 pub(crate) fn thread_name(tid: u32) -> Option<String> {
     let name = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).ok()?;

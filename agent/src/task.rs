@@ -45,6 +45,9 @@ pub(crate) struct TaskCell {
     pub(crate) root_type: &'static str,
     /// See `asyncdump_protocol::Task::root_anchor`.
     pub(crate) root_anchor: usize,
+    /// Address of the pinned root future, stored by every poll (0 before the first): where a walk plan
+    /// starts. Read only under the task lock, when no poll can move or drop the future.
+    pub(crate) future_addr: AtomicUsize,
     /// All `*_ns` timestamps here are in [`sys::ticks`], converted when a snapshot is taken.
     pub(crate) created_ns: u64,
     lock: AtomicU32,
@@ -84,6 +87,7 @@ impl TaskCell {
             spawn,
             root_type,
             root_anchor,
+            future_addr: AtomicUsize::new(0),
             created_ns: sys::ticks(),
             lock: AtomicU32::new(0),
             root: Node::root(spawn),
@@ -378,6 +382,18 @@ impl Registry {
             out.extend(lock(&self.completed).iter().cloned());
         }
         out.sort_unstable_by_key(|c| c.id);
+        out
+    }
+
+    /// The distinct root anchors of the live tasks, sorted.
+    pub(crate) fn root_anchors(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = Vec::new();
+        for shard in &self.shards {
+            let slab = lock(shard);
+            out.extend(slab.entries.iter().flatten().map(|c| c.root_anchor as u64));
+            out.sort_unstable();
+            out.dedup();
+        }
         out
     }
 

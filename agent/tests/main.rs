@@ -10,6 +10,7 @@ use asyncdump_agent::{FrameExt, frame, instrument, instrument_named};
 fn snap() -> Snapshot {
     asyncdump_agent::snapshot(&SnapshotRequest {
         include_completed: true,
+        walk: None,
     })
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
-    Request, Snapshot, SnapshotRequest, Stats, decode, encode, read_frame, write_frame,
+    Request, Snapshot, SnapshotRequest, Stats, WalkPlan, decode, encode, read_frame, write_frame,
 };
 
 use crate::error::TargetError;
@@ -105,10 +105,23 @@ impl Client {
     pub fn snapshot(
         &mut self,
         include_completed: bool,
+        walk: Option<WalkPlan>,
     ) -> Result<(Snapshot, Duration), TargetError> {
         let start = Instant::now();
-        match self.request(&Request::Snapshot(SnapshotRequest { include_completed }))? {
+        let req = SnapshotRequest {
+            include_completed,
+            walk,
+        };
+        match self.request(&Request::Snapshot(req))? {
             Reply::Snapshot(s) => Ok((s, start.elapsed())),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    /// The distinct root anchors of the live tasks (what a walk plan needs roots for).
+    pub fn root_anchors(&mut self) -> Result<Vec<u64>, TargetError> {
+        match self.request(&Request::RootAnchors)? {
+            Reply::RootAnchors(a) => Ok(a),
             _ => Err(self.unexpected()),
         }
     }

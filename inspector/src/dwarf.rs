@@ -8,11 +8,15 @@
 //! (offset within the whole future, and its type's name and DIE). That is the walk plan: state → variant
 //! → awaitee → the awaitee's own state machine, down to a leaf type that is not one.
 //!
-//! All of this runs in the inspector; the target process never parses DWARF. Nothing here reads a live
-//! process yet: `asyncdump index BINARY` prints the index.
+//! [`Debug::load`] keeps every DIE's few useful attributes in a flat table ([`Node`]s) that `decode` then
+//! uses to build walk plans for the agent. All of this runs in the inspector; the target process never
+//! parses DWARF. A binary without type info is looked up again as a separate debug file, by build-id
+//! (`/usr/lib/debug/.build-id/xx/yyyy.debug`) or `.gnu_debuglink` (beside the binary, in its `.debug/`,
+//! and under `/usr/lib/debug`), as gdb does.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset, constants};
@@ -86,11 +90,8 @@ pub fn load_bias(pid: u32, binary: &Path) -> Result<u64, DwarfError> {
         })
         .next()
         .ok_or_else(|| bad(format!("no mapping of {} in process {pid}", exe.display())))?;
-    let bytes = std::fs::read(binary).map_err(|source| DwarfError::Io {
-        path: binary.to_owned(),
-        source,
-    })?;
-    let obj = object::File::parse(&*bytes).map_err(|e| bad(e.to_string()))?;
+    let bytes = read(binary)?;
+    let obj = parse(binary, &bytes)?;
     let first = obj
         .segments()
         .next()
@@ -134,158 +135,340 @@ pub struct Awaitee {
 
 type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
-/// What one DIE holds that the index needs.
-struct Node {
+/// What one DIE holds that the index and the walk plans need.
+pub(crate) struct Node {
     /// Offset in `.debug_info`, and the unit (index into the per-unit file tables) it belongs to.
-    offset: u64,
-    unit: usize,
-    tag: constants::DwTag,
-    name: Option<String>,
-    parent: Option<usize>,
-    byte_size: Option<u64>,
-    member_offset: Option<u64>,
-    type_ref: Option<u64>,
-    discr_ref: Option<u64>,
-    discr_value: Option<u64>,
-    decl_file: Option<u64>,
-    decl_line: Option<u64>,
-    low_pc: Option<u64>,
+    pub(crate) offset: u64,
+    pub(crate) unit: usize,
+    pub(crate) tag: constants::DwTag,
+    pub(crate) name: Option<String>,
+    pub(crate) parent: Option<usize>,
+    pub(crate) byte_size: Option<u64>,
+    pub(crate) member_offset: Option<u64>,
+    pub(crate) type_ref: Option<u64>,
+    pub(crate) discr_ref: Option<u64>,
+    pub(crate) discr_value: Option<u64>,
+    pub(crate) decl_file: Option<u64>,
+    pub(crate) decl_line: Option<u64>,
+    pub(crate) low_pc: Option<u64>,
     /// An `Instrumented::poll` instantiation (see `is_anchor`).
-    anchor: bool,
-    artificial: bool,
-    children: Vec<usize>,
+    pub(crate) anchor: bool,
+    pub(crate) artificial: bool,
+    /// `DW_AT_containing_type` (of a `{vtable_type}`: the concrete type).
+    pub(crate) containing_type: Option<u64>,
+    /// A variable's address, from a `DW_OP_addr` location.
+    pub(crate) addr: Option<u64>,
+    pub(crate) children: Vec<usize>,
 }
 
-/// Indexes the async state machines of the executable at `path`.
-pub fn index(path: &Path) -> Result<Index, DwarfError> {
-    let bytes = std::fs::read(path).map_err(|source| DwarfError::Io {
+/// The debug info of one executable, loaded once per dump.
+pub struct Debug {
+    /// The file the DWARF came from: the executable, or its separate debug file.
+    pub path: PathBuf,
+    /// GNU build-id of the executable (not of a separate debug file), hex.
+    pub build_id: Option<String>,
+    pub debug_info_bytes: u64,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) by_offset: HashMap<u64, usize>,
+    /// File names per unit, by DWARF file index.
+    pub(crate) files: Vec<Vec<String>>,
+    /// `<T as Future>::{vtable}` statics: (address in the file, DIE of T).
+    pub(crate) vtables: Vec<(u64, u64)>,
+}
+
+/// The GNU build-id of an ELF file, hex; `None` if it has none.
+pub fn build_id(path: &Path) -> Result<Option<String>, DwarfError> {
+    let bytes = read(path)?;
+    let obj = parse(path, &bytes)?;
+    Ok(obj.build_id().ok().flatten().map(hex))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
+    std::fs::read(path).map_err(|source| DwarfError::Io {
         path: path.to_owned(),
         source,
-    })?;
-    let obj = object::File::parse(&*bytes).map_err(|e| DwarfError::Object {
-        path: path.to_owned(),
-        detail: e.to_string(),
-    })?;
-    let endian = if obj.is_little_endian() {
-        RunTimeEndian::Little
-    } else {
-        RunTimeEndian::Big
-    };
-    let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
-        Ok(obj
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[])))
-    };
-    let sections = gimli::DwarfSections::load(load).map_err(|e| DwarfError::Dwarf {
-        path: path.to_owned(),
-        detail: e.to_string(),
-    })?;
-    let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
-    let debug_info_bytes = obj.section_by_name(".debug_info").map_or(0, |s| s.size());
-    let bad = |e: gimli::Error| DwarfError::Dwarf {
-        path: path.to_owned(),
-        detail: e.to_string(),
-    };
+    })
+}
 
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut by_offset: HashMap<u64, usize> = HashMap::new();
-    let mut files: Vec<Vec<String>> = Vec::new();
-    let mut saw_types = false;
-    let mut units = dwarf.units();
-    while let Some(header) = units.next().map_err(bad)? {
-        let unit = dwarf.unit(header).map_err(bad)?;
-        let unit_index = files.len();
-        files.push(unit_files(&dwarf, &unit));
-        let base = unit.header.offset().0 as u64;
-        let mut stack: Vec<usize> = Vec::new();
-        let mut entries = unit.entries();
-        while let Some(entry) = entries.next_dfs().map_err(bad)? {
-            let depth = entry.depth().max(0) as usize;
-            stack.truncate(depth);
-            let offset = base + entry.offset().0 as u64;
-            let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
-                Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
-                Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
-                _ => None,
-            };
-            let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
-            let name = entry
-                .attr_value(constants::DW_AT_name)
-                .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                .map(|s| s.to_string_lossy().into_owned());
-            saw_types |= entry.tag() == constants::DW_TAG_structure_type;
-            let node = Node {
-                offset,
-                unit: unit_index,
-                tag: entry.tag(),
-                name,
-                parent: stack.last().copied(),
-                byte_size: udata(entry.attr_value(constants::DW_AT_byte_size)),
-                member_offset: udata(entry.attr_value(constants::DW_AT_data_member_location)),
-                type_ref: unit_ref(entry.attr_value(constants::DW_AT_type)),
-                discr_ref: unit_ref(entry.attr_value(constants::DW_AT_discr)),
-                discr_value: udata(entry.attr_value(constants::DW_AT_discr_value)),
-                decl_file: match entry.attr_value(constants::DW_AT_decl_file) {
-                    Some(AttributeValue::FileIndex(i)) => Some(i),
-                    other => udata(other),
-                },
-                decl_line: udata(entry.attr_value(constants::DW_AT_decl_line)),
-                low_pc: match entry.attr_value(constants::DW_AT_low_pc) {
-                    Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
-                    _ => None,
-                },
-                anchor: entry.tag() == constants::DW_TAG_subprogram
-                    && entry
-                        .attr_value(constants::DW_AT_linkage_name)
-                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                        .is_some_and(|s| is_anchor(&s.to_string_lossy())),
-                artificial: matches!(
-                    entry.attr_value(constants::DW_AT_artificial),
-                    Some(AttributeValue::Flag(true))
-                ),
-                children: Vec::new(),
-            };
-            let idx = nodes.len();
-            if let Some(&p) = stack.last() {
-                nodes[p].children.push(idx);
+fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<object::File<'a>, DwarfError> {
+    object::File::parse(bytes).map_err(|e| DwarfError::Object {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+/// Where a separate debug file for `exe` may be, most specific first.
+fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(id) = obj.build_id().ok().flatten().filter(|id| id.len() > 1) {
+        let id = hex(id);
+        out.push(PathBuf::from(format!(
+            "/usr/lib/debug/.build-id/{}/{}.debug",
+            &id[..2],
+            &id[2..]
+        )));
+    }
+    if let Some((name, _crc)) = obj.gnu_debuglink().ok().flatten() {
+        let name = Path::new(std::str::from_utf8(name).unwrap_or_default());
+        let real = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_owned());
+        let dir = real.parent().unwrap_or(Path::new("/"));
+        out.push(dir.join(name));
+        out.push(dir.join(".debug").join(name));
+        out.push(
+            Path::new("/usr/lib/debug")
+                .join(dir.strip_prefix("/").unwrap_or(dir))
+                .join(name),
+        );
+    }
+    out
+}
+
+impl Debug {
+    /// Loads the DWARF of the executable at `path`, or of its separate debug file when the executable
+    /// itself has no type info. The debug file must have the executable's build-id.
+    pub fn load(path: &Path) -> Result<Debug, DwarfError> {
+        let bytes = read(path)?;
+        let obj = parse(path, &bytes)?;
+        let build_id = obj.build_id().ok().flatten().map(hex);
+        match Debug::from_object(path, &obj, build_id.clone()) {
+            Err(DwarfError::NoTypes { .. }) => {
+                for candidate in debug_file_candidates(path, &obj) {
+                    let Ok(bytes) = std::fs::read(&candidate) else {
+                        continue;
+                    };
+                    let Ok(dobj) = object::File::parse(&*bytes) else {
+                        continue;
+                    };
+                    if dobj.build_id().ok().flatten().map(hex) != build_id {
+                        continue;
+                    }
+                    if let Ok(d) = Debug::from_object(&candidate, &dobj, build_id.clone()) {
+                        return Ok(d);
+                    }
+                }
+                Err(DwarfError::NoTypes {
+                    path: path.to_owned(),
+                })
             }
-            nodes.push(node);
-            by_offset.insert(offset, idx);
-            stack.push(idx);
+            other => other,
         }
     }
-    if !saw_types {
-        return Err(DwarfError::NoTypes {
-            path: path.to_owned(),
-        });
+
+    /// The index `asyncdump index` prints: every state machine and every root anchor.
+    pub fn index(&self) -> Index {
+        let (nodes, by_offset) = (&self.nodes, &self.by_offset);
+        let mut machines: Vec<StateMachine> = (0..nodes.len())
+            .filter(|&i| nodes[i].tag == constants::DW_TAG_structure_type)
+            .filter_map(|i| machine(nodes, by_offset, &self.files[nodes[i].unit], i))
+            .collect();
+        machines.sort_by(|a, b| a.name.cmp(&b.name).then(a.die.cmp(&b.die)));
+        Index {
+            debug_info_bytes: self.debug_info_bytes,
+            machines,
+            anchors: self.anchors(),
+        }
     }
-    let mut machines: Vec<StateMachine> = (0..nodes.len())
-        .filter(|&i| nodes[i].tag == constants::DW_TAG_structure_type)
-        .filter_map(|i| machine(&nodes, &by_offset, &files[nodes[i].unit], i))
-        .collect();
-    machines.sort_by(|a, b| a.name.cmp(&b.name).then(a.die.cmp(&b.die)));
-    let anchors = nodes
-        .iter()
-        .filter(|n| n.anchor)
-        .filter_map(|n| {
-            let f = n.children.iter().map(|&c| &nodes[c]).find(|c| {
-                c.tag == constants::DW_TAG_template_type_parameter && c.name.as_deref() == Some("F")
-            })?;
-            let die = f.type_ref?;
-            let root_type = qualified(&nodes, *by_offset.get(&die)?);
-            Some(RootAnchor {
-                low_pc: n.low_pc?,
-                root_die: die,
-                root_type,
+
+    /// Every `Instrumented<F>::poll` instantiation and its `F`.
+    pub fn anchors(&self) -> Vec<RootAnchor> {
+        let nodes = &self.nodes;
+        nodes
+            .iter()
+            .filter(|n| n.anchor)
+            .filter_map(|n| {
+                let f = n.children.iter().map(|&c| &nodes[c]).find(|c| {
+                    c.tag == constants::DW_TAG_template_type_parameter
+                        && c.name.as_deref() == Some("F")
+                })?;
+                let die = f.type_ref?;
+                let root_type = qualified(nodes, *self.by_offset.get(&die)?);
+                Some(RootAnchor {
+                    low_pc: n.low_pc?,
+                    root_die: die,
+                    root_type,
+                })
             })
+            .collect()
+    }
+
+    /// The node of a DIE offset.
+    pub(crate) fn node(&self, die: u64) -> Option<&Node> {
+        self.by_offset.get(&die).map(|&i| &self.nodes[i])
+    }
+
+    pub(crate) fn qualified_name(&self, die: u64) -> String {
+        self.by_offset
+            .get(&die)
+            .map(|&i| qualified(&self.nodes, i))
+            .unwrap_or_else(|| format!("<type at {die:#x}>"))
+    }
+
+    /// The state machine whose structure DIE is at `die`, if it is one.
+    pub(crate) fn machine(&self, die: u64) -> Option<StateMachine> {
+        let &i = self.by_offset.get(&die)?;
+        machine(
+            &self.nodes,
+            &self.by_offset,
+            &self.files[self.nodes[i].unit],
+            i,
+        )
+    }
+}
+
+/// Indexes the async state machines of the executable at `path` (or its separate debug file).
+pub fn index(path: &Path) -> Result<Index, DwarfError> {
+    Ok(Debug::load(path)?.index())
+}
+
+impl Debug {
+    fn from_object(
+        path: &Path,
+        obj: &object::File<'_>,
+        build_id: Option<String>,
+    ) -> Result<Debug, DwarfError> {
+        let endian = if obj.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
+        let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+            Ok(obj
+                .section_by_name(id.name())
+                .and_then(|s| s.uncompressed_data().ok())
+                .unwrap_or(Cow::Borrowed(&[])))
+        };
+        let sections = gimli::DwarfSections::load(load).map_err(|e| DwarfError::Dwarf {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
+        let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
+        let debug_info_bytes = obj.section_by_name(".debug_info").map_or(0, |s| s.size());
+        let bad = |e: gimli::Error| DwarfError::Dwarf {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        };
+
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut by_offset: HashMap<u64, usize> = HashMap::new();
+        let mut files: Vec<Vec<String>> = Vec::new();
+        let mut saw_types = false;
+        let mut units = dwarf.units();
+        while let Some(header) = units.next().map_err(bad)? {
+            let unit = dwarf.unit(header).map_err(bad)?;
+            let unit_index = files.len();
+            files.push(unit_files(&dwarf, &unit));
+            let base = unit.header.offset().0 as u64;
+            let mut stack: Vec<usize> = Vec::new();
+            let mut entries = unit.entries();
+            while let Some(entry) = entries.next_dfs().map_err(bad)? {
+                let depth = entry.depth().max(0) as usize;
+                stack.truncate(depth);
+                let offset = base + entry.offset().0 as u64;
+                let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
+                    Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
+                    Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
+                    _ => None,
+                };
+                let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
+                let name = entry
+                    .attr_value(constants::DW_AT_name)
+                    .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                    .map(|s| s.to_string_lossy().into_owned());
+                saw_types |= entry.tag() == constants::DW_TAG_structure_type;
+                let addr = match entry.attr_value(constants::DW_AT_location) {
+                    Some(AttributeValue::Exprloc(e))
+                        if entry.tag() == constants::DW_TAG_variable =>
+                    {
+                        // Only the plain `DW_OP_addr X` form statics use.
+                        let b = e.0.slice();
+                        (b.len() == 9 && b[0] == constants::DW_OP_addr.0).then(|| {
+                            let mut a = [0u8; 8];
+                            a.copy_from_slice(&b[1..9]);
+                            match endian {
+                                RunTimeEndian::Little => u64::from_le_bytes(a),
+                                RunTimeEndian::Big => u64::from_be_bytes(a),
+                            }
+                        })
+                    }
+                    _ => None,
+                };
+                let node = Node {
+                    offset,
+                    unit: unit_index,
+                    tag: entry.tag(),
+                    name,
+                    parent: stack.last().copied(),
+                    byte_size: udata(entry.attr_value(constants::DW_AT_byte_size)),
+                    member_offset: udata(entry.attr_value(constants::DW_AT_data_member_location)),
+                    type_ref: unit_ref(entry.attr_value(constants::DW_AT_type)),
+                    discr_ref: unit_ref(entry.attr_value(constants::DW_AT_discr)),
+                    discr_value: udata(entry.attr_value(constants::DW_AT_discr_value)),
+                    decl_file: match entry.attr_value(constants::DW_AT_decl_file) {
+                        Some(AttributeValue::FileIndex(i)) => Some(i),
+                        other => udata(other),
+                    },
+                    decl_line: udata(entry.attr_value(constants::DW_AT_decl_line)),
+                    low_pc: match entry.attr_value(constants::DW_AT_low_pc) {
+                        Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
+                        _ => None,
+                    },
+                    anchor: entry.tag() == constants::DW_TAG_subprogram
+                        && entry
+                            .attr_value(constants::DW_AT_linkage_name)
+                            .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                            .is_some_and(|s| is_anchor(&s.to_string_lossy())),
+                    artificial: matches!(
+                        entry.attr_value(constants::DW_AT_artificial),
+                        Some(AttributeValue::Flag(true))
+                    ),
+                    containing_type: unit_ref(entry.attr_value(constants::DW_AT_containing_type)),
+                    addr,
+                    children: Vec::new(),
+                };
+                let idx = nodes.len();
+                if let Some(&p) = stack.last() {
+                    nodes[p].children.push(idx);
+                }
+                nodes.push(node);
+                by_offset.insert(offset, idx);
+                stack.push(idx);
+            }
+        }
+        if !saw_types {
+            return Err(DwarfError::NoTypes {
+                path: path.to_owned(),
+            });
+        }
+        let vtables = nodes
+            .iter()
+            .filter(|n| {
+                n.tag == constants::DW_TAG_variable
+                    && n.name
+                        .as_deref()
+                        .is_some_and(|s| s.ends_with(" as core::future::future::Future>::{vtable}"))
+            })
+            .filter_map(|n| {
+                let ty = &nodes[*by_offset.get(&n.type_ref?)?];
+                Some((n.addr?, ty.containing_type?))
+            })
+            .collect();
+        Ok(Debug {
+            path: path.to_owned(),
+            build_id,
+            debug_info_bytes,
+            nodes,
+            by_offset,
+            files,
+            vtables,
         })
-        .collect();
-    Ok(Index {
-        debug_info_bytes,
-        machines,
-        anchors,
-    })
+    }
 }
 
 /// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`.

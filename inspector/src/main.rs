@@ -6,6 +6,7 @@
 //! is used only here at the edge. Exit codes: 0 ok, 1 target problem, 2 usage, 3 local problem.
 
 mod client;
+mod decode;
 mod demo;
 mod dwarf;
 mod error;
@@ -21,8 +22,9 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::client::Client;
+use crate::decode::Decoder;
 use crate::error::{EXIT_LOCAL, EXIT_TARGET, TargetError};
-use crate::model::{Dump, Filter, coalesce};
+use crate::model::{DecodingInfo, Dump, Filter, coalesce};
 use crate::target::Target;
 
 #[derive(Parser)]
@@ -88,6 +90,13 @@ struct DumpOptions {
     /// Keep only tasks in their state for at least DURATION (e.g. 500ms, 2s, 1m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
     min_age: Option<u64>,
+    /// Read the DWARF from this file instead of the process's own executable (it must have the same
+    /// build-id; a binary without type info is looked up as a separate debug file).
+    #[arg(long, value_name = "PATH")]
+    binary: Option<std::path::PathBuf>,
+    /// Show annotated frames only: do not decode unannotated chains from DWARF.
+    #[arg(long)]
+    no_decode: bool,
 }
 
 /// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
@@ -135,19 +144,90 @@ fn connect(target: &Target) -> Result<Client, TargetError> {
 
 fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
     let mut client = connect(target)?;
-    let (snap, rtt) = client.snapshot(o.all)?;
+    let (decoder, decoding) = if o.no_decode {
+        let note = "chains not decoded (--no-decode): annotated frames only".to_owned();
+        (None, DecodingInfo::off(note))
+    } else {
+        plan(&mut client, o.binary.as_deref())?
+    };
+    let walk = decoder.as_ref().map(|d| d.plan.clone());
+    let (snap, rtt) = client.snapshot(o.all, walk)?;
     let filter = Filter {
         all: o.all,
         type_substr: o.type_substr.clone(),
         min_age_ns: o.min_age.unwrap_or(0),
     };
-    let dump = Dump::build(&client.handshake, &snap, rtt.as_nanos() as u64).filter(&filter);
+    let rtt = rtt.as_nanos() as u64;
+    let dump = Dump::build_decoded(&client.handshake, &snap, rtt, decoder.as_ref(), decoding)
+        .filter(&filter);
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
     Ok(if o.json {
         view::json::render(&dump, groups.as_deref())
     } else {
         view::text::render(&dump, groups.as_deref())
     })
+}
+
+/// Loads the target's DWARF and builds the walk plan for its live tasks' root types. What keeps chains
+/// from being decoded (no debug info, another binary, no such root type) becomes the dump's note, never an
+/// error: the annotated frames are still worth printing.
+fn plan(
+    client: &mut Client,
+    binary: Option<&std::path::Path>,
+) -> Result<(Option<Decoder>, DecodingInfo), TargetError> {
+    let start = std::time::Instant::now();
+    let pid = client.handshake.pid;
+    let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
+    let path = binary.unwrap_or(&exe);
+    let off = |note: String| {
+        Ok((
+            None,
+            DecodingInfo::off(format!("chains not decoded: {note}")),
+        ))
+    };
+    let debug = match dwarf::Debug::load(path) {
+        Ok(d) => d,
+        Err(e) => return off(e.to_string()),
+    };
+    if binary.is_some() {
+        match dwarf::build_id(&exe) {
+            Ok(running) if running == debug.build_id => {}
+            Ok(running) => {
+                let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "none".into());
+                return off(format!(
+                    "{} (build-id {}) is not the binary process {pid} runs (build-id {}); pass the matching build with --binary",
+                    path.display(),
+                    id(&debug.build_id),
+                    id(&running)
+                ));
+            }
+            Err(e) => return off(format!("cannot check the running binary's build-id: {e}")),
+        }
+    }
+    let bias = match dwarf::load_bias(pid, &exe) {
+        Ok(b) => b,
+        Err(e) => return off(e.to_string()),
+    };
+    let anchors = client.root_anchors()?;
+    let decoder = Decoder::new(&debug, &anchors, bias);
+    let missing = anchors.len() - decoder.roots_found;
+    let note = (missing > 0).then(|| {
+        format!(
+            "{missing} of {} root future types are not in {}'s DWARF; those tasks show annotated frames only",
+            anchors.len(),
+            debug.path.display()
+        )
+    });
+    let info = DecodingInfo {
+        enabled: true,
+        note,
+        debug_file: Some(debug.path.display().to_string()),
+        build_id: debug.build_id.clone(),
+        debug_info_bytes: debug.debug_info_bytes,
+        plan_ns: start.elapsed().as_nanos() as u64,
+        plan_types: decoder.plan.types.len(),
+    };
+    Ok((Some(decoder), info))
 }
 
 fn run(cli: Cli) -> Result<String> {
@@ -201,7 +281,7 @@ fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Re
         Some(pid) => {
             let bias = dwarf::load_bias(pid, &binary)?;
             let mut client = connect(&Target::Pid(pid))?;
-            let (snap, _) = client.snapshot(false)?;
+            let (snap, _) = client.snapshot(false, None)?;
             snap.tasks
                 .iter()
                 .map(|t| {

@@ -12,11 +12,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
-use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState};
+use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
+
+use crate::decode::{AnnotatedFrame, Decoder};
 use serde::Serialize;
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
-pub const JSON_VERSION: u32 = 1;
+pub const JSON_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Dump {
@@ -26,7 +28,28 @@ pub struct Dump {
     pub snapshot: SnapshotInfo,
     /// Wait cycles across JoinHandle edges, each listed in "awaits" order starting at its lowest task id.
     pub deadlocks: Vec<Vec<u64>>,
+    /// Whether chains were also decoded from the binary's DWARF, and if not, why.
+    pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DecodingInfo {
+    /// True when the snapshot carried a walk plan and tasks were decoded.
+    pub enabled: bool,
+    /// Why decoding is off, or what limits it; one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The file the DWARF was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debug_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    pub debug_info_bytes: u64,
+    /// Time to load the DWARF and build the walk plan, in the inspector.
+    pub plan_ns: u64,
+    /// Distinct future types in the walk plan.
+    pub plan_types: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -75,6 +98,9 @@ pub struct TaskView {
     pub awaits_tasks: Vec<u64>,
     pub awaited_by: Option<AwaitedBy>,
     pub delegate: Option<DelegateView>,
+    /// Why this task's chain was not (fully) decoded, when decoding is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -123,7 +149,15 @@ pub struct FrameNode {
 #[derive(Debug, Clone, Serialize)]
 pub struct FrameInfo {
     pub name: String,
-    pub location: Loc,
+    /// Where the frame is defined: the annotation's call site, or a decoded async fn's header line.
+    /// `None` for decoded combinators and awaited leaf futures.
+    pub location: Option<Loc>,
+    /// The await the future is suspended at (decoded from its state; the column is 0: DWARF has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended_at: Option<Loc>,
+    /// For an annotated frame around a leaf future, the leaf's type as decoding saw it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaits_type: Option<String>,
     pub source: Source,
     /// Hash of the fields above, computed once: coalescing hashes every frame of every task.
     #[serde(skip)]
@@ -131,15 +165,46 @@ pub struct FrameInfo {
 }
 
 impl FrameInfo {
-    pub fn new(name: String, location: Loc, source: Source) -> FrameInfo {
-        use std::hash::BuildHasher;
-        let hash = rustc_hash::FxBuildHasher.hash_one((&name, &location, source));
+    pub fn new(name: String, location: Option<Loc>, source: Source) -> FrameInfo {
         FrameInfo {
             name,
             location,
+            suspended_at: None,
+            awaits_type: None,
             source,
-            hash,
+            hash: 0,
         }
+        .rehash()
+    }
+
+    /// This frame, also decoded: suspended at `at`.
+    pub fn with_suspended_at(&self, at: Option<Loc>) -> FrameInfo {
+        FrameInfo {
+            suspended_at: at,
+            ..self.clone()
+        }
+        .rehash()
+    }
+
+    /// This frame, also decoded: awaiting a leaf future of type `ty`.
+    pub fn with_awaits_type(&self, ty: &str) -> FrameInfo {
+        FrameInfo {
+            awaits_type: Some(ty.to_owned()),
+            ..self.clone()
+        }
+        .rehash()
+    }
+
+    fn rehash(mut self) -> FrameInfo {
+        use std::hash::BuildHasher;
+        self.hash = rustc_hash::FxBuildHasher.hash_one((
+            &self.name,
+            &self.location,
+            &self.suspended_at,
+            &self.awaits_type,
+            self.source,
+        ));
+        self
     }
 }
 
@@ -148,6 +213,8 @@ impl PartialEq for FrameInfo {
         self.hash == other.hash
             && self.name == other.name
             && self.location == other.location
+            && self.suspended_at == other.suspended_at
+            && self.awaits_type == other.awaits_type
             && self.source == other.source
     }
 }
@@ -160,11 +227,18 @@ impl std::hash::Hash for FrameInfo {
     }
 }
 
+/// Where a frame comes from. Frames that are both annotated and decoded keep their annotation's source
+/// and carry `suspended_at` or `awaits_type` from decoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     AnnotatedFn,
     Labelled,
+    /// Decoded from the binary's DWARF: an async fn or block, or a combinator (`join!`, `select!`,
+    /// `timeout`).
+    Decoded,
+    /// Decoded: the leaf future the chain ends in, named by its type.
+    Awaitee,
 }
 
 /// The frame of another task that awaits this task's JoinHandle.
@@ -203,8 +277,35 @@ struct Shared {
     sites: Vec<(Rc<Loc>, Rc<str>)>,
 }
 
+impl DecodingInfo {
+    pub fn off(note: String) -> DecodingInfo {
+        DecodingInfo {
+            note: Some(note),
+            ..DecodingInfo::default()
+        }
+    }
+}
+
 impl Dump {
+    #[cfg(test)]
     pub fn build(handshake: &Handshake, snap: &Snapshot, round_trip_ns: u64) -> Dump {
+        Dump::build_decoded(
+            handshake,
+            snap,
+            round_trip_ns,
+            None,
+            DecodingInfo::default(),
+        )
+    }
+
+    /// Like [`Dump::build`], merging each task's decoded walk (if any) into its chain with `decoder`.
+    pub fn build_decoded(
+        handshake: &Handshake,
+        snap: &Snapshot,
+        round_trip_ns: u64,
+        decoder: Option<&Decoder>,
+        decoding: DecodingInfo,
+    ) -> Dump {
         let shared = Shared {
             metas: snap
                 .frame_metas
@@ -212,7 +313,7 @@ impl Dump {
                 .map(|m| {
                     Rc::new(FrameInfo::new(
                         m.name.clone(),
-                        loc(&m.location),
+                        Some(loc(&m.location)),
                         match m.source {
                             FrameSource::AnnotatedFn => Source::AnnotatedFn,
                             FrameSource::Labelled => Source::Labelled,
@@ -243,7 +344,8 @@ impl Dump {
             .tasks
             .iter()
             .map(|t| {
-                let mut view = task_view(snap, &shared, t, edges.get(&t.id).map_or(&[][..], |v| v));
+                let edges = edges.get(&t.id).map_or(&[][..], |v| v);
+                let mut view = task_view(snap, &shared, t, edges, decoder);
                 view.awaited_by = t.awaited_by.map(|edge| {
                     let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
                     AwaitedBy {
@@ -279,6 +381,7 @@ impl Dump {
                 tasks_spawned: snap.stats.tasks_spawned,
             },
             deadlocks: find_cycles(snap),
+            decoding,
             tasks,
         }
     }
@@ -316,6 +419,7 @@ fn task_view(
     shared: &Shared,
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
+    decoder: Option<&Decoder>,
 ) -> TaskView {
     let now = snap.now_ns;
     let (state, thread, since) = match &t.state {
@@ -334,7 +438,10 @@ fn task_view(
         ),
         TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
     };
-    let (spawned_at, root_type) = shared.sites[t.spawn_site as usize].clone();
+    let (spawned_at, mut root_type) = shared.sites[t.spawn_site as usize].clone();
+    if let Some(name) = decoder.and_then(|d| d.root_names.get(&t.root_anchor)) {
+        root_type = name.clone();
+    }
     let mut awaits_root: Vec<u64> = Vec::new();
     let mut by_frame: FastMap<u64, Vec<u64>> = FastMap::default();
     if !edges.is_empty() {
@@ -348,6 +455,29 @@ fn task_view(
         }
         awaits_root.sort_unstable();
     }
+    let (frames, decode_note) = match (decoder, &t.walk) {
+        (Some(dec), Some(walk @ Walk::Nodes { nodes, .. })) => {
+            let annotated: Vec<AnnotatedFrame> = t
+                .frames
+                .iter()
+                .map(|f| AnnotatedFrame {
+                    id: f.id,
+                    parent: f.parent,
+                    info: shared.metas[f.meta as usize].clone(),
+                    awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
+                })
+                .collect();
+            (
+                dec.merge(nodes, &annotated, &mut awaits_root),
+                Decoder::note(walk),
+            )
+        }
+        (Some(_), Some(walk)) => (
+            build_tree(shared, &t.frames, &by_frame),
+            Decoder::note(walk),
+        ),
+        _ => (build_tree(shared, &t.frames, &by_frame), None),
+    };
     TaskView {
         id: t.id,
         name: t.name.clone(),
@@ -368,13 +498,14 @@ fn task_view(
             },
             Capture::Unavailable => CaptureView::Unavailable,
         },
-        frames: build_tree(shared, &t.frames, &by_frame),
+        frames,
         awaits_tasks: awaits_root,
         awaited_by: None,
         delegate: t.delegate.map(|d| DelegateView {
             clones: d.clones,
             held_ns: now.saturating_sub(d.since_ns),
         }),
+        decode_note,
     }
 }
 
@@ -580,6 +711,7 @@ pub(crate) mod tests {
             capture: Capture::Fresh,
             awaited_by: None,
             delegate: None,
+            walk: None,
         }
     }
 

@@ -29,10 +29,15 @@ fn the_document_has_the_documented_shape() {
     let fx = Fixture::start("depth_chain", &["--depth", "10"]);
     let doc = dump_json(fx.pid, &[]);
     assert_eq!(doc["format"], "asyncdump-dump");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     assert_eq!(doc["process"]["pid"], fx.pid);
     assert_eq!(doc["process"]["program"], "depth_chain");
-    assert_eq!(doc["process"]["protocol_version"], 1);
+    assert_eq!(
+        doc["process"]["protocol_version"],
+        asyncdump_protocol::PROTOCOL_VERSION
+    );
+    assert_eq!(doc["decoding"]["enabled"], true);
+    assert!(doc["decoding"]["debug_info_bytes"].as_u64().unwrap() > 100_000);
     assert!(doc["process"]["start_time_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
     for key in [
         "capture_ns",
@@ -77,6 +82,22 @@ fn the_document_has_the_documented_shape() {
         ),
         at
     );
+    // Also decoded: the annotated frame is shown once, with the await it is suspended at.
+    assert_eq!(
+        top["suspended_at"]["line"],
+        line_of("depth_chain", "Box::pin(descend(")
+    );
+    let leaf = &t["frames"][0]["children"][0]["children"][0]["children"][0]["children"][0]["children"]
+        [0]["children"][0]["children"][0]["children"][0]["children"][0]["children"][0];
+    assert_eq!(leaf["name"], "oneshot::Receiver");
+    assert_eq!(leaf["source"], "labelled");
+    assert_eq!(leaf["awaits_type"], "tokio::sync::oneshot::Receiver<u32>");
+    assert_eq!(leaf["children"], serde_json::json!([]));
+}
+
+fn line_of(fixture: &str, needle: &str) -> u64 {
+    let at = site(fixture, needle, &needle[..1]);
+    at.split(':').nth(1).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -92,7 +113,17 @@ fn edges_and_cycles_are_in_the_json_too() {
     );
     let join_peer = &left["frames"][0]["children"][0];
     assert_eq!(join_peer["name"], "deadlock::join_peer");
+    // Decoded, the edge hangs at the JoinHandle the frame awaits, and only there.
+    assert_eq!(join_peer["awaits_tasks"], serde_json::json!([]));
+    let handle = &join_peer["children"][0];
+    assert_eq!(handle["name"], "asyncdump_agent::JoinHandle<()>");
+    assert_eq!(handle["source"], "awaitee");
+    assert_eq!(handle["awaits_tasks"], serde_json::json!([2]));
+    // Annotated frames alone attribute it to the innermost frame.
+    let doc = dump_json(fx.pid, &["--no-decode"]);
+    let join_peer = &task(&doc, 1)["frames"][0]["children"][0];
     assert_eq!(join_peer["awaits_tasks"], serde_json::json!([2]));
+    assert_eq!(join_peer["children"], serde_json::json!([]));
 }
 
 #[test]
@@ -115,19 +146,28 @@ fn coalesced_json_has_groups_instead_of_tasks() {
 }
 
 /// The spinner task is polled on a multi-thread runtime while we dump: whatever each dump shows of it must
-/// be the whole chain or nothing, never a part.
+/// be the whole chain or nothing, never a part, for annotated frames and for the decoded walk alike.
 #[test]
 fn ten_dumps_of_a_busy_multithreaded_task_never_show_a_torn_chain() {
     let fx = Fixture::start("yield_loop", &[]);
-    let full = ["yield_loop::spin", "yield_loop::step", "yield_now"];
+    let annotated = ["yield_loop::spin", "yield_loop::step", "yield_now"];
+    // Decoding sees one level further: the poll_fn inside tokio's `yield_now`.
+    let leaf = "core::future::poll_fn::PollFn<tokio::task::yield_now::yield_now::{async_fn#0}::{closure_env#0}>";
+    let decoded: Vec<&str> = annotated.iter().copied().chain([leaf]).collect();
     let mut seen_full = 0;
     for _ in 0..10 {
         let doc = dump_json(fx.pid, &["--all"]);
         let spinner = task(&doc, 1);
         let c = chain(spinner);
         match spinner["capture"]["kind"].as_str().unwrap() {
-            "fresh" | "stale" => {
-                assert_eq!(c, full, "torn chain: {spinner}");
+            // Read while idle: annotated frames and the walk, both whole.
+            "fresh" => {
+                assert_eq!(c, decoded, "torn chain: {spinner}");
+                seen_full += 1;
+            }
+            // Running throughout: the last idle frames; the future itself could not be read.
+            "stale" => {
+                assert_eq!(c, annotated, "torn chain: {spinner}");
                 seen_full += 1;
             }
             "unavailable" => assert!(c.is_empty() && spinner["state"] == "running"),

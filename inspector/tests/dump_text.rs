@@ -39,7 +39,7 @@ fn expect_chain(fixture: &str, steps: &[(&str, &str, &str)]) -> Vec<String> {
 #[test]
 fn depth_chain_10_prints_ten_annotated_frames_root_first_then_the_leaf() {
     let fx = Fixture::start("depth_chain", &["--depth", "10"]);
-    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-decode"]);
     assert!(
         text.starts_with(&format!("pid {} (depth_chain)", fx.pid)),
         "{text}"
@@ -97,7 +97,7 @@ fn depth_is_what_was_asked_for() {
 #[test]
 fn fan_out_coalesces_into_one_group_of_16() {
     let fx = Fixture::start("fan_out", &[]);
-    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--coalesce"]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-decode", "--coalesce"]);
     let groups: Vec<&str> = text.lines().filter(|l| l.starts_with('×')).collect();
     assert_eq!(groups.len(), 1, "{text}");
     assert!(
@@ -122,14 +122,14 @@ fn fan_out_coalesces_into_one_group_of_16() {
         )
     );
     // Without --coalesce every task prints.
-    let full = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let full = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-decode"]);
     assert_eq!(full.lines().filter(|l| l.starts_with("task ")).count(), 16);
 }
 
 #[test]
 fn channel_wait_ends_in_the_mpsc_receive() {
     let fx = Fixture::start("channel_wait", &[]);
-    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-decode"]);
     let s = section(&text, "task 1 \"consumer\"");
     assert_eq!(
         frame_lines(&s),
@@ -151,7 +151,7 @@ fn channel_wait_ends_in_the_mpsc_receive() {
 #[test]
 fn join_wait_shows_the_edge_from_the_awaiting_frame_to_the_awaited_task() {
     let fx = Fixture::start("join_wait", &[]);
-    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-decode"]);
     let worker = section(&text, "task 1 \"worker\"");
     assert_eq!(
         worker[2],
@@ -171,7 +171,7 @@ fn join_wait_shows_the_edge_from_the_awaiting_frame_to_the_awaited_task() {
 #[test]
 fn deadlock_reports_the_cycle_and_still_prints_every_chain() {
     let fx = Fixture::start("deadlock", &[]);
-    let out = asyncdump(&["dump", &fx.pid.to_string()]);
+    let out = asyncdump(&["dump", &fx.pid.to_string(), "--no-decode"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -199,7 +199,7 @@ fn deadlock_reports_the_cycle_and_still_prints_every_chain() {
 #[test]
 fn custom_notifier_has_a_delegate_and_a_silent_leaf_has_none_yet_a_complete_chain() {
     let fx = Fixture::start("custom_notifier", &[]);
-    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-decode"]);
     let notified = section(&text, "task 1 \"notified\"");
     assert!(
         notified

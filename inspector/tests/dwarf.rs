@@ -106,7 +106,7 @@ fn a_live_task_resolves_to_the_exact_dwarf_type_of_its_root_future() {
 fn async_blocks_that_share_a_type_name_resolve_to_different_types() {
     let fx = Fixture::start("two_blocks", &[]);
     // What the agent can say by itself is the same for both...
-    let dump = crate::support::dump_json(fx.pid, &[]);
+    let dump = crate::support::dump_json(fx.pid, &["--no-decode"]);
     let roots: Vec<_> = dump["tasks"]
         .as_array()
         .unwrap()

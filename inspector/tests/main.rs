@@ -2,6 +2,7 @@
 
 mod support;
 
+mod decoded;
 mod dump_json;
 mod dump_text;
 mod dwarf;

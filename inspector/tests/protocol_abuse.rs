@@ -5,8 +5,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
 use asyncdump_protocol::{
-    ClientHello, ErrorKind, Handshake, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply, decode,
-    read_frame, write_frame,
+    ClientHello, ErrorKind, Handshake, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION, Reply,
+    decode, read_frame, write_frame,
 };
 
 use crate::support::{Fixture, asyncdump_ok};
@@ -93,12 +93,11 @@ fn a_client_of_another_protocol_version_is_told_so() {
     let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
     let mut s = connect(&fx);
     let mut hello = ClientHello::new("future").to_bytes();
-    hello[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let theirs = PROTOCOL_VERSION + 1;
+    hello[8..12].copy_from_slice(&theirs.to_le_bytes());
     write_frame(&mut s, &hello).unwrap();
     let msg = expect_error_then_close(s, ErrorKind::VersionMismatch);
-    assert!(
-        msg.contains("speaks protocol 1, the client speaks 2"),
-        "{msg}"
-    );
+    let expected = format!("speaks protocol {PROTOCOL_VERSION}, the client speaks {theirs}");
+    assert!(msg.contains(&expected), "{msg}");
     host_unaffected(&mut fx);
 }

@@ -57,7 +57,13 @@ impl Fixture {
     /// Like [`Fixture::start`], with extra environment variables.
     pub fn start_with(name: &str, args: &[&str], env: &[(&str, &Path)]) -> Fixture {
         fixtures_built();
-        let mut child = Command::new(bin_dir().join(name))
+        Fixture::start_path(&bin_dir().join(name), args, env)
+    }
+
+    /// Starts the fixture executable at `path` (e.g. a stripped copy).
+    pub fn start_path(path: &Path, args: &[&str], env: &[(&str, &Path)]) -> Fixture {
+        let name = path.display();
+        let mut child = Command::new(path)
             .args(args)
             .envs(env.iter().copied())
             .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")

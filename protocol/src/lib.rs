@@ -9,6 +9,7 @@
 //! - [`framing`]: length-prefixed frames (a big-endian `u32` length, then the payload) with a hard maximum size
 //!   per direction; oversized, truncated and undecodable frames are distinct typed errors.
 //! - [`paths`]: where agents bind their sockets, shared so that both sides agree.
+//! - [`walk`]: walk plans, with which the agent reads unannotated async state machines for the inspector.
 //! - [`messages`]: the requests and replies, and the snapshot model (tasks, frames, continuation links,
 //!   cross-task edges, delegates) encoded with `postcard`, a compact serde binary format.
 //!
@@ -20,16 +21,22 @@ pub mod framing;
 pub mod handshake;
 pub mod messages;
 pub mod paths;
+pub mod walk;
 
 pub use framing::{FrameError, read_frame, write_frame};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
+pub use walk::{
+    Case, Discr, Edge, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode,
+    WalkPlan,
+};
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
-/// Largest frame the agent accepts from a client. Requests are tiny; anything bigger is a bug or an attack.
-pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+/// Largest frame the agent accepts from a client. Requests are small (the biggest is a walk plan, a few
+/// kilobytes per distinct future type); anything bigger is a bug or an attack.
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
 /// Largest frame the inspector accepts from an agent: a snapshot of a few hundred thousand tasks fits.
 pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;

@@ -20,12 +20,16 @@ pub enum Request {
     Stats,
     /// A full snapshot of every task.
     Snapshot(SnapshotRequest),
+    /// The distinct root anchors of the live tasks: what the inspector needs to build a walk plan.
+    RootAnchors,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRequest {
     /// Include the retained, recently completed tasks.
     pub include_completed: bool,
+    /// Also walk each idle task's future with this plan ([`Task::walk`]).
+    pub walk: Option<crate::WalkPlan>,
 }
 
 /// The agent's answer to one [`Request`].
@@ -33,6 +37,7 @@ pub struct SnapshotRequest {
 pub enum Reply {
     Stats(Stats),
     Snapshot(Snapshot),
+    RootAnchors(Vec<u64>),
     /// The request (or the frame carrying it) was refused; the agent closes the connection after this.
     Error(ErrorReply),
 }
@@ -139,6 +144,8 @@ pub struct Task {
     pub awaited_by: Option<Awaiter>,
     /// Present only when a leaf cloned and kept the task's waker.
     pub delegate: Option<Delegate>,
+    /// What the walk plan found in the task's future, when the request carried one.
+    pub walk: Option<crate::Walk>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +248,7 @@ mod tests {
                     frame: None,
                 }),
                 delegate: None,
+                walk: Some(crate::Walk::NotStarted),
             }],
             ..Default::default()
         };

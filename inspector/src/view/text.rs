@@ -6,7 +6,9 @@
 
 use std::fmt::{self, Display, Write};
 
-use crate::model::{CaptureView, Dump, FastMap, FrameNode, Group, Loc, State, TaskView};
+use crate::model::{
+    CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TaskView,
+};
 use crate::view::{Dur, id_ranges};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
@@ -114,6 +116,26 @@ fn header(out: &mut String, d: &Dump) {
         Dur(s.capture_ns),
         Dur(s.round_trip_ns)
     );
+    let dec = &d.decoding;
+    if dec.enabled {
+        let _ = write!(
+            out,
+            "chains decoded from DWARF in {}",
+            dec.debug_file.as_deref().unwrap_or("?")
+        );
+        if let Some(id) = &dec.build_id {
+            let _ = write!(out, " (build-id {})", &id[..id.len().min(12)]);
+        }
+        let _ = writeln!(
+            out,
+            " · {} future types planned in {}",
+            dec.plan_types,
+            Dur(dec.plan_ns)
+        );
+    }
+    if let Some(note) = &dec.note {
+        let _ = writeln!(out, "note: {note}");
+    }
     let _ = writeln!(
         out,
         "showing {} of {} tasks\n",
@@ -183,6 +205,9 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
             out.push_str("  frames unavailable: the task was running throughout this snapshot\n");
         }
     }
+    if let Some(note) = &t.decode_note {
+        let _ = writeln!(out, "  {note}");
+    }
     frames(out, &t.frames, &t.awaits_tasks, labels);
     match &t.delegate {
         None => out.push_str("  delegate: none\n"),
@@ -217,17 +242,57 @@ fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &L
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(&FrameNode, usize)> = nodes.iter().rev().map(|n| (n, 1)).collect();
     while let Some((n, depth)) = stack.pop() {
-        let (m, l) = (&n.meta, &n.meta.location);
         let pad = 2 * depth;
-        let _ = writeln!(
-            out,
-            "{:pad$}{} at {}:{}:{}",
-            "", m.name, l.file, l.line, l.column
-        );
+        let _ = write!(out, "{:pad$}", "");
+        frame_line(out, &n.meta);
+        out.push('\n');
         for &id in &n.awaits_tasks {
             let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
         }
         stack.extend(n.children.iter().rev().map(|c| (c, depth + 1)));
+    }
+}
+
+/// One frame: `name at file:line:column` for annotated frames (with the await they are suspended at,
+/// when decoding saw it); `name at file:line [decoded]` for decoded ones, at the await; `awaiting TYPE`
+/// for the leaf a chain ends in.
+fn frame_line(out: &mut String, m: &FrameInfo) {
+    match m.source {
+        Source::Awaitee => {
+            let _ = write!(out, "awaiting {}", m.name);
+        }
+        Source::Decoded => {
+            out.push_str(&m.name);
+            match (&m.suspended_at, &m.location) {
+                (Some(at), _) => {
+                    let _ = write!(out, " at {}:{}", at.file, at.line);
+                }
+                // A state machine that was never resumed, or a combinator.
+                (None, Some(l)) => {
+                    let _ = write!(out, " (not started; defined at {}:{})", l.file, l.line);
+                }
+                (None, None) => {}
+            }
+            out.push_str(" [decoded]");
+        }
+        Source::AnnotatedFn | Source::Labelled => {
+            out.push_str(&m.name);
+            if let Some(l) = &m.location {
+                let _ = write!(out, " at {}:{}:{}", l.file, l.line, l.column);
+            }
+            match (&m.suspended_at, &m.location) {
+                (Some(at), Some(l)) if at.file == l.file => {
+                    let _ = write!(out, " · await at line {}", at.line);
+                }
+                (Some(at), _) => {
+                    let _ = write!(out, " · await at {}:{}", at.file, at.line);
+                }
+                (None, _) => {}
+            }
+            if let Some(ty) = &m.awaits_type {
+                let _ = write!(out, " · awaiting {ty}");
+            }
+        }
     }
 }
 

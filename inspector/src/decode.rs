@@ -1,0 +1,784 @@
+//! Zero-annotation chains: walk plans built from DWARF, and the agent's walks turned back into frames.
+//!
+//! [`Decoder::new`] starts at the root future type of each live task (its root anchor, resolved through
+//! the DWARF's `Instrumented<F>::poll` instantiations) and classifies every type reachable through fields
+//! that hold the awaited future. Each type gets a [`TypePlan`] for the agent (what to read, which fields to
+//! follow) and a [`Kind`] for us (how a node of that type is shown):
+//!
+//! - an async fn or block's state machine: its `__state`, and per `SuspendN` the `__awaitee` field;
+//! - pointers to futures: `Pin<Box<T>>`, `Box<T>`, `&mut T`, and `Pin<Box<dyn Future>>` through the
+//!   vtable statics `<T as Future>::{vtable}`;
+//! - `tokio::join!` / `tokio::select!` (a `PollFn` closure holding a pointer to the tuple of branches),
+//!   `MaybeDone`, `tokio::time::Timeout`, and `futures_util` wrappers (`Map`, `Then`, `Flatten`, ...);
+//! - `asyncdump_agent`'s own `Framed` (an annotated frame: matched by its node's address, so an annotated
+//!   future that is also decoded is shown once) and `JoinHandle` (whose target task id it reads);
+//! - anything else is a leaf: the chain ends with "awaiting TYPE".
+//!
+//! Only fields a suspended task owns are followed (its state machines, its boxes, pointers into its own
+//! frame), never shared state such as a channel's `Arc`: that memory may change under the agent's read,
+//! and a wrong chain is worse than a short one. The one exception is the id in a `JoinHandle`'s task
+//! cell, which never changes after spawn.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use asyncdump_protocol::{
+    Case, Discr, Edge, NO_PARENT, NodeStatus, Target, TypePlan, WalkNode, WalkPlan,
+};
+use gimli::constants;
+
+use crate::dwarf::Debug;
+use crate::model::{FastMap, FrameInfo, FrameNode, Loc, Source};
+
+/// Most nodes and bytes the agent walks per task.
+pub const MAX_NODES: u32 = 1024;
+pub const MAX_BYTES: u32 = 256 * 1024;
+
+/// How a node of one plan type is shown.
+#[derive(Debug, Clone)]
+enum Kind {
+    /// An async fn or block; what it shows depends on its state.
+    Coroutine(FastMap<u64, StateView>),
+    /// Not shown; its children hang under the nearest shown ancestor.
+    Transparent,
+    /// Shown as its own line (`tokio::join!`, `tokio::time::timeout`).
+    Combinator(Rc<FrameInfo>),
+    /// `asyncdump_agent::Framed`: an annotated frame whose node is this far into the type.
+    Framed { node_offset: u64 },
+    /// `asyncdump_agent::JoinHandle`: a leaf whose child reads the joined task's id.
+    JoinHandle(Rc<FrameInfo>),
+    /// The id of a joined task, in the discriminant.
+    TaskId,
+    /// A leaf future.
+    Leaf(Rc<FrameInfo>),
+}
+
+#[derive(Debug, Clone)]
+struct StateView {
+    info: Rc<FrameInfo>,
+    /// `Returned` or `Panicked`: a finished branch of a `select!`, not part of the chain.
+    done: bool,
+}
+
+/// A plan for one process, and what its types mean.
+pub struct Decoder {
+    pub plan: WalkPlan,
+    kinds: Vec<Kind>,
+    /// How many distinct root anchors were found in the DWARF.
+    pub roots_found: usize,
+    /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
+    /// `{{closure}}`.
+    pub root_names: FastMap<u64, Rc<str>>,
+}
+
+impl Decoder {
+    /// Builds the plan for tasks whose root anchors are `anchors` (as the agent reports them), in a
+    /// process whose executable is loaded at `bias`.
+    pub fn new(debug: &Debug, anchors: &[u64], bias: u64) -> Decoder {
+        let mut b = Builder {
+            debug,
+            types: Vec::new(),
+            kinds: Vec::new(),
+            by_die: HashMap::new(),
+        };
+        let by_pc: HashMap<u64, u64> = debug
+            .anchors()
+            .into_iter()
+            .map(|a| (a.low_pc, a.root_die))
+            .collect();
+        let mut roots = Vec::new();
+        let mut root_names = FastMap::default();
+        for &anchor in anchors {
+            if let Some(&die) = anchor.checked_sub(bias).and_then(|pc| by_pc.get(&pc)) {
+                roots.push((anchor, b.ty(die)));
+                root_names.insert(anchor, Rc::from(debug.qualified_name(die)));
+            }
+        }
+        // Only vtables of types already reachable are useful... but a `dyn Future` may hide any type, so
+        // every future vtable in the binary is planned. Their types are few next to all types.
+        let mut vtables: Vec<(u64, u32)> = debug
+            .vtables
+            .iter()
+            .map(|&(addr, die)| (addr.wrapping_add(bias), die))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(addr, die)| (addr, b.ty(die)))
+            .collect();
+        vtables.sort_unstable();
+        vtables.dedup_by_key(|v| v.0);
+        let roots_found = roots.len();
+        Decoder {
+            plan: WalkPlan {
+                types: b.types,
+                roots,
+                vtables,
+                max_nodes: MAX_NODES,
+                max_bytes: MAX_BYTES,
+            },
+            kinds: b.kinds,
+            roots_found,
+            root_names,
+        }
+    }
+
+    /// The frames of one task: its walk merged with its annotated frames.
+    ///
+    /// `annotated` are the task's annotated frames in pre-order (id, parent, info, awaited tasks).
+    /// Annotated frames the walk reached replace the decoded node they wrap; the others hang under their
+    /// own continuation (parent frame), so no annotated frame is ever lost. Tasks awaited through a
+    /// decoded `JoinHandle` are moved from `root_awaits` to that handle's line.
+    pub fn merge(
+        &self,
+        walk: &[WalkNode],
+        annotated: &[AnnotatedFrame],
+        root_awaits: &mut Vec<u64>,
+    ) -> Vec<FrameNode> {
+        let by_id: FastMap<u64, usize> = annotated
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.id, i))
+            .collect();
+        let mut arena = Arena::default();
+        // Per walk node: the shown node its children hang under (None: the task root), whether its
+        // subtree is skipped, and the annotated frame it wraps (whose inner future it is folded into).
+        let mut attach: Vec<Option<usize>> = Vec::with_capacity(walk.len());
+        let mut skipped: Vec<bool> = Vec::with_capacity(walk.len());
+        let mut wraps: Vec<Option<usize>> = Vec::with_capacity(walk.len());
+        let mut joins: Vec<Option<usize>> = Vec::with_capacity(walk.len());
+        let mut matched: FastMap<u64, usize> = FastMap::default();
+        for n in walk {
+            let parent = (n.parent != NO_PARENT)
+                .then_some(n.parent as usize)
+                .filter(|&p| p < attach.len());
+            let under = parent.and_then(|p| attach[p]);
+            let folded_into = parent.and_then(|p| wraps[p]);
+            let mut here = (under, false, None, None);
+            if parent.is_some_and(|p| skipped[p]) {
+                here.1 = true;
+            } else {
+                let kind = self.kinds.get(n.ty as usize);
+                match (n.status, kind) {
+                    (NodeStatus::Null, _) => {}
+                    (NodeStatus::Fault, _) => {
+                        let info = leaf(format!("unreadable future at {:#x}", n.addr));
+                        here.0 = Some(arena.push(under, Rc::new(info)));
+                    }
+                    (NodeStatus::UnknownVtable { vtable }, _) => {
+                        let info = leaf(format!(
+                            "dyn Future (vtable {vtable:#x} not in the binary's DWARF)"
+                        ));
+                        here.0 = Some(arena.push(under, Rc::new(info)));
+                    }
+                    (_, None) => {
+                        let info = leaf("a future of a type the plan does not know".into());
+                        here.0 = Some(arena.push(under, Rc::new(info)));
+                    }
+                    (_, Some(kind)) => match kind {
+                        Kind::Transparent => {}
+                        Kind::Coroutine(states) => {
+                            let state = n.discr.and_then(|d| states.get(&d));
+                            match (state, folded_into) {
+                                (Some(s), _) if s.done => here.1 = true,
+                                (Some(s), Some(d)) => {
+                                    let merged = arena.nodes[d]
+                                        .info
+                                        .with_suspended_at(s.info.suspended_at.clone());
+                                    arena.nodes[d].info = Rc::new(merged);
+                                }
+                                (Some(s), None) => here.0 = Some(arena.push(under, s.info.clone())),
+                                (None, _) => {
+                                    let info = leaf(format!(
+                                        "a state machine in unknown state {:?}",
+                                        n.discr
+                                    ));
+                                    here.0 = Some(arena.push(under, Rc::new(info)));
+                                }
+                            }
+                        }
+                        Kind::Framed { node_offset } => {
+                            let id = n.addr.wrapping_add(*node_offset);
+                            if let Some(&a) = by_id.get(&id) {
+                                let f = &annotated[a];
+                                let d = arena.push(under, f.info.clone());
+                                arena.nodes[d].awaits = f.awaits.clone();
+                                matched.insert(id, d);
+                                here.0 = Some(d);
+                                here.2 = Some(d);
+                            }
+                        }
+                        Kind::Combinator(info) => here.0 = Some(arena.push(under, info.clone())),
+                        Kind::Leaf(info) => match folded_into {
+                            Some(d) if arena.nodes[d].info.source != Source::Decoded => {
+                                let merged = arena.nodes[d].info.with_awaits_type(&info.name);
+                                arena.nodes[d].info = Rc::new(merged);
+                            }
+                            _ => here.0 = Some(arena.push(under, info.clone())),
+                        },
+                        Kind::JoinHandle(info) => {
+                            let d = arena.push(under, info.clone());
+                            here.0 = Some(d);
+                            here.3 = Some(d);
+                        }
+                        Kind::TaskId => {
+                            if let (Some(d), Some(task)) = (parent.and_then(|p| joins[p]), n.discr)
+                            {
+                                // The agent attributes the edge to the innermost annotated frame (or
+                                // the root); the handle's own line is more precise: show it there only.
+                                root_awaits.retain(|&t| t != task);
+                                let mut up = arena.nodes[d].parent;
+                                while let Some(a) = up {
+                                    arena.nodes[a].awaits.retain(|&t| t != task);
+                                    up = arena.nodes[a].parent;
+                                }
+                                arena.nodes[d].awaits.push(task);
+                            }
+                        }
+                    },
+                }
+            }
+            attach.push(here.0);
+            skipped.push(here.1);
+            wraps.push(here.2);
+            joins.push(here.3);
+        }
+        // Annotated frames the walk did not reach (behind a leaf it cannot see into, or cut by a limit)
+        // hang under their own parent frame, which pre-order guarantees is placed already.
+        for f in annotated {
+            if matched.contains_key(&f.id) {
+                continue;
+            }
+            let under = f.parent.and_then(|p| matched.get(&p).copied());
+            let d = arena.push(under, f.info.clone());
+            arena.nodes[d].awaits = f.awaits.clone();
+            matched.insert(f.id, d);
+        }
+        arena.into_trees()
+    }
+
+    /// A one-line note on a walk that did not give a full chain, if any.
+    pub fn note(walk: &asyncdump_protocol::Walk) -> Option<String> {
+        use asyncdump_protocol::Walk;
+        match walk {
+            Walk::Nodes {
+                truncated: true, ..
+            } => Some(format!(
+                "decoded chain cut at the walk limit ({MAX_NODES} futures, {MAX_BYTES} bytes)"
+            )),
+            Walk::Nodes { .. } | Walk::Busy => None,
+            Walk::NotStarted => Some("not decoded: the task has not been polled yet".into()),
+            Walk::UnknownRoot => Some(
+                "not decoded: its root future type is not in the binary's DWARF (another binary?)"
+                    .into(),
+            ),
+            Walk::Unsupported { errno } => Some(format!(
+                "not decoded: the process cannot read its own memory (process_vm_readv errno {errno}; seccomp?)"
+            )),
+        }
+    }
+}
+
+/// One annotated frame of a task, as `merge` needs it.
+pub struct AnnotatedFrame {
+    pub id: u64,
+    pub parent: Option<u64>,
+    pub info: Rc<FrameInfo>,
+    pub awaits: Vec<u64>,
+}
+
+fn leaf(name: String) -> FrameInfo {
+    FrameInfo::new(name, None, Source::Awaitee)
+}
+
+/// Shown nodes, children always after their parent.
+#[derive(Default)]
+struct Arena {
+    nodes: Vec<ArenaNode>,
+    roots: Vec<usize>,
+}
+
+struct ArenaNode {
+    parent: Option<usize>,
+    info: Rc<FrameInfo>,
+    awaits: Vec<u64>,
+    children: Vec<usize>,
+}
+
+impl Arena {
+    fn push(&mut self, under: Option<usize>, info: Rc<FrameInfo>) -> usize {
+        let i = self.nodes.len();
+        self.nodes.push(ArenaNode {
+            parent: under,
+            info,
+            awaits: Vec::new(),
+            children: Vec::new(),
+        });
+        match under {
+            Some(p) => self.nodes[p].children.push(i),
+            None => self.roots.push(i),
+        }
+        i
+    }
+
+    /// Builds the trees bottom-up (children have higher indices), so depth costs no recursion.
+    fn into_trees(self) -> Vec<FrameNode> {
+        let mut built: Vec<Option<FrameNode>> = Vec::with_capacity(self.nodes.len());
+        built.resize_with(self.nodes.len(), || None);
+        let mut children_of: Vec<Vec<usize>> = Vec::with_capacity(self.nodes.len());
+        let mut infos = Vec::with_capacity(self.nodes.len());
+        for n in self.nodes {
+            children_of.push(n.children);
+            let mut awaits = n.awaits;
+            awaits.sort_unstable();
+            awaits.dedup();
+            infos.push(Some((n.info, awaits)));
+        }
+        for i in (0..infos.len()).rev() {
+            let (meta, awaits_tasks) = infos[i].take().expect("each node built once");
+            let children = children_of[i]
+                .iter()
+                .filter_map(|&c| built[c].take())
+                .collect();
+            built[i] = Some(FrameNode {
+                meta,
+                awaits_tasks,
+                children,
+            });
+        }
+        self.roots.iter().filter_map(|&r| built[r].take()).collect()
+    }
+}
+
+/// Classifies types into plans, each once.
+struct Builder<'a> {
+    debug: &'a Debug,
+    types: Vec<TypePlan>,
+    kinds: Vec<Kind>,
+    by_die: HashMap<u64, u32>,
+}
+
+/// Plan types of nested futures are bounded by the program's types, but a pathological DWARF could
+/// still chain wrappers forever: stop classifying past this many.
+const MAX_TYPES: usize = 100_000;
+
+impl Builder<'_> {
+    /// The plan type of DIE `die`, classifying it (and what it leads to) on first sight.
+    fn ty(&mut self, die: u64) -> u32 {
+        let die = self.strip(die);
+        if let Some(&t) = self.by_die.get(&die) {
+            return t;
+        }
+        let t = self.types.len() as u32;
+        self.by_die.insert(die, t);
+        // A placeholder while classifying, so that recursive types (through a box) terminate.
+        self.types.push(TypePlan::default());
+        self.kinds.push(Kind::Transparent);
+        let (plan, kind) = if self.types.len() > MAX_TYPES {
+            self.leaf(die)
+        } else {
+            self.classify(die)
+        };
+        self.types[t as usize] = plan;
+        self.kinds[t as usize] = kind;
+        t
+    }
+
+    /// Follows typedefs and qualifiers to the type itself.
+    fn strip(&self, mut die: u64) -> u64 {
+        for _ in 0..16 {
+            match self.debug.node(die) {
+                Some(n)
+                    if matches!(
+                        n.tag,
+                        constants::DW_TAG_typedef
+                            | constants::DW_TAG_const_type
+                            | constants::DW_TAG_volatile_type
+                    ) =>
+                {
+                    match n.type_ref {
+                        Some(t) => die = t,
+                        None => break,
+                    }
+                }
+                _ => break,
+            }
+        }
+        die
+    }
+
+    fn is_leaf(&self, t: u32) -> bool {
+        matches!(self.kinds[t as usize], Kind::Leaf(_))
+    }
+
+    fn leaf(&self, die: u64) -> (TypePlan, Kind) {
+        let name = self.debug.qualified_name(die);
+        (TypePlan::default(), Kind::Leaf(Rc::new(leaf(name))))
+    }
+
+    /// The data members of a structure: (name, offset, type DIE).
+    fn members(&self, die: u64) -> Vec<(String, u64, u64)> {
+        let Some(n) = self.debug.node(die) else {
+            return Vec::new();
+        };
+        n.children
+            .iter()
+            .map(|&c| &self.debug.nodes[c])
+            .filter(|c| c.tag == constants::DW_TAG_member)
+            .filter_map(|c| {
+                Some((
+                    c.name.clone().unwrap_or_default(),
+                    c.member_offset.unwrap_or(0),
+                    c.type_ref?,
+                ))
+            })
+            .collect()
+    }
+
+    fn member(&self, die: u64, names: &[&str]) -> Option<(u64, u64)> {
+        self.members(die)
+            .into_iter()
+            .find(|(n, _, _)| names.contains(&n.as_str()))
+            .map(|(_, off, ty)| (off, ty))
+    }
+
+    /// A Rust enum's discriminant and variants: (discr value, variant name, variant struct DIE, offset).
+    #[allow(clippy::type_complexity)]
+    fn variants(&self, die: u64) -> Option<(Discr, Vec<(Option<u64>, String, u64, u64)>)> {
+        let d = self.debug;
+        let n = d.node(die)?;
+        let vp = n
+            .children
+            .iter()
+            .map(|&c| &d.nodes[c])
+            .find(|c| c.tag == constants::DW_TAG_variant_part)?;
+        let discr = d.node(vp.discr_ref?)?;
+        let size = discr
+            .type_ref
+            .and_then(|t| d.node(t))
+            .and_then(|t| t.byte_size)?;
+        let discr = Discr {
+            offset: discr.member_offset? as u32,
+            size: size as u8,
+        };
+        let variants = vp
+            .children
+            .iter()
+            .map(|&c| &d.nodes[c])
+            .filter(|v| v.tag == constants::DW_TAG_variant)
+            .filter_map(|v| {
+                let m = v
+                    .children
+                    .iter()
+                    .map(|&c| &d.nodes[c])
+                    .find(|c| c.tag == constants::DW_TAG_member)?;
+                Some((
+                    v.discr_value,
+                    m.name.clone().unwrap_or_default(),
+                    m.type_ref?,
+                    m.member_offset.unwrap_or(0),
+                ))
+            })
+            .collect();
+        Some((discr, variants))
+    }
+
+    fn classify(&mut self, die: u64) -> (TypePlan, Kind) {
+        let Some(node) = self.debug.node(die) else {
+            return self.leaf(die);
+        };
+        let (tag, size) = (node.tag, node.byte_size.unwrap_or(0) as u32);
+        let pointee = node.type_ref;
+        let name = self.debug.qualified_name(die);
+        if let Some(m) = self.debug.machine(die) {
+            return self.coroutine(m);
+        }
+        let plan = |edges: Vec<Edge>| TypePlan {
+            size,
+            always: edges,
+            ..TypePlan::default()
+        };
+        let inline = |offset: u64, to: u32| Edge {
+            offset: offset as u32,
+            to: Target::Inline(to),
+        };
+        if matches!(
+            tag,
+            constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type
+        ) {
+            // `Box<T>`, `&mut T`: a thin pointer to the future.
+            let Some(pointee) = pointee else {
+                return self.leaf(die);
+            };
+            let t = self.ty(pointee);
+            let edge = Edge {
+                offset: 0,
+                to: Target::Pointer(t),
+            };
+            let size = if size == 0 { 8 } else { size };
+            return (
+                TypePlan {
+                    size,
+                    always: vec![edge],
+                    ..TypePlan::default()
+                },
+                Kind::Transparent,
+            );
+        }
+        if tag != constants::DW_TAG_structure_type {
+            return self.leaf(die);
+        }
+        if name.starts_with("core::pin::Pin<") {
+            return match self.member(die, &["pointer", "__pointer"]) {
+                Some((off, ty)) => {
+                    let t = self.ty(ty);
+                    (plan(vec![inline(off, t)]), Kind::Transparent)
+                }
+                None => self.leaf(die),
+            };
+        }
+        let members = self.members(die);
+        if members.len() == 2 && name.contains("dyn core::future::future::Future") {
+            // `Box<dyn Future>` / `*const dyn Future`: data pointer and vtable.
+            if let (Some((_, data, _)), Some((_, vtable, _))) = (
+                members.iter().find(|m| m.0 == "pointer"),
+                members.iter().find(|m| m.0 == "vtable"),
+            ) {
+                let edge = Edge {
+                    offset: *data as u32,
+                    to: Target::Dyn {
+                        vtable_offset: *vtable as u32,
+                    },
+                };
+                return (plan(vec![edge]), Kind::Transparent);
+            }
+        }
+        if name.starts_with("asyncdump_agent::frame::Framed<") {
+            if let (Some((inner, ty)), Some((node_offset, _))) =
+                (self.member(die, &["inner"]), self.member(die, &["node"]))
+            {
+                let t = self.ty(ty);
+                return (plan(vec![inline(inner, t)]), Kind::Framed { node_offset });
+            }
+            return self.leaf(die);
+        }
+        if name.starts_with("asyncdump_agent::tokio_support::JoinHandle<") {
+            let info = Rc::new(leaf(name.replacen("tokio_support::", "", 1)));
+            return match self.task_id_path(die) {
+                Some(edge) => (plan(vec![edge]), Kind::JoinHandle(info)),
+                None => (TypePlan::default(), Kind::Leaf(info)),
+            };
+        }
+        if name.starts_with("core::future::poll_fn::PollFn<") {
+            // `tokio::join!` / `tokio::select!`: the closure holds (a pointer to) the tuple of branches.
+            if let Some((f_off, closure)) = self.member(die, &["f"]) {
+                let closure = self.strip(closure);
+                let caps = self.members(closure);
+                if let Some((_, off, ty)) = caps
+                    .iter()
+                    .find(|m| m.0 == "futures" || m.0 == "_ref__futures")
+                {
+                    let select = caps.iter().any(|m| m.0.contains("disabled"));
+                    let label = if select {
+                        "tokio::select!"
+                    } else {
+                        "tokio::join!"
+                    };
+                    let t = self.ty(*ty);
+                    let info = Rc::new(FrameInfo::new(label.into(), None, Source::Decoded));
+                    return (plan(vec![inline(f_off + off, t)]), Kind::Combinator(info));
+                }
+            }
+            return self.leaf(die);
+        }
+        if name.starts_with('(') {
+            // A tuple of join/select branches.
+            let edges = members
+                .iter()
+                .filter(|m| m.0.starts_with("__"))
+                .map(|(_, off, ty)| (*off, *ty))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|(off, ty)| {
+                    let t = self.ty(ty);
+                    inline(off, t)
+                })
+                .collect();
+            return (plan(edges), Kind::Transparent);
+        }
+        if name.starts_with("tokio::time::timeout::Timeout<") {
+            if let Some((off, ty)) = self.member(die, &["value"]) {
+                let t = self.ty(ty);
+                let info = Rc::new(FrameInfo::new(
+                    "tokio::time::timeout".into(),
+                    None,
+                    Source::Decoded,
+                ));
+                return (plan(vec![inline(off, t)]), Kind::Combinator(info));
+            }
+            return self.leaf(die);
+        }
+        let maybe_done = name.starts_with("tokio::future::maybe_done::MaybeDone<")
+            || name.starts_with("futures_util::future::maybe_done::MaybeDone<")
+            || name.starts_with("futures_util::future::try_maybe_done::TryMaybeDone<");
+        if maybe_done || name.starts_with("futures_util::") {
+            // Wrappers: follow the inner future through the variant that still holds one. Generic
+            // `futures_util` types count only when what they lead to is itself a future we know.
+            if let Some((discr, variants)) = self.variants(die) {
+                let mut cases = Vec::new();
+                for (value, vname, vdie, voff) in variants {
+                    if !matches!(
+                        vname.as_str(),
+                        "Future" | "Incomplete" | "First" | "Second" | "Pending"
+                    ) {
+                        continue;
+                    }
+                    if let Some((off, ty)) = self.member(vdie, &["future", "f", "__0", "fut"]) {
+                        let t = self.ty(ty);
+                        if maybe_done || !self.is_leaf(t) {
+                            cases.push(Case {
+                                value,
+                                edges: vec![inline(voff + off, t)],
+                            });
+                        }
+                    }
+                }
+                if !cases.is_empty() {
+                    return (
+                        TypePlan {
+                            size,
+                            discr: Some(discr),
+                            always: Vec::new(),
+                            cases,
+                        },
+                        Kind::Transparent,
+                    );
+                }
+            } else if let Some((off, ty)) = self.member(die, &["inner", "future", "fut"]) {
+                let t = self.ty(ty);
+                if !self.is_leaf(t) {
+                    return (plan(vec![inline(off, t)]), Kind::Transparent);
+                }
+            }
+        }
+        self.leaf(die)
+    }
+
+    fn coroutine(&mut self, m: crate::dwarf::StateMachine) -> (TypePlan, Kind) {
+        let name = display_name(&m.name);
+        let header = m
+            .states
+            .iter()
+            .find(|s| s.name == "Unresumed")
+            .map(|s| loc(&s.file, s.line));
+        let mut states = FastMap::default();
+        let mut cases = Vec::new();
+        for s in &m.states {
+            let suspended = s.name.starts_with("Suspend");
+            let mut info = FrameInfo::new(name.clone(), header.clone(), Source::Decoded);
+            if suspended {
+                info = info.with_suspended_at(Some(loc(&s.file, s.line)));
+            }
+            states.insert(
+                s.discr,
+                StateView {
+                    info: Rc::new(info),
+                    done: matches!(s.name.as_str(), "Returned" | "Panicked"),
+                },
+            );
+            if let Some(a) = &s.awaitee {
+                let t = self.ty(a.type_die);
+                cases.push(Case {
+                    value: Some(s.discr),
+                    edges: vec![Edge {
+                        offset: a.offset as u32,
+                        to: Target::Inline(t),
+                    }],
+                });
+            }
+        }
+        (
+            TypePlan {
+                size: m.size as u32,
+                discr: Some(Discr {
+                    offset: m.state_offset as u32,
+                    size: m.state_size as u8,
+                }),
+                always: Vec::new(),
+                cases,
+            },
+            Kind::Coroutine(states),
+        )
+    }
+
+    /// In `asyncdump_agent::JoinHandle`: `task: Arc<TaskCell>` → `ArcInner { data: TaskCell { id } }`.
+    /// Returns the edge from the handle to a synthetic type that reads the id as its discriminant.
+    fn task_id_path(&mut self, die: u64) -> Option<Edge> {
+        let (task_off, arc) = self.member(die, &["task"])?;
+        // Arc { ptr: NonNull { pointer: *const ArcInner } }: descend to the pointer at offset 0.
+        let (mut off, mut ty) = (task_off, self.strip(arc));
+        for _ in 0..4 {
+            match self.debug.node(ty)?.tag {
+                constants::DW_TAG_pointer_type => break,
+                _ => {
+                    let (o, t) = self.member(ty, &["ptr", "pointer"])?;
+                    off += o;
+                    ty = self.strip(t);
+                }
+            }
+        }
+        let inner = self.strip(self.debug.node(ty)?.type_ref?);
+        let (data_off, cell) = self.member(inner, &["data"])?;
+        let (id_off, _) = self.member(self.strip(cell), &["id"])?;
+        let t = self.types.len() as u32;
+        self.types.push(TypePlan {
+            size: (data_off + id_off + 8) as u32,
+            discr: Some(Discr {
+                offset: (data_off + id_off) as u32,
+                size: 8,
+            }),
+            ..TypePlan::default()
+        });
+        self.kinds.push(Kind::TaskId);
+        Some(Edge {
+            offset: off as u32,
+            to: Target::Pointer(t),
+        })
+    }
+}
+
+fn loc(file: &str, line: u64) -> Loc {
+    Loc {
+        file: file.to_owned(),
+        line: line as u32,
+        column: 0,
+    }
+}
+
+/// `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}` →
+/// `a::main::{async block#1}`.
+fn display_name(qualified: &str) -> String {
+    qualified
+        .replace("::{async_fn_env#0}", "")
+        .replace("::{async_fn#0}", "")
+        .replace("{async_block_env#", "{async block#")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_machine_names_read_like_the_source() {
+        assert_eq!(
+            display_name("plain_chain::descend::{async_fn_env#0}"),
+            "plain_chain::descend"
+        );
+        assert_eq!(
+            display_name("two_blocks::main::{async_fn#0}::{async_block_env#1}"),
+            "two_blocks::main::{async block#1}"
+        );
+        assert_eq!(
+            display_name("tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn_env#0}<u32>"),
+            "tokio::sync::mpsc::bounded::{impl#0}::recv<u32>"
+        );
+    }
+}

@@ -1,0 +1,424 @@
+//! Zero-annotation chains: `asyncdump dump` decodes real fixture processes through their DWARF. Only each
+//! task's root is registered with the agent; every frame below it comes from the state machines.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{Fixture, asyncdump_ok, bin, dump_json, site};
+
+/// `fixtures/src/bin/FIXTURE.rs:LINE` of the first line containing `needle`.
+fn at_line(fixture: &str, needle: &str) -> String {
+    let at = site(fixture, needle, &needle[..1]);
+    let mut parts = at.rsplitn(2, ':');
+    parts.next();
+    parts.next().unwrap().to_owned()
+}
+
+/// The lines of the task section starting with `header_prefix` (up to the blank line).
+fn section(text: &str, header_prefix: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(header_prefix))
+        .take_while(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The chain lines of a section: everything after the `spawned` line, before the delegate line.
+fn chain_lines(section: &[String]) -> Vec<String> {
+    section
+        .iter()
+        .skip_while(|l| !l.starts_with("  spawned "))
+        .skip(1)
+        .filter(|l| !l.starts_with("  awaited by ") && !l.starts_with("  delegate: "))
+        .cloned()
+        .collect()
+}
+
+fn indent(depth: usize, line: &str) -> String {
+    format!("{}{line}", "  ".repeat(depth))
+}
+
+fn dump(pid: u32, extra: &[&str]) -> String {
+    let pid = pid.to_string();
+    let mut args = vec!["dump", pid.as_str()];
+    args.extend_from_slice(extra);
+    asyncdump_ok(&args)
+}
+
+#[test]
+fn plain_chain_10_gives_ten_decoded_frames_each_at_its_await_then_the_leaf() {
+    let fx = Fixture::start("plain_chain", &["--depth", "10"]);
+    let text = dump(fx.pid, &[]);
+    assert!(text.contains("chains decoded from DWARF in "), "{text}");
+    let s = section(&text, "task 1 \"plain-chain\"");
+    let recurse = at_line("plain_chain", "Box::pin(descend(");
+    let leaf_await = at_line("plain_chain", "rx.await");
+    let mut expected: Vec<String> = (1..=9)
+        .map(|d| indent(d, &format!("plain_chain::descend at {recurse} [decoded]")))
+        .collect();
+    expected.push(indent(
+        10,
+        &format!("plain_chain::descend at {leaf_await} [decoded]"),
+    ));
+    expected.push(indent(11, "awaiting tokio::sync::oneshot::Receiver<u32>"));
+    assert_eq!(chain_lines(&s), expected);
+    // The root type comes from DWARF too, exact where `type_name` says `{{closure}}`.
+    assert!(
+        s[1].ends_with(" · root plain_chain::descend::{async_fn_env#0}"),
+        "{}",
+        s[1]
+    );
+}
+
+#[test]
+fn the_depth_decoded_is_the_depth_asked_for() {
+    let fx = Fixture::start("plain_chain", &["--depth", "3"]);
+    let doc = dump_json(fx.pid, &[]);
+    let mut level = &doc["tasks"][0]["frames"];
+    let mut sources = Vec::new();
+    while let Some(f) = level.as_array().and_then(|a| a.first()) {
+        sources.push(f["source"].as_str().unwrap().to_owned());
+        level = &f["children"];
+    }
+    assert_eq!(sources, ["decoded", "decoded", "decoded", "awaitee"]);
+    let top = &doc["tasks"][0]["frames"][0];
+    let header: u64 = at_line("plain_chain", "async fn descend")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(top["location"]["line"], header, "location is the fn itself");
+    assert_eq!(
+        top["suspended_at"]["file"],
+        "fixtures/src/bin/plain_chain.rs"
+    );
+}
+
+#[test]
+fn without_decoding_an_unannotated_task_shows_no_frames() {
+    let fx = Fixture::start("plain_chain", &["--depth", "4"]);
+    let text = dump(fx.pid, &["--no-decode"]);
+    assert!(
+        text.contains("note: chains not decoded (--no-decode)"),
+        "{text}"
+    );
+    assert_eq!(
+        chain_lines(&section(&text, "task 1 \"plain-chain\"")),
+        Vec::<String>::new()
+    );
+}
+
+fn combinators() -> (Fixture, String) {
+    let fx = Fixture::start("plain_combinators", &[]);
+    let text = dump(fx.pid, &[]);
+    (fx, text)
+}
+
+/// `join!` and `select!` lines point into tokio's macro source (that is where DWARF puts their awaits);
+/// the branches below them are the fixture's own.
+fn macro_await(text: &str, name: &str, macro_file: &str) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("  {name} at ")))
+        .unwrap_or_else(|| panic!("{name} in {text}"));
+    assert!(
+        line.contains(&format!("/src/macros/{macro_file}:")) && line.ends_with(" [decoded]"),
+        "{line}"
+    );
+}
+
+#[test]
+fn join_and_select_are_trees_with_every_pending_branch() {
+    let (_fx, text) = combinators();
+    let (left, right) = (
+        at_line("plain_combinators", "rx.await.unwrap_or(0)"),
+        at_line("plain_combinators", "rx.await.unwrap_or(1)"),
+    );
+    for (task, name, label, file) in [
+        (
+            "join",
+            "plain_combinators::joined",
+            "tokio::join!",
+            "join.rs",
+        ),
+        (
+            "select",
+            "plain_combinators::selected",
+            "tokio::select!",
+            "select.rs",
+        ),
+    ] {
+        let s = section(
+            &text,
+            &format!("task {} \"{task}\"", if task == "join" { 1 } else { 2 }),
+        );
+        let lines = chain_lines(&s);
+        macro_await(&text, name, file);
+        assert_eq!(
+            lines[1..],
+            [
+                indent(2, &format!("{label} [decoded]")),
+                indent(3, &format!("plain_combinators::left at {left} [decoded]")),
+                indent(4, "awaiting tokio::sync::oneshot::Receiver<u32>"),
+                indent(3, &format!("plain_combinators::right at {right} [decoded]")),
+                indent(4, "awaiting tokio::sync::oneshot::Receiver<u32>"),
+            ],
+            "{s:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_boxed_dyn_future_is_followed_through_its_vtable() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 3 \"boxed-dyn\"");
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!(
+                    "plain_combinators::boxed_dyn at {} [decoded]",
+                    at_line("plain_combinators", "fut.await")
+                )
+            ),
+            indent(
+                2,
+                &format!(
+                    "plain_combinators::behind_box at {} [decoded]",
+                    at_line("plain_combinators", "rx.await.unwrap_or(2)")
+                )
+            ),
+            indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
+        ]
+    );
+}
+
+#[test]
+fn a_join_handle_is_a_cross_task_edge_to_the_task_it_joins() {
+    let (_fx, text) = combinators();
+    let joiner = section(&text, "task 5 \"joiner\"");
+    assert_eq!(
+        chain_lines(&joiner),
+        [
+            indent(
+                1,
+                &format!(
+                    "plain_combinators::join_child at {} [decoded]",
+                    at_line("plain_combinators", "handle.await")
+                )
+            ),
+            indent(2, "awaiting asyncdump_agent::JoinHandle<u32>"),
+            indent(3, "→ awaits task 4 \"joined\""),
+        ]
+    );
+    let joined = section(&text, "task 4 \"joined\"");
+    assert!(
+        joined.contains(&"  awaited by task 5 \"joiner\"".to_owned()),
+        "{joined:?}"
+    );
+}
+
+#[test]
+fn a_timeout_around_a_channel_receive_shows_both() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 6 \"timeout\"");
+    let lines = chain_lines(&s);
+    assert_eq!(
+        lines[..2],
+        [
+            indent(
+                1,
+                &format!(
+                    "plain_combinators::with_timeout at {} [decoded]",
+                    at_line("plain_combinators", "recv.await")
+                )
+            ),
+            indent(2, "tokio::time::timeout [decoded]"),
+        ]
+    );
+    // Inside: tokio's own `recv` async fn, down to the poll_fn it waits in.
+    assert!(
+        lines[2].starts_with(&indent(
+            3,
+            "tokio::sync::mpsc::bounded::{impl#0}::recv<u32> at "
+        )) && lines[2].contains("/src/sync/mpsc/bounded.rs:"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[3].starts_with(&indent(
+            4,
+            "awaiting core::future::poll_fn::PollFn<tokio::sync::mpsc"
+        )),
+        "{lines:#?}"
+    );
+    assert_eq!(lines.len(), 4);
+}
+
+#[test]
+fn a_futures_map_is_seen_through() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 7 \"mapped\"");
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!(
+                    "plain_combinators::mapped at {} [decoded]",
+                    at_line("plain_combinators", "left(rx).map(")
+                )
+            ),
+            indent(
+                2,
+                &format!(
+                    "plain_combinators::left at {} [decoded]",
+                    at_line("plain_combinators", "rx.await.unwrap_or(0)")
+                )
+            ),
+            indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
+        ]
+    );
+}
+
+#[test]
+fn annotated_frames_that_are_also_decoded_show_once_with_their_await_line() {
+    let fx = Fixture::start("depth_chain", &["--depth", "3"]);
+    let text = dump(fx.pid, &[]);
+    let s = section(&text, "task 1 \"depth-chain\"");
+    let descend = site("depth_chain", "async fn descend", "descend");
+    let recurse = at_line("depth_chain", "Box::pin(descend(")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let leaf_await = at_line("depth_chain", "rx.frame(")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let leaf = site("depth_chain", "rx.frame(\"oneshot::Receiver\")", "frame");
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!("depth_chain::descend at {descend} · await at line {recurse}")
+            ),
+            indent(
+                2,
+                &format!("depth_chain::descend at {descend} · await at line {recurse}")
+            ),
+            indent(
+                3,
+                &format!("depth_chain::descend at {descend} · await at line {leaf_await}")
+            ),
+            indent(
+                4,
+                &format!(
+                    "oneshot::Receiver at {leaf} · awaiting tokio::sync::oneshot::Receiver<u32>"
+                )
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_decoded_join_handle_edge_is_shown_once_in_a_deadlock() {
+    let fx = Fixture::start("deadlock", &[]);
+    let text = dump(fx.pid, &[]);
+    assert!(
+        text.contains("DEADLOCK cycle: task 1 → task 2 → task 1\n"),
+        "{text}"
+    );
+    let s = section(&text, "task 1 \"left\"");
+    let awaits: Vec<&String> = s.iter().filter(|l| l.contains("→ awaits")).collect();
+    assert_eq!(awaits, [&indent(4, "→ awaits task 2 \"right\"")], "{s:#?}");
+    assert!(
+        s.contains(&indent(3, "awaiting asyncdump_agent::JoinHandle<()>")),
+        "{s:#?}"
+    );
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let status = Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd} (binutils): {e}"));
+    assert!(status.success(), "{cmd} {args:?}");
+}
+
+fn copy_of(fixture: &str, dir: &Path) -> std::path::PathBuf {
+    let to = dir.join(fixture);
+    std::fs::copy(bin(fixture), &to).unwrap();
+    to
+}
+
+#[test]
+fn a_stripped_process_gets_a_note_and_keeps_its_annotated_frames() {
+    let dir = crate::errors::tempdir();
+    let exe = copy_of("depth_chain", &dir);
+    run("strip", &[exe.to_str().unwrap()]);
+    let fx = Fixture::start_path(&exe, &["--depth", "2"], &[]);
+    let text = dump(fx.pid, &[]);
+    let note = text
+        .lines()
+        .find(|l| l.starts_with("note: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        note.starts_with("note: chains not decoded: ")
+            && note.contains("has no type debug info")
+            && note.contains("debug = \"full\""),
+        "{note}"
+    );
+    let s = section(&text, "task 1 \"depth-chain\"");
+    assert_eq!(
+        chain_lines(&s).len(),
+        3,
+        "annotated frames still shown: {s:#?}"
+    );
+    assert!(!text.contains("[decoded]"));
+}
+
+#[test]
+fn a_separate_debug_file_is_found_through_gnu_debuglink() {
+    let dir = crate::errors::tempdir();
+    let exe = copy_of("plain_chain", &dir);
+    let debug = dir.join("plain_chain.debug");
+    let (exe_s, debug_s) = (exe.to_str().unwrap(), debug.to_str().unwrap());
+    run("objcopy", &["--only-keep-debug", exe_s, debug_s]);
+    run("strip", &["--strip-debug", exe_s]);
+    run(
+        "objcopy",
+        &[&format!("--add-gnu-debuglink={debug_s}"), exe_s],
+    );
+    let fx = Fixture::start_path(&exe, &["--depth", "2"], &[]);
+    let doc = dump_json(fx.pid, &[]);
+    assert_eq!(doc["decoding"]["enabled"], true, "{}", doc["decoding"]);
+    assert_eq!(doc["decoding"]["debug_file"], debug_s);
+    let top = &doc["tasks"][0]["frames"][0];
+    assert_eq!(top["name"], "plain_chain::descend");
+    assert_eq!(top["children"][0]["name"], "plain_chain::descend");
+}
+
+#[test]
+fn a_binary_that_is_not_the_running_one_is_refused_by_build_id() {
+    let fx = Fixture::start("plain_chain", &["--depth", "2"]);
+    let other = bin("depth_chain");
+    let text = dump(fx.pid, &["--binary", other.to_str().unwrap()]);
+    let note = text
+        .lines()
+        .find(|l| l.starts_with("note: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        note.contains(&format!("is not the binary process {} runs", fx.pid))
+            && note.contains("build-id"),
+        "{note}"
+    );
+    assert!(!text.contains("[decoded]"));
+    // The right one, given explicitly, decodes.
+    let same = bin("plain_chain");
+    let text = dump(fx.pid, &["--binary", same.to_str().unwrap()]);
+    assert!(text.contains("plain_chain::descend at "), "{text}");
+}
