@@ -198,6 +198,7 @@ impl Capturer {
             name: cell.name.as_deref().map(str::to_owned),
             spawn_site: interner.site(cell, snap),
             root_anchor: cell.root_anchor as u64,
+            cell: Arc::as_ptr(cell) as u64,
             state,
             created_ns: conv.ns(cell.created_ns),
             polls: cell.polls.load(Relaxed),

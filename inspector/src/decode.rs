@@ -43,12 +43,27 @@ enum Kind {
     Transparent,
     /// Shown as its own line (`tokio::join!`, `tokio::time::timeout`).
     Combinator(Rc<FrameInfo>),
+    /// `tokio::select!`: like a combinator, but branches its `disabled` mask has set are not pending.
+    Select(Rc<FrameInfo>),
+    /// The select's `disabled` mask, in the discriminant.
+    SelectMask,
+    /// A tuple of join/select branches: not shown.
+    Tuple,
     /// `asyncdump_agent::Framed`: an annotated frame whose node is this far into the type.
     Framed { node_offset: u64 },
     /// `asyncdump_agent::JoinHandle`: a leaf whose child reads the joined task's id.
     JoinHandle(Rc<FrameInfo>),
-    /// The id of a joined task, in the discriminant.
-    TaskId,
+    /// A pointer into a task cell (`Arc<TaskCell>`), in the discriminant: the cell is at the value plus
+    /// `plus`. Read from the copy its parent made, so it costs no read of its own.
+    CellRef { plus: u64 },
+    /// `tokio::sync::oneshot::Receiver`: a leaf, whose shared state is read for the delegate only.
+    Oneshot(Rc<FrameInfo>),
+    /// The receiver's `Inner`: its state word in the discriminant.
+    OneshotInner,
+    /// The vtable pointer of the waker the receiver registered, in the discriminant.
+    WakerVtable,
+    /// The registered waker's data pointer: a task cell, if it is an asyncdump waker.
+    WakerData,
     /// A leaf future.
     Leaf(Rc<FrameInfo>),
 }
@@ -69,6 +84,8 @@ pub struct Decoder {
     /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
     /// `{{closure}}`.
     pub root_names: FastMap<u64, Rc<str>>,
+    /// Where `asyncdump_agent`'s owned-waker vtable is in the process: a waker with it is one of ours.
+    owned_vtable: Option<u64>,
 }
 
 impl Decoder {
@@ -118,6 +135,7 @@ impl Decoder {
             kinds: b.kinds,
             roots_found,
             root_names,
+            owned_vtable: debug.owned_waker_vtable().map(|a| a.wrapping_add(bias)),
         }
     }
 
@@ -126,13 +144,15 @@ impl Decoder {
     /// `annotated` are the task's annotated frames in pre-order (id, parent, info, awaited tasks).
     /// Annotated frames the walk reached replace the decoded node they wrap; the others hang under their
     /// own continuation (parent frame), so no annotated frame is ever lost. Tasks awaited through a
-    /// decoded `JoinHandle` are moved from `root_awaits` to that handle's line.
+    /// decoded `JoinHandle` are moved from `root_awaits` to that handle's line. Also returns what the
+    /// chain's oneshot receivers say about the waker (see `delegates`).
     pub fn merge(
         &self,
         walk: &[WalkNode],
         annotated: &[AnnotatedFrame],
         root_awaits: &mut Vec<u64>,
-    ) -> Vec<FrameNode> {
+        cells: &FastMap<u64, u64>,
+    ) -> (Vec<FrameNode>, Vec<DecodedDelegate>) {
         let by_id: FastMap<u64, usize> = annotated
             .iter()
             .enumerate()
@@ -146,17 +166,49 @@ impl Decoder {
         let mut wraps: Vec<Option<usize>> = Vec::with_capacity(walk.len());
         let mut joins: Vec<Option<usize>> = Vec::with_capacity(walk.len());
         let mut matched: FastMap<u64, usize> = FastMap::default();
-        for n in walk {
+        // A select's `disabled` mask (set on the select's node), and per tuple the next branch number.
+        let mut mask: Vec<Option<u64>> = vec![None; walk.len()];
+        let mut next_branch: Vec<u32> = vec![0; walk.len()];
+        let mut receivers = Vec::new();
+        for (i, n) in walk.iter().enumerate() {
             let parent = (n.parent != NO_PARENT)
                 .then_some(n.parent as usize)
                 .filter(|&p| p < attach.len());
             let under = parent.and_then(|p| attach[p]);
             let folded_into = parent.and_then(|p| wraps[p]);
             let mut here = (under, false, None, None);
-            if parent.is_some_and(|p| skipped[p]) {
+            let kind = self.kinds.get(n.ty as usize);
+            let parent_kind = parent.and_then(|p| self.kinds.get(walk[p].ty as usize));
+            let mut disabled = false;
+            if let (Some(p), Some(Kind::Tuple)) = (parent, parent_kind) {
+                let branch = next_branch[p];
+                next_branch[p] += 1;
+                disabled = self
+                    .select_of(walk, p)
+                    .and_then(|s| mask[s])
+                    .is_some_and(|m| branch < 64 && m & (1 << branch) != 0);
+            }
+            let internal = matches!(
+                kind,
+                Some(Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData | Kind::SelectMask)
+            );
+            let parent_skipped = parent.is_some_and(|p| skipped[p]);
+            if !parent_skipped {
+                match kind {
+                    Some(Kind::SelectMask) if n.status == NodeStatus::Read => {
+                        if let Some(p) = parent {
+                            mask[p] = n.discr;
+                        }
+                    }
+                    Some(Kind::OneshotInner) => receivers.push(i),
+                    _ => {}
+                }
+            }
+            if parent_skipped || internal || disabled {
+                // A disabled select branch is not pending; internal nodes are read for the delegate
+                // or the mask, never shown as part of the chain.
                 here.1 = true;
             } else {
-                let kind = self.kinds.get(n.ty as usize);
                 match (n.status, kind) {
                     (NodeStatus::Null, _) => {}
                     (NodeStatus::Fault, _) => {
@@ -206,8 +258,11 @@ impl Decoder {
                                 here.2 = Some(d);
                             }
                         }
-                        Kind::Combinator(info) => here.0 = Some(arena.push(under, info.clone())),
-                        Kind::Leaf(info) => match folded_into {
+                        Kind::Combinator(info) | Kind::Select(info) => {
+                            here.0 = Some(arena.push(under, info.clone()))
+                        }
+                        Kind::Tuple | Kind::SelectMask => {}
+                        Kind::Leaf(info) | Kind::Oneshot(info) => match folded_into {
                             Some(d) if arena.nodes[d].info.source != Source::Decoded => {
                                 let merged = arena.nodes[d].info.with_awaits_type(&info.name);
                                 arena.nodes[d].info = Rc::new(merged);
@@ -219,9 +274,13 @@ impl Decoder {
                             here.0 = Some(d);
                             here.3 = Some(d);
                         }
-                        Kind::TaskId => {
-                            if let (Some(d), Some(task)) = (parent.and_then(|p| joins[p]), n.discr)
-                            {
+                        Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData => {}
+                        Kind::CellRef { .. } if n.status != NodeStatus::Read => {}
+                        Kind::CellRef { plus } => {
+                            let task = n
+                                .discr
+                                .and_then(|v| cells.get(&v.wrapping_add(*plus)).copied());
+                            if let (Some(d), Some(task)) = (parent.and_then(|p| joins[p]), task) {
                                 // The agent attributes the edge to the innermost annotated frame (or
                                 // the root); the handle's own line is more precise: show it there only.
                                 root_awaits.retain(|&t| t != task);
@@ -252,7 +311,71 @@ impl Decoder {
             arena.nodes[d].awaits = f.awaits.clone();
             matched.insert(f.id, d);
         }
-        arena.into_trees()
+        (arena.into_trees(), self.delegates(walk, &receivers, cells))
+    }
+
+    /// The select whose branches tuple node `t` holds: up through the pointers between them.
+    fn select_of(&self, walk: &[WalkNode], t: usize) -> Option<usize> {
+        let mut at = t;
+        for _ in 0..4 {
+            let p = walk.get(at)?.parent as usize;
+            match self.kinds.get(walk.get(p)?.ty as usize)? {
+                Kind::Select(_) => return Some(p),
+                Kind::Transparent => at = p,
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// What the leaves of a walk say about the task's waker: for each `oneshot::Receiver` reached, whether
+    /// it has a waker registered and whose. Extra information only: nothing else depends on it.
+    /// `receivers` are the walk's `Inner` nodes of receivers that are part of the chain.
+    fn delegates(
+        &self,
+        walk: &[WalkNode],
+        receivers: &[usize],
+        cells: &FastMap<u64, u64>,
+    ) -> Vec<DecodedDelegate> {
+        let mut out = Vec::new();
+        for &i in receivers {
+            let n = &walk[i];
+            if n.status != NodeStatus::Read {
+                continue;
+            }
+            let Some(state) = n.discr else { continue };
+            let leaf = walk
+                .get(n.parent as usize)
+                .and_then(|p| match self.kinds.get(p.ty as usize) {
+                    Some(Kind::Oneshot(info)) => Some(info.name.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let child = |kind: fn(&Kind) -> bool| {
+                walk.iter()
+                    .skip(i + 1)
+                    .take_while(|c| c.parent as usize >= i || c.parent == NO_PARENT)
+                    .find(|c| {
+                        c.parent as usize == i
+                            && c.status == NodeStatus::Read
+                            && self.kinds.get(c.ty as usize).is_some_and(kind)
+                    })
+                    .and_then(|c| c.discr)
+            };
+            let vtable = child(|k| matches!(k, Kind::WakerVtable));
+            let task = child(|k| matches!(k, Kind::WakerData)).and_then(|v| cells.get(&v).copied());
+            let registered = state & ONESHOT_RX_TASK_SET != 0;
+            let ours = vtable.is_some() && vtable == self.owned_vtable;
+            out.push(DecodedDelegate {
+                leaf,
+                registered,
+                waker_of: (registered && ours).then_some(task).flatten(),
+                foreign_vtable: (registered && !ours).then_some(vtable).flatten(),
+                value_sent: state & ONESHOT_VALUE_SENT != 0,
+                closed: state & ONESHOT_CLOSED != 0,
+            });
+        }
+        out
     }
 
     /// A one-line note on a walk that did not give a full chain, if any.
@@ -275,6 +398,30 @@ impl Decoder {
             )),
         }
     }
+}
+
+/// tokio's oneshot state bits (`tokio/src/sync/oneshot.rs`, unchanged since tokio 1.0; checked on 1.54).
+const ONESHOT_RX_TASK_SET: u64 = 0b001;
+const ONESHOT_VALUE_SENT: u64 = 0b010;
+const ONESHOT_CLOSED: u64 = 0b100;
+
+/// The waker a leaf keeps, as read through DWARF.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DecodedDelegate {
+    /// The leaf's type.
+    pub leaf: String,
+    /// Whether the leaf has a waker registered at all. A pending receiver without one is never woken.
+    pub registered: bool,
+    /// The task whose asyncdump waker it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waker_of: Option<u64>,
+    /// The vtable of a waker that is not asyncdump's (the executor's own, or another wrapper's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub foreign_vtable: Option<u64>,
+    /// The sender already sent a value: the task should have been woken.
+    pub value_sent: bool,
+    /// The sender was dropped.
+    pub closed: bool,
 }
 
 /// One annotated frame of a task, as `merge` needs it.
@@ -410,7 +557,7 @@ impl Builder<'_> {
     }
 
     fn leaf(&self, die: u64) -> (TypePlan, Kind) {
-        let name = self.debug.qualified_name(die);
+        let name = short_type(&self.debug.qualified_name(die));
         (TypePlan::default(), Kind::Leaf(Rc::new(leaf(name))))
     }
 
@@ -567,6 +714,13 @@ impl Builder<'_> {
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
+        if name.starts_with("tokio::sync::oneshot::Receiver<") {
+            let info = Rc::new(leaf(name.clone()));
+            return match self.oneshot_path(die) {
+                Some(edge) => (plan(vec![edge]), Kind::Oneshot(info)),
+                None => (TypePlan::default(), Kind::Leaf(info)),
+            };
+        }
         if name.starts_with("core::future::poll_fn::PollFn<") {
             // `tokio::join!` / `tokio::select!`: the closure holds (a pointer to) the tuple of branches.
             if let Some((f_off, closure)) = self.member(die, &["f"]) {
@@ -576,33 +730,50 @@ impl Builder<'_> {
                     .iter()
                     .find(|m| m.0 == "futures" || m.0 == "_ref__futures")
                 {
-                    let select = caps.iter().any(|m| m.0.contains("disabled"));
-                    let label = if select {
+                    let (off, ty) = (*off, *ty);
+                    let disabled = caps
+                        .iter()
+                        .find(|m| m.0 == "disabled" || m.0 == "_ref__disabled")
+                        .map(|m| (m.1, m.2));
+                    let label = if disabled.is_some() {
                         "tokio::select!"
                     } else {
                         "tokio::join!"
                     };
-                    let t = self.ty(*ty);
                     let info = Rc::new(FrameInfo::new(label.into(), None, Source::Decoded));
-                    return (plan(vec![inline(f_off + off, t)]), Kind::Combinator(info));
+                    let mut edges = Vec::new();
+                    // The mask first: pre-order then gives it to the select before its branches.
+                    if let Some(edge) =
+                        disabled.and_then(|(m_off, m_ty)| self.mask(f_off + m_off, m_ty))
+                    {
+                        edges.push(edge);
+                    }
+                    let t = self.ty(ty);
+                    edges.push(inline(f_off + off, t));
+                    let kind = match disabled {
+                        Some(_) => Kind::Select(info),
+                        None => Kind::Combinator(info),
+                    };
+                    return (plan(edges), kind);
                 }
             }
             return self.leaf(die);
         }
         if name.starts_with('(') {
-            // A tuple of join/select branches.
-            let edges = members
+            // A tuple of join/select branches, in branch order (`__0`, `__1`, ...).
+            let mut fields: Vec<(u64, u64, u64)> = members
                 .iter()
-                .filter(|m| m.0.starts_with("__"))
-                .map(|(_, off, ty)| (*off, *ty))
-                .collect::<Vec<_>>()
+                .filter_map(|(n, off, ty)| Some((n.strip_prefix("__")?.parse().ok()?, *off, *ty)))
+                .collect();
+            fields.sort_unstable();
+            let edges = fields
                 .into_iter()
-                .map(|(off, ty)| {
+                .map(|(_, off, ty)| {
                     let t = self.ty(ty);
                     inline(off, t)
                 })
                 .collect();
-            return (plan(edges), Kind::Transparent);
+            return (plan(edges), Kind::Tuple);
         }
         if name.starts_with("tokio::time::timeout::Timeout<") {
             if let Some((off, ty)) = self.member(die, &["value"]) {
@@ -709,40 +880,160 @@ impl Builder<'_> {
         )
     }
 
-    /// In `asyncdump_agent::JoinHandle`: `task: Arc<TaskCell>` → `ArcInner { data: TaskCell { id } }`.
-    /// Returns the edge from the handle to a synthetic type that reads the id as its discriminant.
-    fn task_id_path(&mut self, die: u64) -> Option<Edge> {
-        let (task_off, arc) = self.member(die, &["task"])?;
-        // Arc { ptr: NonNull { pointer: *const ArcInner } }: descend to the pointer at offset 0.
-        let (mut off, mut ty) = (task_off, self.strip(arc));
-        for _ in 0..4 {
-            match self.debug.node(ty)?.tag {
-                constants::DW_TAG_pointer_type => break,
-                _ => {
-                    let (o, t) = self.member(ty, &["ptr", "pointer"])?;
-                    off += o;
-                    ty = self.strip(t);
-                }
+    /// Descends from field `names[0]`'s type through single-pointer wrappers (`Option` niche, `Arc`,
+    /// `NonNull`) to a thin pointer; returns its offset within `die` and the pointee's DIE.
+    fn pointer_to(&mut self, die: u64, field: &str) -> Option<(u64, u64)> {
+        let (mut off, t) = self.member(die, &[field])?;
+        let mut ty = self.strip(t);
+        for _ in 0..6 {
+            let node = self.debug.node(ty)?;
+            if node.tag == constants::DW_TAG_pointer_type {
+                return Some((off, self.strip(node.type_ref?)));
             }
+            let next = match self.variants(ty) {
+                // `Option<P>` with a non-null niche: `Some`'s payload is the pointer.
+                Some((_, vs)) => {
+                    let (_, _, vdie, voff) = vs.into_iter().find(|v| v.1 == "Some")?;
+                    let (o, t) = self.member(vdie, &["__0"])?;
+                    (voff + o, t)
+                }
+                None => self.member(ty, &["ptr", "pointer", "__0"])?,
+            };
+            off += next.0;
+            ty = self.strip(next.1);
         }
-        let inner = self.strip(self.debug.node(ty)?.type_ref?);
-        let (data_off, cell) = self.member(inner, &["data"])?;
-        let (id_off, _) = self.member(self.strip(cell), &["id"])?;
+        None
+    }
+
+    /// A synthetic plan type that reads one `u64` at `offset` (as its discriminant).
+    fn synthetic(&mut self, offset: u64, kind: Kind) -> u32 {
+        self.synthetic_sized(offset, 8, kind)
+    }
+
+    fn synthetic_sized(&mut self, offset: u64, size: u8, kind: Kind) -> u32 {
         let t = self.types.len() as u32;
         self.types.push(TypePlan {
-            size: (data_off + id_off + 8) as u32,
+            size: offset as u32 + size as u32,
             discr: Some(Discr {
-                offset: (data_off + id_off) as u32,
-                size: 8,
+                offset: offset as u32,
+                size,
             }),
             ..TypePlan::default()
         });
-        self.kinds.push(Kind::TaskId);
+        self.kinds.push(kind);
+        t
+    }
+
+    /// The edge to a `select!`'s `disabled` mask, captured at `offset` by value or by reference.
+    fn mask(&mut self, offset: u64, ty: u64) -> Option<Edge> {
+        let node = self.debug.node(self.strip(ty))?;
+        let (pointer, size) = match node.tag {
+            constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type => {
+                let pointee = self.debug.node(self.strip(node.type_ref?))?;
+                (true, pointee.byte_size?)
+            }
+            _ => (false, node.byte_size?),
+        };
+        if !matches!(size, 1 | 2 | 4 | 8) {
+            return None;
+        }
+        let t = self.synthetic_sized(0, size as u8, Kind::SelectMask);
         Some(Edge {
-            offset: off as u32,
-            to: Target::Pointer(t),
+            offset: offset as u32,
+            to: if pointer {
+                Target::Pointer(t)
+            } else {
+                Target::Inline(t)
+            },
         })
     }
+
+    /// In `tokio::sync::oneshot::Receiver`: `inner: Option<Arc<Inner>>` → `Inner { state, rx_task }`,
+    /// where `rx_task` holds a `Waker { data, vtable }`. Returns the edge to a view of `Inner` whose
+    /// discriminant is the state word, with children for the waker's vtable and data pointer, read from
+    /// the same copy: one read per receiver. (The state word changes under the read as the sender acts;
+    /// `rx_task` only changes when the receiving task, which the agent holds still, polls it.)
+    fn oneshot_path(&mut self, die: u64) -> Option<Edge> {
+        let (ptr_off, arc_inner) = self.pointer_to(die, "inner")?;
+        let (data_off, inner) = self.member(arc_inner, &["data"])?;
+        let inner = self.strip(inner);
+        let (state_off, _) = self.member(inner, &["state"])?;
+        let (rx_off, rx_ty) = self.member(inner, &["rx_task"])?;
+        let vtable_off = self.find_member(rx_ty, "vtable", 8)?;
+        let waker_data_off = self.find_member(rx_ty, "data", 8)?;
+        let base = data_off + rx_off;
+        let vt = self.synthetic(base + vtable_off, Kind::WakerVtable);
+        // The data pointer of an asyncdump waker is `Arc::<TaskCell>::into_raw`: the cell itself.
+        let data = self.synthetic(base + waker_data_off, Kind::WakerData);
+        let size = self.debug.node(arc_inner)?.byte_size?;
+        let view = self.types.len() as u32;
+        self.types.push(TypePlan {
+            size: size as u32,
+            discr: Some(Discr {
+                offset: (data_off + state_off) as u32,
+                size: 8,
+            }),
+            always: vec![
+                Edge {
+                    offset: 0,
+                    to: Target::Inline(vt),
+                },
+                Edge {
+                    offset: 0,
+                    to: Target::Inline(data),
+                },
+            ],
+            cases: Vec::new(),
+        });
+        self.kinds.push(Kind::OneshotInner);
+        Some(Edge {
+            offset: ptr_off as u32,
+            to: Target::Pointer(view),
+        })
+    }
+
+    /// The offset of the first member named `name` anywhere inside `die` (depth-first, through nested
+    /// structures and unions), at most `depth` levels down.
+    fn find_member(&self, die: u64, name: &str, depth: usize) -> Option<u64> {
+        let die = self.strip(die);
+        for (n, off, ty) in self.members(die) {
+            if n == name {
+                return Some(off);
+            }
+            if depth > 0
+                && let Some(inner) = self.find_member(ty, name, depth - 1)
+            {
+                return Some(off + inner);
+            }
+        }
+        None
+    }
+
+    /// In `asyncdump_agent::JoinHandle`: `task: Arc<TaskCell>` points at `ArcInner { .., data: TaskCell }`.
+    /// Returns the edge to a value that reads that pointer: the joined task's cell, compared with the
+    /// snapshot's task cells, names the task without another read.
+    fn task_id_path(&mut self, die: u64) -> Option<Edge> {
+        let (off, arc_inner) = self.pointer_to(die, "task")?;
+        let (data_off, _) = self.member(arc_inner, &["data"])?;
+        let t = self.synthetic(0, Kind::CellRef { plus: data_off });
+        Some(Edge {
+            offset: off as u32,
+            to: Target::Inline(t),
+        })
+    }
+}
+
+/// A leaf's type as people write it: the std paths every Rust programmer knows, without the default
+/// allocator. (`tokio::sync::oneshot::Receiver<alloc::string::String>` → `…Receiver<String>`.)
+fn short_type(name: &str) -> String {
+    name.replace(", alloc::alloc::Global>", ">")
+        .replace("alloc::string::String", "String")
+        .replace("alloc::vec::Vec<", "Vec<")
+        .replace("alloc::boxed::Box<", "Box<")
+        .replace("alloc::sync::Arc<", "Arc<")
+        .replace("core::option::Option<", "Option<")
+        .replace("core::result::Result<", "Result<")
+        .replace("core::pin::Pin<", "Pin<")
 }
 
 fn loc(file: &str, line: u64) -> Loc {
@@ -765,6 +1056,16 @@ fn display_name(qualified: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leaf_types_drop_std_paths_and_the_default_allocator() {
+        assert_eq!(
+            short_type(
+                "tokio::sync::oneshot::Receiver<alloc::vec::Vec<alloc::string::String, alloc::alloc::Global>>"
+            ),
+            "tokio::sync::oneshot::Receiver<Vec<String>>"
+        );
+    }
 
     #[test]
     fn state_machine_names_read_like_the_source() {

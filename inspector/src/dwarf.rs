@@ -298,6 +298,18 @@ impl Debug {
             .collect()
     }
 
+    /// The address (in the file) of `asyncdump_agent`'s vtable for the wakers it hands out: a waker with
+    /// this vtable has an `Arc<TaskCell>` as its data pointer.
+    pub(crate) fn owned_waker_vtable(&self) -> Option<u64> {
+        self.nodes.iter().enumerate().find_map(|(i, n)| {
+            (n.tag == constants::DW_TAG_variable
+                && n.name.as_deref() == Some("OWNED_VTABLE")
+                && qualified(&self.nodes, i) == "asyncdump_agent::waker::OWNED_VTABLE")
+                .then_some(n.addr)
+                .flatten()
+        })
+    }
+
     /// The node of a DIE offset.
     pub(crate) fn node(&self, die: u64) -> Option<&Node> {
         self.by_offset.get(&die).map(|&i| &self.nodes[i])

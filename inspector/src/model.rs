@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
 
-use crate::decode::{AnnotatedFrame, Decoder};
+use crate::decode::{AnnotatedFrame, DecodedDelegate, Decoder};
 use serde::Serialize;
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
@@ -98,6 +98,9 @@ pub struct TaskView {
     pub awaits_tasks: Vec<u64>,
     pub awaited_by: Option<AwaitedBy>,
     pub delegate: Option<DelegateView>,
+    /// What decoded leaves say about the waker they keep (tokio oneshot receivers), when decoding is on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decoded_delegates: Vec<DecodedDelegate>,
     /// Why this task's chain was not (fully) decoded, when decoding is on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_note: Option<String>,
@@ -333,6 +336,11 @@ impl Dump {
             .enumerate()
             .map(|(i, t)| (t.id, i))
             .collect();
+        // Task cell address → task id, for pointers a decoded walk found (wakers, JoinHandles).
+        let cells: FastMap<u64, u64> = match decoder {
+            Some(_) => snap.tasks.iter().map(|t| (t.cell, t.id)).collect(),
+            None => FastMap::default(),
+        };
         // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
         let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
         for t in &snap.tasks {
@@ -345,7 +353,7 @@ impl Dump {
             .iter()
             .map(|t| {
                 let edges = edges.get(&t.id).map_or(&[][..], |v| v);
-                let mut view = task_view(snap, &shared, t, edges, decoder);
+                let mut view = task_view(snap, &shared, t, edges, decoder, &cells);
                 view.awaited_by = t.awaited_by.map(|edge| {
                     let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
                     AwaitedBy {
@@ -420,6 +428,7 @@ fn task_view(
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
     decoder: Option<&Decoder>,
+    cells: &FastMap<u64, u64>,
 ) -> TaskView {
     let now = snap.now_ns;
     let (state, thread, since) = match &t.state {
@@ -455,6 +464,7 @@ fn task_view(
         }
         awaits_root.sort_unstable();
     }
+    let mut decoded_delegates = Vec::new();
     let (frames, decode_note) = match (decoder, &t.walk) {
         (Some(dec), Some(walk @ Walk::Nodes { nodes, .. })) => {
             let annotated: Vec<AnnotatedFrame> = t
@@ -467,10 +477,9 @@ fn task_view(
                     awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
                 })
                 .collect();
-            (
-                dec.merge(nodes, &annotated, &mut awaits_root),
-                Decoder::note(walk),
-            )
+            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, cells);
+            decoded_delegates = delegates;
+            (frames, Decoder::note(walk))
         }
         (Some(_), Some(walk)) => (
             build_tree(shared, &t.frames, &by_frame),
@@ -505,6 +514,7 @@ fn task_view(
             clones: d.clones,
             held_ns: now.saturating_sub(d.since_ns),
         }),
+        decoded_delegates,
         decode_note,
     }
 }
@@ -700,6 +710,7 @@ pub(crate) mod tests {
             name: None,
             spawn_site: 0,
             root_anchor: 0,
+            cell: 0,
             state: TaskState::Idle,
             created_ns: 0,
             polls: 1,

@@ -29,7 +29,7 @@ fn chain_lines(section: &[String]) -> Vec<String> {
         .iter()
         .skip_while(|l| !l.starts_with("  spawned "))
         .skip(1)
-        .filter(|l| !l.starts_with("  awaited by ") && !l.starts_with("  delegate: "))
+        .filter(|l| !l.starts_with("  awaited by ") && !l.starts_with("  delegate"))
         .cloned()
         .collect()
 }
@@ -167,6 +167,56 @@ fn join_and_select_are_trees_with_every_pending_branch() {
             "{s:#?}"
         );
     }
+}
+
+#[test]
+fn a_select_branch_disabled_by_its_precondition_is_not_shown() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 8 \"select-one\"");
+    let lines = chain_lines(&s);
+    assert_eq!(
+        lines[1..],
+        [
+            indent(2, "tokio::select! [decoded]"),
+            indent(
+                3,
+                &format!(
+                    "plain_combinators::left at {} [decoded]",
+                    at_line("plain_combinators", "rx.await.unwrap_or(0)")
+                )
+            ),
+            indent(4, "awaiting tokio::sync::oneshot::Receiver<u32>"),
+        ],
+        "{s:#?}"
+    );
+    // The disabled branch's receiver was never polled: it says nothing about the waker.
+    let delegates: Vec<&String> = s
+        .iter()
+        .filter(|l| l.contains("delegate (decoded)"))
+        .collect();
+    assert_eq!(delegates.len(), 1, "{s:#?}");
+}
+
+#[test]
+fn a_oneshot_receiver_shows_whose_waker_it_holds() {
+    let (_fx, text) = combinators();
+    for (id, name, receivers) in [(1, "join", 2), (3, "boxed-dyn", 1), (7, "mapped", 1)] {
+        let s = section(&text, &format!("task {id} \"{name}\""));
+        let decoded: Vec<&String> = s
+            .iter()
+            .filter(|l| l.contains("delegate (decoded)"))
+            .collect();
+        assert_eq!(decoded.len(), receivers, "{s:#?}");
+        for l in decoded {
+            assert_eq!(
+                l,
+                "  delegate (decoded): tokio::sync::oneshot::Receiver<u32> holds this task's waker"
+            );
+        }
+    }
+    // A JoinHandle is no oneshot: nothing decoded about its waker.
+    let joiner = section(&text, "task 5 \"joiner\"");
+    assert!(!joiner.iter().any(|l| l.contains("delegate (decoded)")));
 }
 
 #[test]

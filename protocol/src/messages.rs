@@ -129,6 +129,9 @@ pub struct Task {
     /// `F`: monomorphized per type, so the inspector can map it (minus the load bias) through the binary's
     /// symbols and DWARF to the exact type of the root future. 0 if unknown.
     pub root_anchor: u64,
+    /// Address of the agent's record of this task in the target: what the data pointer of the task's
+    /// wakers, and `JoinHandle`s to it, point at. Lets a decoded walk name the task a pointer leads to.
+    pub cell: u64,
     pub state: TaskState,
     pub created_ns: u64,
     pub polls: u64,
@@ -227,6 +230,7 @@ mod tests {
                 name: Some("t".into()),
                 spawn_site: 0,
                 root_anchor: 0,
+                cell: 0,
                 state: TaskState::Running {
                     thread: ThreadInfo { tid: 7, name: None },
                     since_ns: 4,

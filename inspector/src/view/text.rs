@@ -221,6 +221,36 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
             );
         }
     }
+    for d in &t.decoded_delegates {
+        let _ = write!(out, "  delegate (decoded): {} ", d.leaf);
+        match (d.registered, d.waker_of, d.foreign_vtable) {
+            (false, _, _) => {
+                out.push_str("has no waker registered: nothing wakes the task through it")
+            }
+            (true, Some(id), _) if id == t.id => out.push_str("holds this task's waker"),
+            (true, Some(id), _) => {
+                let _ = write!(
+                    out,
+                    "holds the waker of {}, not of this task",
+                    labels.of(id)
+                );
+            }
+            (true, None, Some(vt)) => {
+                let _ = write!(
+                    out,
+                    "holds a waker that is not asyncdump's (vtable {vt:#x})"
+                );
+            }
+            (true, None, None) => out.push_str("holds a waker"),
+        }
+        if d.value_sent {
+            out.push_str(" · a value was already sent");
+        }
+        if d.closed {
+            out.push_str(" · its sender is gone");
+        }
+        out.push('\n');
+    }
 }
 
 fn spawned(out: &mut String, at: &Loc, root_type: &str, age_ns: Option<u64>) {
