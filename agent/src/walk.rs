@@ -20,8 +20,9 @@ use asyncdump_protocol::{
 use crate::sys;
 
 /// Upper bounds applied whatever the plan asks for.
-pub const MAX_NODES_PER_TASK: u32 = 4096;
-pub const MAX_BYTES_PER_TASK: u32 = 1 << 20;
+pub use asyncdump_protocol::{
+    MAX_WALK_BYTES as MAX_BYTES_PER_TASK, MAX_WALK_NODES as MAX_NODES_PER_TASK,
+};
 
 /// Reusable buffers for walking many tasks in one snapshot.
 #[derive(Default)]

@@ -333,6 +333,51 @@ fn a_futures_map_is_seen_through() {
 }
 
 #[test]
+fn a_futures_then_is_seen_through_to_its_pending_first_future() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 9 \"then\"");
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!(
+                    "plain_combinators::chained at {} [decoded]",
+                    at_line("plain_combinators", "left(rx).then(")
+                )
+            ),
+            indent(
+                2,
+                &format!(
+                    "plain_combinators::left at {} [decoded]",
+                    at_line("plain_combinators", "rx.await.unwrap_or(0)")
+                )
+            ),
+            indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
+        ]
+    );
+}
+
+#[test]
+fn a_sleep_is_a_leaf_named_by_its_type() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 10 \"sleeping\"");
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!(
+                    "plain_combinators::sleeping at {} [decoded]",
+                    at_line("plain_combinators", "tokio::time::sleep(")
+                )
+            ),
+            indent(2, "awaiting tokio::time::sleep::Sleep"),
+        ]
+    );
+}
+
+#[test]
 fn annotated_frames_that_are_also_decoded_show_once_with_their_await_line() {
     let fx = Fixture::start("depth_chain", &["--depth", "3"]);
     let text = dump(fx.pid, &[]);

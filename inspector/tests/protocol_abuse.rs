@@ -101,3 +101,76 @@ fn a_client_of_another_protocol_version_is_told_so() {
     assert!(msg.contains(&expected), "{msg}");
     host_unaffected(&mut fx);
 }
+
+/// A walk plan is data from a client: one that points everywhere (huge sizes, wild offsets, type numbers
+/// out of range, self-loops, odd discriminant sizes, unknown vtables, no limits) must yield a snapshot of
+/// faults and cut walks, never a crash of the host, and the next ordinary dump must still work.
+#[test]
+fn a_hostile_walk_plan_cannot_hurt_the_host() {
+    use asyncdump_protocol::{
+        Case, Discr, Edge, Request, SnapshotRequest, Target, TypePlan, Walk, WalkPlan, encode,
+    };
+    let mut fx = Fixture::start("depth_chain", &["--depth", "3"]);
+    let mut s = after_hello(&fx);
+    let ask = |s: &mut UnixStream, req: &Request| {
+        write_frame(s, &encode(req).unwrap()).unwrap();
+        decode::<Reply>(&read_frame(s, MAX_REPLY_BYTES).unwrap()).unwrap()
+    };
+    let Reply::RootAnchors(anchors) = ask(&mut s, &Request::RootAnchors) else {
+        panic!("no anchors")
+    };
+    assert!(!anchors.is_empty());
+    let edge = |offset, to| Edge { offset, to };
+    let wild = TypePlan {
+        size: 1 << 20,
+        discr: Some(Discr { offset: 0, size: 8 }),
+        always: vec![
+            edge(0, Target::Pointer(0)),
+            edge(16, Target::Dyn { vtable_offset: 8 }),
+            edge(4_000_000, Target::Inline(0)),
+            edge(u32::MAX, Target::Pointer(1)),
+        ],
+        cases: vec![Case {
+            value: None,
+            edges: vec![edge(8, Target::Inline(77)), edge(0, Target::Inline(1))],
+        }],
+    };
+    let odd = TypePlan {
+        size: 24,
+        discr: Some(Discr {
+            offset: 20,
+            size: 3,
+        }),
+        always: vec![edge(0, Target::Pointer(1)), edge(8, Target::Pointer(0))],
+        cases: vec![],
+    };
+    let mut roots: Vec<(u64, u32)> = anchors.iter().map(|&a| (a, 0)).collect();
+    roots.push((1, 12345));
+    let plan = WalkPlan {
+        types: vec![wild, odd],
+        roots,
+        vtables: vec![(0, 1), (u64::MAX, 5)],
+        max_nodes: u32::MAX,
+        max_bytes: u32::MAX,
+    };
+    let req = Request::Snapshot(SnapshotRequest {
+        include_completed: true,
+        walk: Some(plan),
+    });
+    let Reply::Snapshot(snap) = ask(&mut s, &req) else {
+        panic!("no snapshot")
+    };
+    let walked: Vec<&Walk> = snap.tasks.iter().filter_map(|t| t.walk.as_ref()).collect();
+    assert!(
+        walked
+            .iter()
+            .any(|w| matches!(w, Walk::Nodes { nodes, .. } if !nodes.is_empty())),
+        "{walked:?}"
+    );
+    for w in &walked {
+        if let Walk::Nodes { nodes, .. } = w {
+            assert!(nodes.len() <= asyncdump_protocol::MAX_WALK_NODES as usize);
+        }
+    }
+    host_unaffected(&mut fx);
+}

@@ -10,6 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The most nodes an agent returns per task, whatever [`WalkPlan::max_nodes`] asks for.
+pub const MAX_WALK_NODES: u32 = 4096;
+/// The most bytes an agent reads per task, whatever [`WalkPlan::max_bytes`] asks for.
+pub const MAX_WALK_BYTES: u32 = 1 << 20;
+
 /// Marks a [`WalkNode::ty`] that the plan does not describe (an unknown `dyn Future` vtable).
 pub const UNKNOWN_TYPE: u32 = u32::MAX;
 /// Marks a [`WalkNode::parent`] of a node that is the task's root future.
