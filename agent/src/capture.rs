@@ -22,7 +22,7 @@ use asyncdump_protocol::{
 
 use crate::frame::{Node, Source};
 use crate::sys::{self, FastMap};
-use crate::task::{TaskCell, registry};
+use crate::task::{ReadLock, TaskCell, registry};
 use crate::walk::Walker;
 
 /// Longest wait for one running task to become idle.
@@ -100,9 +100,31 @@ impl Capturer {
             wait_until,
             plan: plan.as_ref(),
         };
+        // Idle tasks to walk, still read-locked, walked together (see `walk`) once there are
+        // `WALK_BATCH`, or before waiting on a task that is busy: no poll waits on a lock we hold while
+        // we wait ourselves.
+        let mut held: Vec<Held<'_>> = Vec::new();
         for cell in &cells {
-            let task = self.capture_task(cell, &pass, &mut scratch, &mut interner, &mut snap);
+            if let Some(plan) = &plan
+                && !held.is_empty()
+                && (held.len() >= WALK_BATCH || !cell.looks_idle())
+            {
+                self.walk_held(plan, &mut held, &mut snap.tasks);
+            }
+            let (task, keep) =
+                self.capture_task(cell, &pass, &mut scratch, &mut interner, &mut snap);
+            if let Some((lock, ty, addr)) = keep {
+                held.push(Held {
+                    index: snap.tasks.len(),
+                    _lock: lock,
+                    ty,
+                    addr,
+                });
+            }
             snap.tasks.push(task);
+        }
+        if let Some(plan) = &plan {
+            self.walk_held(plan, &mut held, &mut snap.tasks);
         }
         if self.stale.len() > STALE_CACHE_MAX / 2 {
             let live: std::collections::HashSet<u64> = cells.iter().map(|c| c.id).collect();
@@ -112,14 +134,17 @@ impl Capturer {
         snap
     }
 
-    fn capture_task(
+    /// Captures one task. When the snapshot walks and the task is idle with a walkable future, also
+    /// returns its read lock, still held, with where its walk starts.
+    fn capture_task<'c>(
         &mut self,
-        cell: &Arc<TaskCell>,
+        cell: &'c Arc<TaskCell>,
         pass: &Pass<'_>,
         scratch: &mut Vec<RawFrame>,
         interner: &mut Interner,
         snap: &mut Snapshot,
-    ) -> Task {
+    ) -> (Task, Option<(ReadLock<'c>, u32, usize)>) {
+        let mut keep = None;
         let (conv, wait_until, plan) = (pass.conv, pass.wait_until, pass.plan);
         scratch.clear();
         let mut walk = plan.map(|_| Walk::Busy);
@@ -134,10 +159,11 @@ impl Capturer {
             match cell.lock_for_read(PER_TASK_WAIT_NS, wait_until) {
                 Some(lock) => {
                     read_tree(&cell.root, scratch);
-                    if let Some(plan) = plan {
-                        walk = Some(self.walk(cell, plan));
+                    match plan.map(|plan| walk_start(cell, plan)) {
+                        Some(Ok((ty, addr))) => keep = Some((lock, ty, addr)),
+                        Some(Err(w)) => walk = Some(w),
+                        None => {}
                     }
-                    drop(lock);
                     if let Some(entry) = self.stale.get_mut(&cell.id) {
                         *entry = Some((snap.now_ns, scratch.clone()));
                     }
@@ -193,7 +219,7 @@ impl Capturer {
             clones,
             since_ns: conv.ns(cell.delegate.since_ns.load(Relaxed)),
         });
-        Task {
+        let task = Task {
             id: cell.id,
             name: cell.name.as_deref().map(str::to_owned),
             spawn_site: interner.site(cell, snap),
@@ -211,19 +237,47 @@ impl Capturer {
             awaited_by,
             delegate,
             walk,
-        }
+        };
+        (task, keep)
     }
 
-    /// Runs the plan on an idle task's future. The caller holds the task's read lock.
-    fn walk(&mut self, cell: &TaskCell, plan: &Plan<'_>) -> Walk {
-        let addr = cell.future_addr.load(Relaxed);
-        if addr == 0 {
-            return Walk::NotStarted;
+    /// Walks the held tasks together and releases their locks.
+    fn walk_held(&mut self, plan: &Plan<'_>, held: &mut Vec<Held<'_>>, tasks: &mut [Task]) {
+        if held.is_empty() {
+            return;
         }
-        match plan.roots.get(&(cell.root_anchor as u64)) {
-            Some(&ty) => self.walker.walk(plan.plan, ty, addr),
-            None => Walk::UnknownRoot,
+        let starts: Vec<(u32, usize)> = held.iter().map(|h| (h.ty, h.addr)).collect();
+        let walks = self.walker.walk_many(plan.plan, &starts);
+        for (h, w) in held.iter().zip(walks) {
+            tasks[h.index].walk = Some(w);
         }
+        held.clear();
+    }
+}
+
+/// Most tasks walked (and so held read-locked) at once: enough to share each read syscall widely, few
+/// enough that a poll of one of them waits only microseconds.
+const WALK_BATCH: usize = 64;
+
+/// An idle task whose walk is pending; its read lock is released when this is dropped.
+struct Held<'c> {
+    /// Index of its `Task` in the snapshot.
+    index: usize,
+    _lock: ReadLock<'c>,
+    ty: u32,
+    addr: usize,
+}
+
+/// Where the walk of an idle task starts, or why it cannot. The caller holds the task's read lock, so
+/// the future's address is stable (the drop clears it under the same lock).
+fn walk_start(cell: &TaskCell, plan: &Plan<'_>) -> Result<(u32, usize), Walk> {
+    let addr = cell.future_addr.load(Relaxed);
+    if addr == 0 {
+        return Err(Walk::NotStarted);
+    }
+    match plan.roots.get(&(cell.root_anchor as u64)) {
+        Some(&ty) => Ok((ty, addr)),
+        None => Err(Walk::UnknownRoot),
     }
 }
 

@@ -48,12 +48,16 @@
 //!   continuation link. Pending `join!`/`select!` branches become siblings: a tree, not a line.
 //! - A **cross-task edge** is recorded by [`JoinHandle`] while a frame awaits it.
 //! - The **delegate** is the task's waker, recorded only when a leaf clones and keeps it.
+//! - A **walk** reads, for the inspector, the state machines of a task nobody annotated: the inspector
+//!   sends a plan built from the binary's DWARF (which the agent never parses), and the agent follows it
+//!   from the task's pinned root future with `process_vm_readv` on its own pid, which fails on a bad
+//!   address instead of faulting. Only idle tasks are walked, under the same lock as frames.
 //! - The **server** ([`init`], [`Builder`]) answers `asyncdump` from dedicated std threads, so it answers
 //!   even when every runtime worker is blocked; [`snapshot`] takes the same snapshot in-process.
 //!
 //! ## Costs on the poll path
 //! Per task poll: one compare-and-swap to take the task's own lock, two reads of the vDSO clock, a few
-//! relaxed stores, and a borrowed waker built on the stack. Per frame poll: a thread-local read and a pointer
+//! relaxed stores (one records the pinned future's address for walks), and a borrowed waker built on the stack. Per frame poll: a thread-local read and a pointer
 //! comparison (linking and unlinking happen once per frame). No heap allocation per poll, per frame or per
 //! suspension, and no global lock; a leaf that keeps the waker costs one reference-count increment.
 //!

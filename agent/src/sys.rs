@@ -169,34 +169,90 @@ pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     }
 }
 
-/// Copies `buf.len()` bytes of this process's memory at `addr` into `buf` with `process_vm_readv` on our
-/// own pid: an unmapped address gives `Err(EFAULT)` instead of a signal, and a range that runs into an
-/// unmapped page is a short read, reported as `EFAULT` too. Other errors (`ENOSYS`, `EPERM` under seccomp)
-/// mean this process cannot read itself this way at all.
-pub(crate) fn read_own(addr: usize, buf: &mut [u8]) -> Result<(), i32> {
-    if addr == 0 {
-        return Err(libc::EFAULT);
+/// One read for [`read_own_many`]: `len` bytes at `addr` into `dst`.
+pub(crate) struct Read {
+    pub(crate) addr: usize,
+    pub(crate) len: usize,
+    /// Set when the bytes could not be read (unmapped address, or a range running into one).
+    pub(crate) failed: bool,
+    /// Where the bytes go: `len` writable bytes owned by the caller, distinct for each read.
+    pub(crate) dst: *mut u8,
+}
+
+/// Most iovecs one `process_vm_readv` call takes (`IOV_MAX`).
+const IOV_MAX: usize = 1024;
+
+/// Performs every read with as few `process_vm_readv` calls on our own pid as possible (up to
+/// [`IOV_MAX`] reads each), marking those that fault. `Err(errno)` means this process cannot read itself
+/// this way at all (`ENOSYS`, or `EPERM` under seccomp).
+///
+/// The kernel stops a call at the first remote range that faults; the reads before it succeeded, that one
+/// failed, and the rest are retried in the next call.
+pub(crate) fn read_own_many(reads: &mut [Read]) -> Result<(), i32> {
+    let mut local: Vec<libc::iovec> = Vec::with_capacity(reads.len().min(IOV_MAX));
+    let mut remote: Vec<libc::iovec> = Vec::with_capacity(reads.len().min(IOV_MAX));
+    let mut i = 0;
+    while i < reads.len() {
+        if reads[i].addr == 0 {
+            reads[i].failed = true;
+            i += 1;
+            continue;
+        }
+        let chunk = &reads[i..(i + IOV_MAX).min(reads.len())];
+        local.clear();
+        remote.clear();
+        for r in chunk {
+            local.push(libc::iovec {
+                iov_base: r.dst.cast(),
+                iov_len: r.len,
+            });
+            remote.push(libc::iovec {
+                iov_base: r.addr as *mut libc::c_void,
+                iov_len: r.len,
+            });
+        }
+        // SAFETY: each local iovec is `len` writable bytes at `dst`, which the caller owns and which do
+        // not overlap (the `Read` contract); the remote iovecs are only read, by the kernel, which checks
+        // them against our address space and fails with EFAULT rather than faulting.
+        let n = unsafe {
+            libc::process_vm_readv(
+                libc::getpid(),
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        if n < 0 {
+            let errno = io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EFAULT);
+            if errno != libc::EFAULT {
+                return Err(errno);
+            }
+            // Nothing was read: the first range faults.
+            reads[i].failed = true;
+            i += 1;
+            continue;
+        }
+        // Reads wholly inside the `n` bytes succeeded; the next one (if any) faulted.
+        let mut left = n as usize;
+        let mut done = 0;
+        for r in chunk {
+            if left < r.len {
+                break;
+            }
+            left -= r.len;
+            done += 1;
+        }
+        i += done;
+        if done < chunk.len() {
+            reads[i].failed = true;
+            i += 1;
+        }
     }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, which we own mutably for the call; `remote` is only read by the
-    // kernel, which checks it against our address space and fails with EFAULT rather than faulting.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EFAULT))
-    } else if n as usize != buf.len() {
-        Err(libc::EFAULT)
-    } else {
-        Ok(())
-    }
+    Ok(())
 }
 
 /// The name of a thread of this process, from `/proc/self/task/TID/comm`.

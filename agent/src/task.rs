@@ -195,6 +195,11 @@ impl TaskCell {
         }
     }
 
+    /// Whether nobody holds the lock right now (a hint: it may be taken the next instant).
+    pub(crate) fn looks_idle(&self) -> bool {
+        self.lock.load(Relaxed) == 0
+    }
+
     /// The OS tid of the thread holding the lock, if a poller (not the reader) holds it.
     pub(crate) fn running_on(&self) -> Option<u32> {
         match self.lock.load(Relaxed) {

@@ -141,7 +141,9 @@ impl Decoder {
 
     /// The frames of one task: its walk merged with its annotated frames.
     ///
-    /// `annotated` are the task's annotated frames in pre-order (id, parent, info, awaited tasks).
+    /// `walk` lists each node after its parent, siblings in the plan's order (the agent walks
+    /// breadth-first). `annotated` are the task's annotated frames in pre-order (id, parent, info,
+    /// awaited tasks).
     /// Annotated frames the walk reached replace the decoded node they wrap; the others hang under their
     /// own continuation (parent frame), so no annotated frame is ever lost. Tasks awaited through a
     /// decoded `JoinHandle` are moved from `root_awaits` to that handle's line. Also returns what the
@@ -352,9 +354,9 @@ impl Decoder {
                 })
                 .unwrap_or_default();
             let child = |kind: fn(&Kind) -> bool| {
+                // Children come after their parent, not necessarily right after it.
                 walk.iter()
                     .skip(i + 1)
-                    .take_while(|c| c.parent as usize >= i || c.parent == NO_PARENT)
                     .find(|c| {
                         c.parent as usize == i
                             && c.status == NodeStatus::Read
@@ -742,7 +744,7 @@ impl Builder<'_> {
                     };
                     let info = Rc::new(FrameInfo::new(label.into(), None, Source::Decoded));
                     let mut edges = Vec::new();
-                    // The mask first: pre-order then gives it to the select before its branches.
+                    // The mask first: the walk then reaches it before the branches, which sit deeper.
                     if let Some(edge) =
                         disabled.and_then(|(m_off, m_ty)| self.mask(f_off + m_off, m_ty))
                     {

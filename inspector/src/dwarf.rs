@@ -15,7 +15,6 @@
 //! and under `/usr/lib/debug`), as gdb does.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -169,11 +168,21 @@ pub struct Debug {
     pub build_id: Option<String>,
     pub debug_info_bytes: u64,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) by_offset: HashMap<u64, usize>,
+    pub(crate) by_offset: Offsets,
     /// File names per unit, by DWARF file index.
     pub(crate) files: Vec<Vec<String>>,
     /// `<T as Future>::{vtable}` statics: (address in the file, DIE of T).
     pub(crate) vtables: Vec<(u64, u64)>,
+}
+
+/// DIE offsets of [`Debug::nodes`], ascending (DIEs are read in section order): a node's index is found
+/// by binary search, which beats a hash map of half a million entries on both time and memory.
+pub(crate) struct Offsets(Vec<u64>);
+
+impl Offsets {
+    pub(crate) fn get(&self, die: &u64) -> Option<usize> {
+        self.0.binary_search(die).ok()
+    }
 }
 
 /// The GNU build-id of an ELF file, hex; `None` if it has none.
@@ -288,7 +297,7 @@ impl Debug {
                         && c.name.as_deref() == Some("F")
                 })?;
                 let die = f.type_ref?;
-                let root_type = qualified(nodes, *self.by_offset.get(&die)?);
+                let root_type = qualified(nodes, self.by_offset.get(&die)?);
                 Some(RootAnchor {
                     low_pc: n.low_pc?,
                     root_die: die,
@@ -312,19 +321,19 @@ impl Debug {
 
     /// The node of a DIE offset.
     pub(crate) fn node(&self, die: u64) -> Option<&Node> {
-        self.by_offset.get(&die).map(|&i| &self.nodes[i])
+        self.by_offset.get(&die).map(|i| &self.nodes[i])
     }
 
     pub(crate) fn qualified_name(&self, die: u64) -> String {
         self.by_offset
             .get(&die)
-            .map(|&i| qualified(&self.nodes, i))
+            .map(|i| qualified(&self.nodes, i))
             .unwrap_or_else(|| format!("<type at {die:#x}>"))
     }
 
     /// The state machine whose structure DIE is at `die`, if it is one.
     pub(crate) fn machine(&self, die: u64) -> Option<StateMachine> {
-        let &i = self.by_offset.get(&die)?;
+        let i = self.by_offset.get(&die)?;
         machine(
             &self.nodes,
             &self.by_offset,
@@ -368,7 +377,9 @@ impl Debug {
         };
 
         let mut nodes: Vec<Node> = Vec::new();
-        let mut by_offset: HashMap<u64, usize> = HashMap::new();
+        // About one DIE per 10 bytes of .debug_info: reserve once rather than grow (and copy) a huge table.
+        let mut by_offset = Offsets(Vec::with_capacity(debug_info_bytes as usize / 10));
+        nodes.reserve(debug_info_bytes as usize / 10);
         let mut files: Vec<Vec<String>> = Vec::new();
         let mut saw_types = false;
         let mut units = dwarf.units();
@@ -378,10 +389,26 @@ impl Debug {
             files.push(unit_files(&dwarf, &unit));
             let base = unit.header.offset().0 as u64;
             let mut stack: Vec<usize> = Vec::new();
+            // Inside a subprogram that is not an anchor (its parameters, locals, blocks, inlined calls:
+            // most DIEs of a binary), nothing is of use: skip down to this depth.
+            let mut skip_below: Option<usize> = None;
             let mut entries = unit.entries();
             while let Some(entry) = entries.next_dfs().map_err(bad)? {
                 let depth = entry.depth().max(0) as usize;
+                match skip_below {
+                    Some(d) if depth > d => continue,
+                    _ => skip_below = None,
+                }
                 stack.truncate(depth);
+                let anchor = entry.tag() == constants::DW_TAG_subprogram
+                    && entry
+                        .attr_value(constants::DW_AT_linkage_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| is_anchor(&s));
+                if entry.tag() == constants::DW_TAG_subprogram && !anchor {
+                    skip_below = Some(depth);
+                    continue;
+                }
                 let offset = base + entry.offset().0 as u64;
                 let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
                     Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
@@ -431,11 +458,7 @@ impl Debug {
                         Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
                         _ => None,
                     },
-                    anchor: entry.tag() == constants::DW_TAG_subprogram
-                        && entry
-                            .attr_value(constants::DW_AT_linkage_name)
-                            .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                            .is_some_and(|s| is_anchor(&s.to_string_lossy())),
+                    anchor,
                     artificial: matches!(
                         entry.attr_value(constants::DW_AT_artificial),
                         Some(AttributeValue::Flag(true))
@@ -449,7 +472,7 @@ impl Debug {
                     nodes[p].children.push(idx);
                 }
                 nodes.push(node);
-                by_offset.insert(offset, idx);
+                by_offset.0.push(offset);
                 stack.push(idx);
             }
         }
@@ -467,7 +490,7 @@ impl Debug {
                         .is_some_and(|s| s.ends_with(" as core::future::future::Future>::{vtable}"))
             })
             .filter_map(|n| {
-                let ty = &nodes[*by_offset.get(&n.type_ref?)?];
+                let ty = &nodes[by_offset.get(&n.type_ref?)?];
                 Some((n.addr?, ty.containing_type?))
             })
             .collect();
@@ -484,10 +507,10 @@ impl Debug {
 }
 
 /// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`.
-fn is_anchor(linkage: &str) -> bool {
-    linkage.contains(
-        "asyncdump_agent..instrument..Instrumented$LT$F$GT$$u20$as$u20$core..future..future..Future$GT$4poll",
-    )
+fn is_anchor(linkage: &[u8]) -> bool {
+    const NEEDLE: &[u8] =
+        b"asyncdump_agent..instrument..Instrumented$LT$F$GT$$u20$as$u20$core..future..future..Future$GT$4poll";
+    linkage.windows(NEEDLE.len()).any(|w| w == NEEDLE)
 }
 
 /// File names of a unit's line program, by DWARF file index (directory joined when relative).
@@ -550,7 +573,7 @@ fn qualified(nodes: &[Node], mut i: usize) -> String {
 /// The state machine described by structure DIE `s`, if it is one.
 fn machine(
     nodes: &[Node],
-    by_offset: &HashMap<u64, usize>,
+    by_offset: &Offsets,
     files: &[String],
     s: usize,
 ) -> Option<StateMachine> {
@@ -558,7 +581,7 @@ fn machine(
         .children
         .iter()
         .find(|&&c| nodes[c].tag == constants::DW_TAG_variant_part)?;
-    let discr = *by_offset.get(&nodes[vp].discr_ref?)?;
+    let discr = by_offset.get(&nodes[vp].discr_ref?)?;
     let d = &nodes[discr];
     if d.name.as_deref() != Some("__state") || !d.artificial {
         return None;
@@ -566,7 +589,7 @@ fn machine(
     let state_size = d
         .type_ref
         .and_then(|t| by_offset.get(&t))
-        .and_then(|&t| nodes[t].byte_size)
+        .and_then(|t| nodes[t].byte_size)
         .unwrap_or(1);
     let mut states = Vec::new();
     for &v in nodes[vp]
@@ -582,7 +605,7 @@ fn machine(
             continue;
         };
         let member = &nodes[m];
-        let Some(&ty) = member.type_ref.and_then(|t| by_offset.get(&t)) else {
+        let Some(ty) = member.type_ref.and_then(|t| by_offset.get(&t)) else {
             continue;
         };
         let base = member.member_offset.unwrap_or(0);
@@ -592,7 +615,7 @@ fn machine(
             .map(|&f| &nodes[f])
             .find(|f| f.tag == constants::DW_TAG_member && f.name.as_deref() == Some("__awaitee"))
             .and_then(|f| {
-                let t = *by_offset.get(&f.type_ref?)?;
+                let t = by_offset.get(&f.type_ref?)?;
                 Some(Awaitee {
                     offset: base + f.member_offset?,
                     type_name: qualified(nodes, t),

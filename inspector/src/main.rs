@@ -2,7 +2,8 @@
 //!
 //! The binary's modules: [`target`] resolves `PID|SOCKET`, [`client`] speaks the protocol, [`model`] rebuilds
 //! chains from a snapshot (pure), [`view`] renders them as text or JSON, [`ps`] lists agents, [`demo`]
-//! runs a bundled fixture. Errors about the target are typed ([`error::TargetError`], exit 1); `anyhow`
+//! runs a bundled fixture, [`dwarf`] reads a binary's debug info and [`decode`] turns it into walk plans
+//! for the agent and the agent's walks back into frames (zero-annotation chains). Errors about the target are typed ([`error::TargetError`], exit 1); `anyhow`
 //! is used only here at the edge. Exit codes: 0 ok, 1 target problem, 2 usage, 3 local problem.
 
 mod client;

@@ -4,7 +4,8 @@
 //! meet, where the discriminant is and which fields to follow in each case ([`TypePlan`]). The agent knows
 //! nothing about DWARF; it executes the plan per idle task, starting at the task's pinned root future,
 //! reading its own memory with reads that fail instead of faulting, and returns what it visited as a
-//! [`Walk`]: nodes in pre-order, each with its type and the discriminant it read. The inspector turns the
+//! [`Walk`]: nodes each after its parent (the agent walks breadth-first, many tasks at once, to share
+//! read syscalls), siblings in the plan's order, each with its type and the discriminant it read. The inspector turns the
 //! nodes back into named frames with source lines. Both ends bound the work: [`WalkPlan::max_nodes`] and
 //! [`WalkPlan::max_bytes`] per task.
 
@@ -84,7 +85,7 @@ pub enum Target {
 /// What the agent found in one task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Walk {
-    /// Nodes in pre-order; the first is the root future.
+    /// Nodes, each after its parent, siblings in the plan's order; the first is the root future.
     Nodes {
         nodes: Vec<WalkNode>,
         /// Set when the walk was cut by [`WalkPlan::max_nodes`] or [`WalkPlan::max_bytes`].
