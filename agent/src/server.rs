@@ -379,7 +379,10 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
 fn answer(request: &Request) -> Reply {
     match request {
         Request::Stats => Reply::Stats(crate::task::registry().stats()),
-        Request::RootAnchors => Reply::RootAnchors(crate::task::registry().root_anchors()),
+        Request::WalkInfo => Reply::WalkInfo(asyncdump_protocol::WalkInfo {
+            root_anchors: crate::task::registry().root_anchors(),
+            build_id: sys::own_build_id(),
+        }),
         Request::Snapshot(req) => Reply::Snapshot(
             capturer()
                 .lock()

@@ -255,6 +255,70 @@ pub(crate) fn read_own_many(reads: &mut [Read]) -> Result<(), i32> {
     Ok(())
 }
 
+/// The GNU build-id of the main executable, read from its `PT_NOTE` segments as the loader mapped them
+/// (no file access, no debug info): computed once.
+pub(crate) fn own_build_id() -> Option<Vec<u8>> {
+    static ID: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let mut found: Option<Vec<u8>> = None;
+        // SAFETY: `dl_iterate_phdr` calls `main_program_note` with pointers valid for the call; `found`
+        // outlives the call and is only touched from this thread.
+        unsafe {
+            libc::dl_iterate_phdr(Some(main_program_note), (&raw mut found).cast());
+        }
+        found
+    })
+    .clone()
+}
+
+/// `dl_iterate_phdr` callback: the main program comes first; scan its notes, then stop (return 1).
+unsafe extern "C" fn main_program_note(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: the loader passes a valid `dl_phdr_info` whose `dlpi_phdr` array has `dlpi_phnum`
+    // entries, and `data` is the `Option<Vec<u8>>` that `own_build_id` passed.
+    let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<Vec<u8>>>()) };
+    // SAFETY: as above.
+    let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
+        let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+        // SAFETY: a PT_NOTE segment lies inside a loaded PT_LOAD segment (the loader mapped it readable),
+        // `p_memsz` bytes from its address.
+        let notes = unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_memsz as usize) };
+        if let Some(id) = gnu_build_id(notes) {
+            *found = Some(id.to_vec());
+            break;
+        }
+    }
+    1
+}
+
+/// The descriptor of the `NT_GNU_BUILD_ID` note in an ELF note segment.
+fn gnu_build_id(mut notes: &[u8]) -> Option<&[u8]> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let word = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let pad4 = |n: usize| (n + 3) & !3;
+    while notes.len() >= 12 {
+        let (namesz, descsz, kind) = (
+            word(notes, 0)? as usize,
+            word(notes, 4)? as usize,
+            word(notes, 8)?,
+        );
+        let name = notes.get(12..12 + namesz)?;
+        let desc_at = 12 + pad4(namesz);
+        let desc = notes.get(desc_at..desc_at + descsz)?;
+        if kind == NT_GNU_BUILD_ID && name == b"GNU\0" {
+            return Some(desc);
+        }
+        notes = notes.get(desc_at + pad4(descsz)..)?;
+    }
+    None
+}
+
 /// The name of a thread of this process, from `/proc/self/task/TID/comm`.
 pub(crate) fn thread_name(tid: u32) -> Option<String> {
     let name = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).ok()?;
@@ -290,4 +354,40 @@ pub(crate) fn program_name() -> String {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .or_else(|| std::env::args().next())
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_id_note_is_found_among_others() {
+        let mut notes = Vec::new();
+        let mut note = |name: &[u8], kind: u32, desc: &[u8]| {
+            notes.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+            notes.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
+            notes.extend_from_slice(&kind.to_ne_bytes());
+            notes.extend_from_slice(name);
+            notes.resize(notes.len().next_multiple_of(4), 0);
+            notes.extend_from_slice(desc);
+            notes.resize(notes.len().next_multiple_of(4), 0);
+        };
+        note(
+            b"GNU\0",
+            1,
+            &[0, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0],
+        );
+        note(b"GNU\0", 3, &[0xab, 0xcd, 0xef]);
+        assert_eq!(gnu_build_id(&notes), Some(&[0xab, 0xcd, 0xef][..]));
+        assert_eq!(
+            gnu_build_id(&notes[..20]),
+            None,
+            "truncated notes are not read past"
+        );
+    }
+
+    #[test]
+    fn this_test_binary_has_a_build_id() {
+        assert!(own_build_id().is_some_and(|id| id.len() >= 8));
+    }
 }

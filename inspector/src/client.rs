@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
-    Request, Snapshot, SnapshotRequest, Stats, WalkPlan, decode, encode, read_frame, write_frame,
+    Request, Snapshot, SnapshotRequest, Stats, WalkInfo, WalkPlan, decode, encode, read_frame,
+    write_frame,
 };
 
 use crate::error::TargetError;
@@ -118,10 +119,10 @@ impl Client {
         }
     }
 
-    /// The distinct root anchors of the live tasks (what a walk plan needs roots for).
-    pub fn root_anchors(&mut self) -> Result<Vec<u64>, TargetError> {
-        match self.request(&Request::RootAnchors)? {
-            Reply::RootAnchors(a) => Ok(a),
+    /// The live tasks' root anchors and the running binary's build-id: what a walk plan needs.
+    pub fn walk_info(&mut self) -> Result<WalkInfo, TargetError> {
+        match self.request(&Request::WalkInfo)? {
+            Reply::WalkInfo(w) => Ok(w),
             _ => Err(self.unexpected()),
         }
     }

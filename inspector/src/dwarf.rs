@@ -74,21 +74,31 @@ pub fn load_bias(pid: u32, binary: &Path) -> Result<u64, DwarfError> {
         path: binary.to_owned(),
         detail,
     };
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| bad(e.to_string()))?;
+    // By inode, not path: a path may hold spaces, and an executable replaced on disk shows as
+    // `path (deleted)`, while `/proc/PID/exe` still opens (and stats as) the running image.
+    let exe = format!("/proc/{pid}/exe");
+    let inode = std::os::unix::fs::MetadataExt::ino(
+        &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
+    );
     let maps =
         std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| bad(e.to_string()))?;
     let start = maps
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            let (range, offset, path) = (f.first()?, f.get(2)?, f.get(5)?);
-            let at_zero = u64::from_str_radix(offset, 16).ok()? == 0 && Path::new(path) == exe;
+            let (range, offset, ino) = (f.first()?, f.get(2)?, f.get(4)?);
+            let at_zero =
+                u64::from_str_radix(offset, 16).ok()? == 0 && ino.parse::<u64>().ok()? == inode;
             at_zero
                 .then(|| u64::from_str_radix(range.split('-').next()?, 16).ok())
                 .flatten()
         })
         .next()
-        .ok_or_else(|| bad(format!("no mapping of {} in process {pid}", exe.display())))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "no mapping of {exe} (inode {inode}) in process {pid}"
+            ))
+        })?;
     let bytes = read(binary)?;
     let obj = parse(binary, &bytes)?;
     let first = obj
@@ -192,7 +202,7 @@ pub fn build_id(path: &Path) -> Result<Option<String>, DwarfError> {
     Ok(obj.build_id().ok().flatten().map(hex))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
         s

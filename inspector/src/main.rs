@@ -190,27 +190,47 @@ fn plan(
         Ok(d) => d,
         Err(e) => return off(e.to_string()),
     };
-    if binary.is_some() {
-        match dwarf::build_id(&exe) {
-            Ok(running) if running == debug.build_id => {}
-            Ok(running) => {
-                let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "none".into());
-                return off(format!(
-                    "{} (build-id {}) is not the binary process {pid} runs (build-id {}); pass the matching build with --binary",
-                    path.display(),
-                    id(&debug.build_id),
-                    id(&running)
-                ));
-            }
+    let info = client.walk_info()?;
+    // The agent reads its build-id from the notes the loader mapped: the truth about what runs, whether
+    // the file on disk was replaced, `--binary` names another build, or the pid is another namespace's.
+    let running = match info.build_id.as_deref().map(dwarf::hex) {
+        Some(id) => Some(id),
+        None if binary.is_some() => match dwarf::build_id(&exe) {
+            Ok(id) => id,
             Err(e) => return off(format!("cannot check the running binary's build-id: {e}")),
-        }
+        },
+        None => None,
+    };
+    if running.is_some() && running != debug.build_id {
+        let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "none".into());
+        return off(format!(
+            "{} (build-id {}) is not the binary process {pid} runs (build-id {}); pass the matching build with --binary",
+            path.display(),
+            id(&debug.build_id),
+            id(&running)
+        ));
     }
     let bias = match dwarf::load_bias(pid, &exe) {
         Ok(b) => b,
         Err(e) => return off(e.to_string()),
     };
-    let anchors = client.root_anchors()?;
+    let anchors = info.root_anchors;
     let decoder = Decoder::new(&debug, &anchors, bias);
+    // A plan the agent would refuse as too large would fail the whole dump: leave decoding out instead.
+    let plan_bytes = asyncdump_protocol::encode(&asyncdump_protocol::Request::Snapshot(
+        asyncdump_protocol::SnapshotRequest {
+            include_completed: true,
+            walk: Some(decoder.plan.clone()),
+        },
+    ))
+    .map_or(usize::MAX, |b| b.len());
+    if plan_bytes > asyncdump_protocol::MAX_REQUEST_BYTES {
+        return off(format!(
+            "the walk plan for {} future types is {plan_bytes} bytes, over the agent's limit of {}",
+            decoder.plan.types.len(),
+            asyncdump_protocol::MAX_REQUEST_BYTES
+        ));
+    }
     let missing = anchors.len() - decoder.roots_found;
     let note = (missing > 0).then(|| {
         format!(

@@ -517,3 +517,22 @@ fn a_binary_that_is_not_the_running_one_is_refused_by_build_id() {
     let text = dump(fx.pid, &["--binary", same.to_str().unwrap()]);
     assert!(text.contains("plain_chain::descend at "), "{text}");
 }
+
+#[test]
+fn a_binary_replaced_on_disk_is_caught_by_the_build_id_the_agent_reports() {
+    let dir = crate::errors::tempdir();
+    let exe = copy_of("plain_chain", &dir);
+    let fx = Fixture::start_path(&exe, &["--depth", "2"], &[]);
+    // A new build lands where the running one was (a rename: the running inode lives on).
+    let other = copy_of("depth_chain", &dir);
+    std::fs::rename(&other, &exe).unwrap();
+    let text = dump(fx.pid, &["--binary", exe.to_str().unwrap()]);
+    assert!(
+        text.contains(&format!("is not the binary process {} runs", fx.pid)),
+        "{text}"
+    );
+    // The process's own executable (`/proc/PID/exe`) is still the running image: it decodes.
+    let doc = dump_json(fx.pid, &[]);
+    assert_eq!(doc["decoding"]["enabled"], true, "{}", doc["decoding"]);
+    assert_eq!(doc["tasks"][0]["frames"][0]["name"], "plain_chain::descend");
+}

@@ -116,9 +116,10 @@ fn a_hostile_walk_plan_cannot_hurt_the_host() {
         write_frame(s, &encode(req).unwrap()).unwrap();
         decode::<Reply>(&read_frame(s, MAX_REPLY_BYTES).unwrap()).unwrap()
     };
-    let Reply::RootAnchors(anchors) = ask(&mut s, &Request::RootAnchors) else {
-        panic!("no anchors")
+    let Reply::WalkInfo(info) = ask(&mut s, &Request::WalkInfo) else {
+        panic!("no walk info")
     };
+    let anchors = info.root_anchors;
     assert!(!anchors.is_empty());
     let edge = |offset, to| Edge { offset, to };
     let wild = TypePlan {

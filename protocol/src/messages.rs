@@ -20,8 +20,8 @@ pub enum Request {
     Stats,
     /// A full snapshot of every task.
     Snapshot(SnapshotRequest),
-    /// The distinct root anchors of the live tasks: what the inspector needs to build a walk plan.
-    RootAnchors,
+    /// What the inspector needs to build a walk plan: the live tasks' root anchors and the build-id.
+    WalkInfo,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ pub struct SnapshotRequest {
 pub enum Reply {
     Stats(Stats),
     Snapshot(Snapshot),
-    RootAnchors(Vec<u64>),
+    WalkInfo(WalkInfo),
     /// The request (or the frame carrying it) was refused; the agent closes the connection after this.
     Error(ErrorReply),
 }
@@ -64,6 +64,16 @@ pub enum ErrorKind {
     Busy,
     /// The agent failed while answering (a bug); the host program is unaffected.
     Internal,
+}
+
+/// See [`Request::WalkInfo`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalkInfo {
+    /// The distinct [`Task::root_anchor`]s of the live tasks, sorted.
+    pub root_anchors: Vec<u64>,
+    /// The GNU build-id of the running executable, from its loaded `PT_NOTE` segment: tells the inspector
+    /// whether the binary it reads DWARF from is the one running. `None` if the executable has none.
+    pub build_id: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
