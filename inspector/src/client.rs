@@ -90,6 +90,12 @@ impl Client {
 
     pub fn request(&mut self, request: &Request) -> Result<Reply, TargetError> {
         let bytes = encode(request).expect("requests encode");
+        if bytes.len() > MAX_REQUEST_BYTES {
+            return Err(TargetError::RequestTooLarge {
+                bytes: bytes.len(),
+                max: MAX_REQUEST_BYTES,
+            });
+        }
         self.write(&bytes)?;
         let reply = self.read(MAX_REPLY_BYTES)?;
         match decode::<Reply>(&reply) {

@@ -111,15 +111,12 @@ impl Decoder {
                 root_names.insert(anchor, Rc::from(debug.qualified_name(die)));
             }
         }
-        // Only vtables of types already reachable are useful... but a `dyn Future` may hide any type, so
-        // every future vtable in the binary is planned. Their types are few next to all types.
+        // A `dyn Future` may hide any future type the binary has a vtable for, so all of them are
+        // planned; they are few next to all types.
         let mut vtables: Vec<(u64, u32)> = debug
             .vtables
             .iter()
-            .map(|&(addr, die)| (addr.wrapping_add(bias), die))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|(addr, die)| (addr, b.ty(die)))
+            .map(|&(addr, die)| (addr.wrapping_add(bias), b.ty(die)))
             .collect();
         vtables.sort_unstable();
         vtables.dedup_by_key(|v| v.0);
@@ -161,12 +158,7 @@ impl Decoder {
             .map(|(i, f)| (f.id, i))
             .collect();
         let mut arena = Arena::default();
-        // Per walk node: the shown node its children hang under (None: the task root), whether its
-        // subtree is skipped, and the annotated frame it wraps (whose inner future it is folded into).
-        let mut attach: Vec<Option<usize>> = Vec::with_capacity(walk.len());
-        let mut skipped: Vec<bool> = Vec::with_capacity(walk.len());
-        let mut wraps: Vec<Option<usize>> = Vec::with_capacity(walk.len());
-        let mut joins: Vec<Option<usize>> = Vec::with_capacity(walk.len());
+        let mut placed: Vec<Placed> = Vec::with_capacity(walk.len());
         let mut matched: FastMap<u64, usize> = FastMap::default();
         // A select's `disabled` mask (set on the select's node), and per tuple the next branch number.
         let mut mask: Vec<Option<u64>> = vec![None; walk.len()];
@@ -175,10 +167,13 @@ impl Decoder {
         for (i, n) in walk.iter().enumerate() {
             let parent = (n.parent != NO_PARENT)
                 .then_some(n.parent as usize)
-                .filter(|&p| p < attach.len());
-            let under = parent.and_then(|p| attach[p]);
-            let folded_into = parent.and_then(|p| wraps[p]);
-            let mut here = (under, false, None, None);
+                .filter(|&p| p < placed.len());
+            let under = parent.and_then(|p| placed[p].attach);
+            let folded_into = parent.and_then(|p| placed[p].wraps);
+            let mut here = Placed {
+                attach: under,
+                ..Placed::default()
+            };
             let kind = self.kinds.get(n.ty as usize);
             let parent_kind = parent.and_then(|p| self.kinds.get(walk[p].ty as usize));
             let mut disabled = false;
@@ -194,7 +189,7 @@ impl Decoder {
                 kind,
                 Some(Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData | Kind::SelectMask)
             );
-            let parent_skipped = parent.is_some_and(|p| skipped[p]);
+            let parent_skipped = parent.is_some_and(|p| placed[p].skipped);
             if !parent_skipped {
                 match kind {
                     Some(Kind::SelectMask) if n.status == NodeStatus::Read => {
@@ -209,43 +204,45 @@ impl Decoder {
             if parent_skipped || internal || disabled {
                 // A disabled select branch is not pending; internal nodes are read for the delegate
                 // or the mask, never shown as part of the chain.
-                here.1 = true;
+                here.skipped = true;
             } else {
                 match (n.status, kind) {
                     (NodeStatus::Null, _) => {}
                     (NodeStatus::Fault, _) => {
                         let info = leaf(format!("unreadable future at {:#x}", n.addr));
-                        here.0 = Some(arena.push(under, Rc::new(info)));
+                        here.attach = Some(arena.push(under, Rc::new(info)));
                     }
                     (NodeStatus::UnknownVtable { vtable }, _) => {
                         let info = leaf(format!(
                             "dyn Future (vtable {vtable:#x} not in the binary's DWARF)"
                         ));
-                        here.0 = Some(arena.push(under, Rc::new(info)));
+                        here.attach = Some(arena.push(under, Rc::new(info)));
                     }
                     (_, None) => {
                         let info = leaf("a future of a type the plan does not know".into());
-                        here.0 = Some(arena.push(under, Rc::new(info)));
+                        here.attach = Some(arena.push(under, Rc::new(info)));
                     }
                     (_, Some(kind)) => match kind {
                         Kind::Transparent => {}
                         Kind::Coroutine(states) => {
                             let state = n.discr.and_then(|d| states.get(&d));
                             match (state, folded_into) {
-                                (Some(s), _) if s.done => here.1 = true,
+                                (Some(s), _) if s.done => here.skipped = true,
                                 (Some(s), Some(d)) => {
                                     let merged = arena.nodes[d]
                                         .info
                                         .with_suspended_at(s.info.suspended_at.clone());
                                     arena.nodes[d].info = Rc::new(merged);
                                 }
-                                (Some(s), None) => here.0 = Some(arena.push(under, s.info.clone())),
+                                (Some(s), None) => {
+                                    here.attach = Some(arena.push(under, s.info.clone()))
+                                }
                                 (None, _) => {
                                     let info = leaf(format!(
                                         "a state machine in unknown state {:?}",
                                         n.discr
                                     ));
-                                    here.0 = Some(arena.push(under, Rc::new(info)));
+                                    here.attach = Some(arena.push(under, Rc::new(info)));
                                 }
                             }
                         }
@@ -256,12 +253,12 @@ impl Decoder {
                                 let d = arena.push(under, f.info.clone());
                                 arena.nodes[d].awaits = f.awaits.clone();
                                 matched.insert(id, d);
-                                here.0 = Some(d);
-                                here.2 = Some(d);
+                                here.attach = Some(d);
+                                here.wraps = Some(d);
                             }
                         }
                         Kind::Combinator(info) | Kind::Select(info) => {
-                            here.0 = Some(arena.push(under, info.clone()))
+                            here.attach = Some(arena.push(under, info.clone()))
                         }
                         Kind::Tuple | Kind::SelectMask => {}
                         Kind::Leaf(info) | Kind::Oneshot(info) => match folded_into {
@@ -269,12 +266,12 @@ impl Decoder {
                                 let merged = arena.nodes[d].info.with_awaits_type(&info.name);
                                 arena.nodes[d].info = Rc::new(merged);
                             }
-                            _ => here.0 = Some(arena.push(under, info.clone())),
+                            _ => here.attach = Some(arena.push(under, info.clone())),
                         },
                         Kind::JoinHandle(info) => {
                             let d = arena.push(under, info.clone());
-                            here.0 = Some(d);
-                            here.3 = Some(d);
+                            here.attach = Some(d);
+                            here.join = Some(d);
                         }
                         Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData => {}
                         Kind::CellRef { .. } if n.status != NodeStatus::Read => {}
@@ -282,7 +279,9 @@ impl Decoder {
                             let task = n
                                 .discr
                                 .and_then(|v| cells.get(&v.wrapping_add(*plus)).copied());
-                            if let (Some(d), Some(task)) = (parent.and_then(|p| joins[p]), task) {
+                            if let (Some(d), Some(task)) =
+                                (parent.and_then(|p| placed[p].join), task)
+                            {
                                 // The agent attributes the edge to the innermost annotated frame (or
                                 // the root); the handle's own line is more precise: show it there only.
                                 root_awaits.retain(|&t| t != task);
@@ -297,10 +296,7 @@ impl Decoder {
                     },
                 }
             }
-            attach.push(here.0);
-            skipped.push(here.1);
-            wraps.push(here.2);
-            joins.push(here.3);
+            placed.push(here);
         }
         // Annotated frames the walk did not reach (behind a leaf it cannot see into, or cut by a limit)
         // hang under their own parent frame, which pre-order guarantees is placed already.
@@ -424,6 +420,19 @@ pub struct DecodedDelegate {
     pub value_sent: bool,
     /// The sender was dropped.
     pub closed: bool,
+}
+
+/// Where `merge` put one walk node.
+#[derive(Default)]
+struct Placed {
+    /// The shown node its children hang under (`None`: the task root).
+    attach: Option<usize>,
+    /// Its subtree is not shown (a finished or disabled branch, or data read for the delegate).
+    skipped: bool,
+    /// The shown annotated frame it is (a `Framed`): its inner future is folded into that line.
+    wraps: Option<usize>,
+    /// The shown line of the `JoinHandle` it is: its child names the joined task.
+    join: Option<usize>,
 }
 
 /// One annotated frame of a task, as `merge` needs it.
@@ -593,34 +602,18 @@ impl Builder<'_> {
     #[allow(clippy::type_complexity)]
     fn variants(&self, die: u64) -> Option<(Discr, Vec<(Option<u64>, String, u64, u64)>)> {
         let d = self.debug;
-        let n = d.node(die)?;
-        let vp = n
-            .children
-            .iter()
-            .map(|&c| &d.nodes[c])
-            .find(|c| c.tag == constants::DW_TAG_variant_part)?;
-        let discr = d.node(vp.discr_ref?)?;
-        let size = discr
-            .type_ref
-            .and_then(|t| d.node(t))
-            .and_then(|t| t.byte_size)?;
+        let part = d.variant_part(die)?;
         let discr = Discr {
-            offset: discr.member_offset? as u32,
-            size: size as u8,
+            offset: d.nodes[part.discr].member_offset? as u32,
+            size: part.discr_size as u8,
         };
-        let variants = vp
-            .children
+        let variants = part
+            .variants
             .iter()
-            .map(|&c| &d.nodes[c])
-            .filter(|v| v.tag == constants::DW_TAG_variant)
-            .filter_map(|v| {
-                let m = v
-                    .children
-                    .iter()
-                    .map(|&c| &d.nodes[c])
-                    .find(|c| c.tag == constants::DW_TAG_member)?;
+            .filter_map(|&(value, m)| {
+                let m = &d.nodes[m];
                 Some((
-                    v.discr_value,
+                    value,
                     m.name.clone().unwrap_or_default(),
                     m.type_ref?,
                     m.member_offset.unwrap_or(0),

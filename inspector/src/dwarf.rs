@@ -341,6 +341,11 @@ impl Debug {
             .unwrap_or_else(|| format!("<type at {die:#x}>"))
     }
 
+    /// The variant part of the structure DIE at `die`, if it has one.
+    pub(crate) fn variant_part(&self, die: u64) -> Option<VariantPart> {
+        variant_part(&self.nodes, &self.by_offset, self.by_offset.get(&die)?)
+    }
+
     /// The state machine whose structure DIE is at `die`, if it is one.
     pub(crate) fn machine(&self, die: u64) -> Option<StateMachine> {
         let i = self.by_offset.get(&die)?;
@@ -581,39 +586,57 @@ fn qualified(nodes: &[Node], mut i: usize) -> String {
 }
 
 /// The state machine described by structure DIE `s`, if it is one.
+/// A structure's `DW_TAG_variant_part`: the discriminant member's node, its size in bytes, and per variant
+/// its discriminant value (`None` for the default variant of a niche layout) and member node.
+pub(crate) struct VariantPart {
+    pub(crate) discr: usize,
+    pub(crate) discr_size: u64,
+    pub(crate) variants: Vec<(Option<u64>, usize)>,
+}
+
+pub(crate) fn variant_part(nodes: &[Node], by_offset: &Offsets, s: usize) -> Option<VariantPart> {
+    let vp = *nodes[s]
+        .children
+        .iter()
+        .find(|&&c| nodes[c].tag == constants::DW_TAG_variant_part)?;
+    let discr = by_offset.get(&nodes[vp].discr_ref?)?;
+    let discr_size = nodes[discr]
+        .type_ref
+        .and_then(|t| by_offset.get(&t))
+        .and_then(|t| nodes[t].byte_size)
+        .unwrap_or(1);
+    let variants = nodes[vp]
+        .children
+        .iter()
+        .filter(|&&v| nodes[v].tag == constants::DW_TAG_variant)
+        .filter_map(|&v| {
+            let m = *nodes[v]
+                .children
+                .iter()
+                .find(|&&c| nodes[c].tag == constants::DW_TAG_member)?;
+            Some((nodes[v].discr_value, m))
+        })
+        .collect();
+    Some(VariantPart {
+        discr,
+        discr_size,
+        variants,
+    })
+}
+
 fn machine(
     nodes: &[Node],
     by_offset: &Offsets,
     files: &[String],
     s: usize,
 ) -> Option<StateMachine> {
-    let vp = *nodes[s]
-        .children
-        .iter()
-        .find(|&&c| nodes[c].tag == constants::DW_TAG_variant_part)?;
-    let discr = by_offset.get(&nodes[vp].discr_ref?)?;
-    let d = &nodes[discr];
+    let part = variant_part(nodes, by_offset, s)?;
+    let d = &nodes[part.discr];
     if d.name.as_deref() != Some("__state") || !d.artificial {
         return None;
     }
-    let state_size = d
-        .type_ref
-        .and_then(|t| by_offset.get(&t))
-        .and_then(|t| nodes[t].byte_size)
-        .unwrap_or(1);
     let mut states = Vec::new();
-    for &v in nodes[vp]
-        .children
-        .iter()
-        .filter(|&&c| nodes[c].tag == constants::DW_TAG_variant)
-    {
-        let Some(&m) = nodes[v]
-            .children
-            .iter()
-            .find(|&&c| nodes[c].tag == constants::DW_TAG_member)
-        else {
-            continue;
-        };
+    for &(value, m) in &part.variants {
         let member = &nodes[m];
         let Some(ty) = member.type_ref.and_then(|t| by_offset.get(&t)) else {
             continue;
@@ -633,7 +656,7 @@ fn machine(
                 })
             });
         states.push(State {
-            discr: nodes[v].discr_value.unwrap_or(0),
+            discr: value.unwrap_or(0),
             name: nodes[ty].name.clone().unwrap_or_default(),
             file: member
                 .decl_file
@@ -653,7 +676,7 @@ fn machine(
         name: qualified(nodes, s),
         size: nodes[s].byte_size.unwrap_or(0),
         state_offset: d.member_offset.unwrap_or(0),
-        state_size,
+        state_size: part.discr_size,
         states,
     })
 }

@@ -56,4 +56,8 @@ pub enum TargetError {
     NoAnswer { path: PathBuf, detail: String },
     #[error("agent error: {message}")]
     AgentError { message: String },
+    /// Not sent: the agent would refuse it. Only a walk plan can grow this big, and `dump` then goes on
+    /// without one.
+    #[error("request of {bytes} bytes is over the agent's limit of {max}")]
+    RequestTooLarge { bytes: usize, max: usize },
 }

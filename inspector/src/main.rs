@@ -145,14 +145,24 @@ fn connect(target: &Target) -> Result<Client, TargetError> {
 
 fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
     let mut client = connect(target)?;
-    let (decoder, decoding) = if o.no_decode {
+    let (mut decoder, mut decoding) = if o.no_decode {
         let note = "chains not decoded (--no-decode): annotated frames only".to_owned();
         (None, DecodingInfo::off(note))
     } else {
         plan(&mut client, o.binary.as_deref())?
     };
     let walk = decoder.as_ref().map(|d| d.plan.clone());
-    let (snap, rtt) = client.snapshot(o.all, walk)?;
+    let (snap, rtt) = match client.snapshot(o.all, walk) {
+        // A plan too big to send: the annotated frames are still worth a dump.
+        Err(TargetError::RequestTooLarge { bytes, max }) if decoder.is_some() => {
+            let types = decoder.take().map_or(0, |d| d.plan.types.len());
+            decoding = DecodingInfo::off(format!(
+                "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
+            ));
+            client.snapshot(o.all, None)?
+        }
+        other => other?,
+    };
     let filter = Filter {
         all: o.all,
         type_substr: o.type_substr.clone(),
@@ -216,21 +226,6 @@ fn plan(
     };
     let anchors = info.root_anchors;
     let decoder = Decoder::new(&debug, &anchors, bias);
-    // A plan the agent would refuse as too large would fail the whole dump: leave decoding out instead.
-    let plan_bytes = asyncdump_protocol::encode(&asyncdump_protocol::Request::Snapshot(
-        asyncdump_protocol::SnapshotRequest {
-            include_completed: true,
-            walk: Some(decoder.plan.clone()),
-        },
-    ))
-    .map_or(usize::MAX, |b| b.len());
-    if plan_bytes > asyncdump_protocol::MAX_REQUEST_BYTES {
-        return off(format!(
-            "the walk plan for {} future types is {plan_bytes} bytes, over the agent's limit of {}",
-            decoder.plan.types.len(),
-            asyncdump_protocol::MAX_REQUEST_BYTES
-        ));
-    }
     let missing = anchors.len() - decoder.roots_found;
     let note = (missing > 0).then(|| {
         format!(
