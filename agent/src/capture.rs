@@ -54,7 +54,6 @@ pub(crate) struct Capturer {
 /// What every task of one snapshot is captured with.
 struct Pass<'a> {
     conv: &'a sys::TickConv,
-    wait_until: u64,
     plan: Option<&'a Plan<'a>>,
 }
 
@@ -97,22 +96,28 @@ impl Capturer {
         });
         let pass = Pass {
             conv: &conv,
-            wait_until,
             plan: plan.as_ref(),
         };
         // Idle tasks to walk, still read-locked, walked together (see `walk`) once there are
-        // `WALK_BATCH`, or before waiting on a task that is busy: no poll waits on a lock we hold while
-        // we wait ourselves.
+        // `WALK_BATCH`, or before waiting on a task that is busy: no poll ever waits on a lock we hold
+        // while we wait ourselves.
         let mut held: Vec<Held<'_>> = Vec::new();
         for cell in &cells {
-            if let Some(plan) = &plan
-                && !held.is_empty()
-                && (held.len() >= WALK_BATCH || !cell.looks_idle())
-            {
-                self.walk_held(plan, &mut held, &mut snap.tasks);
-            }
+            let lock = if cell.is_completed() {
+                None
+            } else {
+                match cell.try_lock_for_read() {
+                    Some(lock) => Some(lock),
+                    None => {
+                        if let Some(plan) = &plan {
+                            self.walk_held(plan, &mut held, &mut snap.tasks);
+                        }
+                        cell.lock_for_read(PER_TASK_WAIT_NS, wait_until)
+                    }
+                }
+            };
             let (task, keep) =
-                self.capture_task(cell, &pass, &mut scratch, &mut interner, &mut snap);
+                self.capture_task(cell, lock, &pass, &mut scratch, &mut interner, &mut snap);
             if let Some((lock, ty, addr)) = keep {
                 held.push(Held {
                     index: snap.tasks.len(),
@@ -122,6 +127,11 @@ impl Capturer {
                 });
             }
             snap.tasks.push(task);
+            if let Some(plan) = &plan
+                && held.len() >= WALK_BATCH
+            {
+                self.walk_held(plan, &mut held, &mut snap.tasks);
+            }
         }
         if let Some(plan) = &plan {
             self.walk_held(plan, &mut held, &mut snap.tasks);
@@ -134,18 +144,20 @@ impl Capturer {
         snap
     }
 
-    /// Captures one task. When the snapshot walks and the task is idle with a walkable future, also
-    /// returns its read lock, still held, with where its walk starts.
+    /// Captures one task, given its read lock if it was idle (`None`: completed, or busy throughout
+    /// the wait). When the snapshot walks and the task has a walkable future, also returns the lock,
+    /// still held, with where its walk starts.
     fn capture_task<'c>(
         &mut self,
         cell: &'c Arc<TaskCell>,
+        lock: Option<ReadLock<'c>>,
         pass: &Pass<'_>,
         scratch: &mut Vec<RawFrame>,
         interner: &mut Interner,
         snap: &mut Snapshot,
     ) -> (Task, Option<(ReadLock<'c>, u32, usize)>) {
         let mut keep = None;
-        let (conv, wait_until, plan) = (pass.conv, pass.wait_until, pass.plan);
+        let (conv, plan) = (pass.conv, pass.plan);
         scratch.clear();
         let mut walk = plan.map(|_| Walk::Busy);
         let (state, capture) = if cell.is_completed() {
@@ -156,7 +168,7 @@ impl Capturer {
                 Capture::Fresh,
             )
         } else {
-            match cell.lock_for_read(PER_TASK_WAIT_NS, wait_until) {
+            match lock {
                 Some(lock) => {
                     read_tree(&cell.root, scratch);
                     match plan.map(|plan| walk_start(cell, plan)) {

@@ -195,9 +195,12 @@ impl TaskCell {
         }
     }
 
-    /// Whether nobody holds the lock right now (a hint: it may be taken the next instant).
-    pub(crate) fn looks_idle(&self) -> bool {
-        self.lock.load(Relaxed) == 0
+    /// Takes the lock for reading if the task is idle right now; never waits.
+    pub(crate) fn try_lock_for_read(&self) -> Option<ReadLock<'_>> {
+        self.lock
+            .compare_exchange(0, READER, Acquire, Relaxed)
+            .ok()
+            .map(|_| ReadLock { cell: self })
     }
 
     /// The OS tid of the thread holding the lock, if a poller (not the reader) holds it.

@@ -703,14 +703,14 @@ impl Builder<'_> {
             return self.leaf(die);
         }
         if name.starts_with("asyncdump_agent::tokio_support::JoinHandle<") {
-            let info = Rc::new(leaf(name.replacen("tokio_support::", "", 1)));
+            let info = Rc::new(leaf(short_type(&name.replacen("tokio_support::", "", 1))));
             return match self.task_id_path(die) {
                 Some(edge) => (plan(vec![edge]), Kind::JoinHandle(info)),
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
         if name.starts_with("tokio::sync::oneshot::Receiver<") {
-            let info = Rc::new(leaf(name.clone()));
+            let info = Rc::new(leaf(short_type(&name)));
             return match self.oneshot_path(die) {
                 Some(edge) => (plan(vec![edge]), Kind::Oneshot(info)),
                 None => (TypePlan::default(), Kind::Leaf(info)),
