@@ -8,8 +8,8 @@
 //! idle, spinning for at most [`PER_TASK_WAIT_NS`] per task and [`TOTAL_WAIT_NS`] per snapshot. If it stays
 //! busy, it is reported as running (OS thread and since when) with the frames from the most recent earlier
 //! snapshot that caught it idle ([`Capture::Stale`]), or with none ([`Capture::Unavailable`]) if there is no
-//! such snapshot. Earlier captures are remembered only for tasks once seen running, at most
-//! [`STALE_CACHE_MAX`] of them.
+//! such snapshot. Earlier captures, with their decoded walk when that snapshot walked, are remembered
+//! only for tasks once seen running, at most [`STALE_CACHE_MAX`] of them.
 
 use std::panic::Location;
 use std::sync::Arc;
@@ -46,9 +46,18 @@ struct RawFrame {
 /// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
 #[derive(Default)]
 pub(crate) struct Capturer {
-    /// Tasks once seen running, with their last idle capture (time, frames) once there is one.
-    stale: FastMap<u64, Option<(u64, Vec<RawFrame>)>>,
+    /// Tasks once seen running, with their last idle capture once there is one.
+    stale: FastMap<u64, Option<Earlier>>,
     walker: Walker,
+}
+
+/// A task's last idle capture, shown while it runs.
+struct Earlier {
+    at_ns: u64,
+    frames: Vec<RawFrame>,
+    /// Its walk, when that snapshot walked, with the hash of the plan it followed: type numbers mean
+    /// something only in their own plan, so it is shown again only under the same one.
+    walk: Option<(u64, Walk)>,
 }
 
 /// What every task of one snapshot is captured with.
@@ -61,6 +70,7 @@ struct Pass<'a> {
 struct Plan<'a> {
     plan: &'a WalkPlan,
     roots: FastMap<u64, u32>,
+    hash: u64,
 }
 
 /// Takes a snapshot from inside the process (e.g. for a test, or to log chains on a signal).
@@ -93,6 +103,10 @@ impl Capturer {
         let plan = req.walk.as_ref().map(|plan| Plan {
             plan,
             roots: plan.roots.iter().copied().collect(),
+            hash: {
+                use std::hash::BuildHasher;
+                rustc_hash::FxBuildHasher.hash_one(plan)
+            },
         });
         let pass = Pass {
             conv: &conv,
@@ -177,7 +191,12 @@ impl Capturer {
                         None => {}
                     }
                     if let Some(entry) = self.stale.get_mut(&cell.id) {
-                        *entry = Some((snap.now_ns, scratch.clone()));
+                        // The walk, if any, is added once the batch is walked (`walk_held`).
+                        *entry = Some(Earlier {
+                            at_ns: snap.now_ns,
+                            frames: scratch.clone(),
+                            walk: None,
+                        });
                     }
                     (TaskState::Idle, Capture::Fresh)
                 }
@@ -196,9 +215,18 @@ impl Capturer {
                         since_ns: conv.ns(cell.running_since_ns.load(Relaxed)),
                     };
                     let capture = match self.stale.get(&cell.id) {
-                        Some(Some((at, frames))) => {
-                            scratch.extend_from_slice(frames);
-                            Capture::Stale { captured_ns: *at }
+                        Some(Some(earlier)) => {
+                            scratch.extend_from_slice(&earlier.frames);
+                            // Frames and walk from the same earlier moment, or no walk at all.
+                            if let Some(plan) = plan {
+                                walk = Some(match &earlier.walk {
+                                    Some((hash, w)) if *hash == plan.hash => w.clone(),
+                                    _ => Walk::Busy,
+                                });
+                            }
+                            Capture::Stale {
+                                captured_ns: earlier.at_ns,
+                            }
                         }
                         Some(None) => Capture::Unavailable,
                         None => {
@@ -261,7 +289,11 @@ impl Capturer {
         let starts: Vec<(u32, usize)> = held.iter().map(|h| (h.ty, h.addr)).collect();
         let walks = self.walker.walk_many(plan.plan, &starts);
         for (h, w) in held.iter().zip(walks) {
-            tasks[h.index].walk = Some(w);
+            let task = &mut tasks[h.index];
+            if let Some(Some(earlier)) = self.stale.get_mut(&task.id) {
+                earlier.walk = Some((plan.hash, w.clone()));
+            }
+            task.walk = Some(w);
         }
         held.clear();
     }
@@ -441,5 +473,62 @@ mod tests {
         let t = capture_of(&mut c, id);
         assert!(matches!(t.capture, Capture::Stale { captured_ns } if captured_ns > 0));
         assert_eq!(t.frames.len(), 1, "the frames of the last idle capture");
+    }
+
+    fn walking(plan: &WalkPlan) -> SnapshotRequest {
+        SnapshotRequest {
+            include_completed: false,
+            walk: Some(plan.clone()),
+        }
+    }
+
+    #[test]
+    fn a_running_task_shows_the_walk_of_its_last_idle_capture_only_under_the_same_plan() {
+        let mut fut = Box::pin(instrument(std::future::pending::<()>()));
+        assert!(
+            fut.as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        let (cell, id) = (fut.cell().clone(), fut.task_id());
+        // A plan that reads one byte of the root future: enough to tell a walk from none.
+        let plan = |size| WalkPlan {
+            types: vec![asyncdump_protocol::TypePlan {
+                size,
+                ..Default::default()
+            }],
+            roots: vec![(cell.root_anchor as u64, 0)],
+            max_nodes: 8,
+            max_bytes: 64,
+            ..WalkPlan::default()
+        };
+        let (one, other) = (plan(1), plan(2));
+        let walk_of = |c: &mut Capturer, req: &SnapshotRequest| {
+            c.capture(req)
+                .tasks
+                .into_iter()
+                .find(|t| t.id == id)
+                .unwrap()
+        };
+        let mut c = Capturer::default();
+        {
+            let _running = busy(&cell);
+            assert_eq!(walk_of(&mut c, &walking(&one)).walk, Some(Walk::Busy));
+        }
+        let idle = walk_of(&mut c, &walking(&one));
+        assert!(matches!(&idle.walk, Some(Walk::Nodes { nodes, .. }) if nodes.len() == 1));
+        let _running = busy(&cell);
+        let stale = walk_of(&mut c, &walking(&one));
+        assert!(matches!(stale.capture, Capture::Stale { .. }));
+        assert_eq!(
+            stale.walk, idle.walk,
+            "the earlier walk, under the same plan"
+        );
+        let other_plan = walk_of(&mut c, &walking(&other));
+        assert_eq!(
+            other_plan.walk,
+            Some(Walk::Busy),
+            "never under another plan"
+        );
     }
 }

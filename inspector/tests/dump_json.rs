@@ -165,9 +165,10 @@ fn ten_dumps_of_a_busy_multithreaded_task_never_show_a_torn_chain() {
                 assert_eq!(c, decoded, "torn chain: {spinner}");
                 seen_full += 1;
             }
-            // Running throughout: the last idle frames; the future itself could not be read.
+            // Running throughout: the frames, and the walk if that snapshot walked, of the last
+            // snapshot that caught it idle.
             "stale" => {
-                assert_eq!(c, annotated, "torn chain: {spinner}");
+                assert!(c == annotated || c == decoded, "torn chain: {spinner}");
                 seen_full += 1;
             }
             "unavailable" => assert!(c.is_empty() && spinner["state"] == "running"),

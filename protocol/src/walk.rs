@@ -21,7 +21,7 @@ pub const UNKNOWN_TYPE: u32 = u32::MAX;
 /// Marks a [`WalkNode::parent`] of a node that is the task's root future.
 pub const NO_PARENT: u32 = u32::MAX;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WalkPlan {
     /// Indexed by type number: every `u32` type reference below is an index into this.
     pub types: Vec<TypePlan>,
@@ -37,7 +37,7 @@ pub struct WalkPlan {
 }
 
 /// What to read of one type and which fields lead further.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TypePlan {
     /// Bytes of the type; 0 for a leaf that is not read at all.
     pub size: u32,
@@ -50,28 +50,28 @@ pub struct TypePlan {
     pub cases: Vec<Case>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Discr {
     pub offset: u32,
     /// 1, 2, 4 or 8 bytes, native byte order.
     pub size: u8,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Case {
     pub value: Option<u64>,
     pub edges: Vec<Edge>,
 }
 
 /// A field leading to another future.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Edge {
     /// Byte offset of the field within the type.
     pub offset: u32,
     pub to: Target,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Target {
     /// The field is the future, of this type.
     Inline(u32),
