@@ -3,8 +3,8 @@
 //! The plan comes from the inspector, which read the binary's DWARF; this module knows no DWARF. It starts
 //! at each task's pinned root future and, per node, copies the type's bytes (inline fields of that type,
 //! such as an awaited state machine stored inside its parent, come from the same copy), reads the
-//! discriminant, and follows the plan's edges: inline fields, thin pointers (`Pin<Box<T>>`) and
-//! `dyn Future` pointers whose vtable the plan names.
+//! discriminant, and follows the plan's edges: inline fields, thin pointers (`Pin<Box<T>>`), `dyn Future`
+//! pointers whose vtable the plan names, and boxed slices of futures (`join_all`).
 //!
 //! **Batched.** A read costs a syscall (some 1.6 µs here), far more than the copy, so [`Walker::walk_many`]
 //! walks many tasks level by level: every node of every task waiting for bytes at one depth is read in one
@@ -19,7 +19,8 @@
 //! nothing panics: every index into the plan is checked.
 
 use asyncdump_protocol::{
-    Case, Edge, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
+    Case, Edge, MAX_SLICE_ELEMS, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk,
+    WalkNode, WalkPlan,
 };
 
 use crate::sys;
@@ -203,8 +204,7 @@ impl TaskWalk {
             node.discr = tp.discr.and_then(|d| read_uint(obj, d.offset, d.size));
             self.nodes.push(node);
             for edge in tp.always.iter().chain(case_edges(tp, node.discr)) {
-                self.next
-                    .push(follow(plan, edge, obj, p.addr, start, index));
+                follow(plan, edge, obj, p.addr, start, index, &mut self.next);
             }
         }
         self.frontier = frontier;
@@ -232,7 +232,8 @@ fn follow(
     addr: usize,
     start: usize,
     parent: u32,
-) -> Pending {
+    out: &mut Vec<Pending>,
+) {
     let offset = edge.offset as usize;
     let at = |ty, addr, status| Pending {
         parent,
@@ -243,7 +244,7 @@ fn follow(
         start: None,
     };
     let word = |off: usize| read_uint(obj, off as u32, std::mem::size_of::<usize>() as u8);
-    match edge.to {
+    let next = match edge.to {
         Target::Inline(ty) => Pending {
             copied: Some((start + offset, start + obj.len())),
             ..at(ty, addr.wrapping_add(offset), None)
@@ -267,7 +268,24 @@ fn follow(
             }
             _ => at(UNKNOWN_TYPE, 0, Some(NodeStatus::Fault)),
         },
-    }
+        Target::Slice {
+            len_offset,
+            elem,
+            stride,
+        } => match (word(offset), word(len_offset as usize)) {
+            (Some(data), Some(len)) => {
+                // Element addresses come from the target's own pointer and length: a wrong pair gives
+                // faults, and no more than MAX_SLICE_ELEMS of them.
+                for i in 0..len.min(MAX_SLICE_ELEMS) as usize {
+                    let at_i = (data as usize).wrapping_add(i.wrapping_mul(stride as usize));
+                    out.push(at(elem, at_i, None));
+                }
+                return;
+            }
+            _ => at(UNKNOWN_TYPE, 0, Some(NodeStatus::Fault)),
+        },
+    };
+    out.push(next);
 }
 
 /// An unsigned integer of `size` bytes at `offset` in `obj`, native byte order; `None` if out of range.
@@ -409,6 +427,41 @@ mod tests {
                 _ => assert_eq!((n.len(), n[0].status), (1, NodeStatus::Fault)),
             }
         }
+    }
+
+    #[test]
+    fn a_boxed_slice_gives_one_child_per_element_up_to_the_cap() {
+        let elems: Box<[Inner]> = (0..3).map(|state| Inner { state }).collect();
+        #[repr(C)]
+        struct Slice {
+            data: *const Inner,
+            len: usize,
+        }
+        let mut p = plan();
+        p.max_nodes = MAX_NODES_PER_TASK;
+        p.types[0] = TypePlan {
+            size: size_of::<Slice>() as u32,
+            always: vec![Edge {
+                offset: 0,
+                to: Target::Slice {
+                    len_offset: 8,
+                    elem: 1,
+                    stride: size_of::<Inner>() as u32,
+                },
+            }],
+            ..TypePlan::default()
+        };
+        let mut slice = Slice {
+            data: elems.as_ptr(),
+            len: elems.len(),
+        };
+        let n = nodes(Walker::default().walk(&p, 0, &slice as *const _ as usize));
+        let states: Vec<_> = n[1..].iter().map(|n| (n.parent, n.discr)).collect();
+        assert_eq!(states, [(0, Some(0)), (0, Some(1)), (0, Some(2))]);
+        // A lying length is capped, and reads past the allocation fault or read junk, never crash.
+        slice.len = usize::MAX;
+        let n = nodes(Walker::default().walk(&p, 0, &slice as *const _ as usize));
+        assert_eq!(n.len(), 1 + MAX_SLICE_ELEMS as usize);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! follow) and a [`Kind`] for us (how a node of that type is shown):
 //!
 //! - an async fn or block's state machine: its `__state`, and per `SuspendN` the `__awaitee` field;
-//! - pointers to futures: `Pin<Box<T>>`, `Box<T>`, `&mut T`, and `Pin<Box<dyn Future>>` through the
-//!   vtable statics `<T as Future>::{vtable}`;
+//! - pointers to futures: `Pin<Box<T>>`, `Box<T>`, `&mut T`, `Pin<Box<dyn Future>>` through the
+//!   vtable statics `<T as Future>::{vtable}`, and boxed slices (`futures::future::join_all`);
 //! - `tokio::join!` / `tokio::select!` (a `PollFn` closure holding a pointer to the tuple of branches),
 //!   `MaybeDone`, `tokio::time::Timeout`, and `futures_util` wrappers (`Map`, `Then`, `Flatten`, ...);
 //! - `asyncdump_agent`'s own `Framed` (an annotated frame: matched by its node's address, so an annotated
@@ -693,6 +693,27 @@ impl Builder<'_> {
                 return (plan(vec![edge]), Kind::Transparent);
             }
         }
+        if members.len() == 2 && name.contains('[') {
+            // `Box<[T]>` / `*const [T]`: data pointer and length.
+            if let (Some((_, data, ptr)), Some((_, len, _))) = (
+                members.iter().find(|m| m.0 == "data_ptr"),
+                members.iter().find(|m| m.0 == "length"),
+            ) && let Some(elem) = self.debug.node(self.strip(*ptr)).and_then(|p| p.type_ref)
+            {
+                let elem = self.strip(elem);
+                let stride = self.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
+                let t = self.ty(elem);
+                let edge = Edge {
+                    offset: *data as u32,
+                    to: Target::Slice {
+                        len_offset: *len as u32,
+                        elem: t,
+                        stride: stride as u32,
+                    },
+                };
+                return (plan(vec![edge]), Kind::Transparent);
+            }
+        }
         if name.starts_with("asyncdump_agent::frame::Framed<") {
             if let (Some((inner, ty)), Some((node_offset, _))) =
                 (self.member(die, &["inner"]), self.member(die, &["node"]))
@@ -770,6 +791,20 @@ impl Builder<'_> {
                 .collect();
             return (plan(edges), Kind::Tuple);
         }
+        if name.starts_with("futures_util::future::join_all::JoinAll<") {
+            // Up to 30 futures: a boxed slice of `MaybeDone`s, followed by the enum rule below. More
+            // become a `FuturesOrdered`, whose linked tasks this does not follow.
+            if let Some((off, ty)) = self.member(die, &["kind"]) {
+                let t = self.ty(ty);
+                let info = Rc::new(FrameInfo::new(
+                    "futures::future::join_all".into(),
+                    None,
+                    Source::Decoded,
+                ));
+                return (plan(vec![inline(off, t)]), Kind::Combinator(info));
+            }
+            return self.leaf(die);
+        }
         if name.starts_with("tokio::time::timeout::Timeout<") {
             if let Some((off, ty)) = self.member(die, &["value"]) {
                 let t = self.ty(ty);
@@ -793,11 +828,13 @@ impl Builder<'_> {
                 for (value, vname, vdie, voff) in variants {
                     if !matches!(
                         vname.as_str(),
-                        "Future" | "Incomplete" | "First" | "Second" | "Pending"
+                        "Future" | "Incomplete" | "First" | "Second" | "Pending" | "Small"
                     ) {
                         continue;
                     }
-                    if let Some((off, ty)) = self.member(vdie, &["future", "f", "__0", "fut"]) {
+                    if let Some((off, ty)) =
+                        self.member(vdie, &["future", "f", "__0", "fut", "elems"])
+                    {
                         let t = self.ty(ty);
                         if maybe_done || !self.is_leaf(t) {
                             cases.push(Case {

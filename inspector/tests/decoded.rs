@@ -200,19 +200,17 @@ fn a_select_branch_disabled_by_its_precondition_is_not_shown() {
 #[test]
 fn a_oneshot_receiver_shows_whose_waker_it_holds() {
     let (_fx, text) = combinators();
-    for (id, name, receivers) in [(1, "join", 2), (3, "boxed-dyn", 1), (7, "mapped", 1)] {
+    // Identical receivers (a join's two branches) are one line with a count.
+    for (id, name, count) in [(1, "join", "×2 "), (3, "boxed-dyn", ""), (7, "mapped", "")] {
         let s = section(&text, &format!("task {id} \"{name}\""));
         let decoded: Vec<&String> = s
             .iter()
             .filter(|l| l.contains("delegate (decoded)"))
             .collect();
-        assert_eq!(decoded.len(), receivers, "{s:#?}");
-        for l in decoded {
-            assert_eq!(
-                l,
-                "  delegate (decoded): tokio::sync::oneshot::Receiver<u32> holds this task's waker"
-            );
-        }
+        let expected = format!(
+            "  delegate (decoded): tokio::sync::oneshot::Receiver<u32> {count}holds this task's waker"
+        );
+        assert_eq!(decoded, [&expected], "{s:#?}");
     }
     // A JoinHandle is no oneshot: nothing decoded about its waker.
     let joiner = section(&text, "task 5 \"joiner\"");
@@ -330,6 +328,44 @@ fn a_futures_map_is_seen_through() {
             indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
         ]
     );
+}
+
+#[test]
+fn join_all_is_a_tree_of_every_pending_future_in_its_boxed_slice() {
+    let (_fx, text) = combinators();
+    let s = section(&text, "task 11 \"join-all\"");
+    let left = indent(
+        3,
+        &format!(
+            "plain_combinators::left at {} [decoded]",
+            at_line("plain_combinators", "rx.await.unwrap_or(0)")
+        ),
+    );
+    let leaf = indent(4, "awaiting tokio::sync::oneshot::Receiver<u32>");
+    let all = at_line("plain_combinators", "futures::future::join_all(");
+    // The await is on the `.await` line right below the `join_all(` call.
+    let (file, line) = all.rsplit_once(':').unwrap();
+    let await_line = format!("{file}:{}", line.parse::<u32>().unwrap() + 1);
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!("plain_combinators::joined_all at {await_line} [decoded]")
+            ),
+            indent(2, "futures::future::join_all [decoded]"),
+            left.clone(),
+            leaf.clone(),
+            left.clone(),
+            leaf.clone(),
+            left,
+            leaf,
+        ],
+        "{s:#?}"
+    );
+    let delegate =
+        "  delegate (decoded): tokio::sync::oneshot::Receiver<u32> ×3 holds this task's waker";
+    assert!(s.contains(&delegate.to_owned()), "{s:#?}");
 }
 
 #[test]

@@ -27,8 +27,8 @@ pub use framing::{FrameError, read_frame, write_frame};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
 pub use walk::{
-    Case, Discr, Edge, MAX_WALK_BYTES, MAX_WALK_NODES, NO_PARENT, NodeStatus, Target, TypePlan,
-    UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
+    Case, Discr, Edge, MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES, NO_PARENT, NodeStatus,
+    Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
 };
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.

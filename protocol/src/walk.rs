@@ -80,7 +80,18 @@ pub enum Target {
     /// The field is a `dyn Future` data pointer; the vtable pointer is at `vtable_offset` within the same
     /// type, and [`WalkPlan::vtables`] names the concrete type.
     Dyn { vtable_offset: u32 },
+    /// The field is a slice's data pointer (`Box<[T]>`); its length is at `len_offset` within the same
+    /// type; each of the first [`MAX_SLICE_ELEMS`] elements, `stride` bytes apart, is a future of type
+    /// `elem`.
+    Slice {
+        len_offset: u32,
+        elem: u32,
+        stride: u32,
+    },
 }
+
+/// The most elements of one slice a walk visits.
+pub const MAX_SLICE_ELEMS: u64 = 256;
 
 /// What the agent found in one task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -221,8 +221,19 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
             );
         }
     }
+    // Identical receivers (the branches of a join) are one line with a count.
+    let mut shown: Vec<(&crate::decode::DecodedDelegate, usize)> = Vec::new();
     for d in &t.decoded_delegates {
+        match shown.iter_mut().find(|(s, _)| *s == d) {
+            Some((_, n)) => *n += 1,
+            None => shown.push((d, 1)),
+        }
+    }
+    for (d, n) in shown {
         let _ = write!(out, "  delegate (decoded): {} ", d.leaf);
+        if n > 1 {
+            let _ = write!(out, "×{n} ");
+        }
         match (d.registered, d.waker_of, d.foreign_vtable) {
             (false, _, _) => {
                 out.push_str("has no waker registered: nothing wakes the task through it")
