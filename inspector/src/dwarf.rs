@@ -1,15 +1,15 @@
-//! Async state machines in a binary's DWARF: the first part of zero-annotation chains (issue #3).
+//! A binary's DWARF, as zero-annotation chains need it: async state machines, root anchors, vtables.
 //!
 //! [`index`] reads an executable's debug info with `object` + `gimli` and finds every compiler-generated
 //! coroutine: a structure with a `DW_TAG_variant_part` whose discriminant is the artificial `__state` member
 //! and whose variants include `Unresumed` and `Returned` (detected by structure, not by the
 //! `{async_fn_env#0}` name, which older compilers spell differently). For each it records the size, where
 //! the state byte is, and for each `SuspendN` state the await's file and line and the `__awaitee` field
-//! (offset within the whole future, and its type's name and DIE). That is the walk plan: state → variant
-//! → awaitee → the awaitee's own state machine, down to a leaf type that is not one.
+//! (offset within the whole future, and its type's name and DIE): state → variant → awaitee → the
+//! awaitee's own state machine, down to a leaf type that is not one.
 //!
-//! [`Debug::load`] keeps every DIE's few useful attributes in a flat table ([`Node`]s) that `decode` then
-//! uses to build walk plans for the agent. All of this runs in the inspector; the target process never
+//! [`Debug::load`] keeps the few useful attributes of every DIE outside function bodies in a flat table
+//! ([`Node`]s, ordered by offset) that `decode` then uses to build walk plans for the agent. All of this runs in the inspector; the target process never
 //! parses DWARF. A binary without type info is looked up again as a separate debug file, by build-id
 //! (`/usr/lib/debug/.build-id/xx/yyyy.debug`) or `.gnu_debuglink` (beside the binary, in its `.debug/`,
 //! and under `/usr/lib/debug`), as gdb does.

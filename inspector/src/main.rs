@@ -47,15 +47,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print every suspended chain of a process.
+    /// Print every suspended chain of a process: annotated frames, and chains decoded from its DWARF.
     Dump {
         /// Process id, or the path of an agent socket.
         target: String,
         #[command(flatten)]
         options: DumpOptions,
     },
-    /// List the async state machines in a binary's DWARF, with their await points (a preview of
-    /// zero-annotation chains).
+    /// List the async state machines in a binary's DWARF, with their await points (what `dump` decodes
+    /// chains with).
     Index {
         /// The executable to read (default with --pid: the process's own executable).
         #[arg(required_unless_present = "pid")]
