@@ -572,3 +572,33 @@ fn a_binary_replaced_on_disk_is_caught_by_the_build_id_the_agent_reports() {
     assert_eq!(doc["decoding"]["enabled"], true, "{}", doc["decoding"]);
     assert_eq!(doc["tasks"][0]["frames"][0]["name"], "plain_chain::descend");
 }
+
+#[test]
+fn a_decoded_chain_is_complete_without_any_delegate() {
+    let fx = Fixture::start("custom_notifier", &[]);
+    let text = dump(fx.pid, &[]);
+    let s = section(&text, "task 2 \"silent\"");
+    let silent = site("custom_notifier", "Silent.frame(\"Silent\")", "frame");
+    let await_line = at_line("custom_notifier", "Silent.frame(\"Silent\")")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let wait = site("custom_notifier", "async fn wait_silently", "wait_silently");
+    assert_eq!(
+        chain_lines(&s),
+        [
+            indent(
+                1,
+                &format!("custom_notifier::wait_silently at {wait} · await at line {await_line}")
+            ),
+            indent(
+                2,
+                &format!("Silent at {silent} · awaiting custom_notifier::Silent")
+            ),
+        ]
+    );
+    // The leaf never touched the waker: no delegate of either kind, and nothing missing for it.
+    assert!(s.contains(&"  delegate: none".to_owned()), "{s:#?}");
+    assert!(!s.iter().any(|l| l.contains("delegate (decoded)")));
+}
