@@ -117,11 +117,12 @@ fn combinators() -> (Fixture, String) {
 
 /// `join!` and `select!` lines point into tokio's macro source (that is where DWARF puts their awaits);
 /// the branches below them are the fixture's own.
-fn macro_await(text: &str, name: &str, macro_file: &str) {
+fn macro_await(text: &str, name: &str, header: &str, macro_file: &str) {
+    let prefix = format!("  {name} at {header} · await inside a macro, at tokio-");
     let line = text
         .lines()
-        .find(|l| l.starts_with(&format!("  {name} at ")))
-        .unwrap_or_else(|| panic!("{name} in {text}"));
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("{prefix} in {text}"));
     assert!(
         line.contains(&format!("/src/macros/{macro_file}:")) && line.ends_with(" [decoded]"),
         "{line}"
@@ -154,7 +155,9 @@ fn join_and_select_are_trees_with_every_pending_branch() {
             &format!("task {} \"{task}\"", if task == "join" { 1 } else { 2 }),
         );
         let lines = chain_lines(&s);
-        macro_await(&text, name, file);
+        let fn_name = name.rsplit("::").next().unwrap();
+        let header = at_line("plain_combinators", &format!("async fn {fn_name}("));
+        macro_await(&text, name, &header, file);
         assert_eq!(
             lines[1..],
             [

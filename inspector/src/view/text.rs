@@ -305,6 +305,18 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
         Source::Decoded => {
             out.push_str(&m.name);
             match (&m.suspended_at, &m.location) {
+                // An await a macro generated (`join!`, `select!`): DWARF gives the macro's own source
+                // line, so lead with the fn, in the user's file.
+                (Some(at), Some(l)) if at.file != l.file => {
+                    let _ = write!(
+                        out,
+                        " at {}:{} · await inside a macro, at {}:{}",
+                        l.file,
+                        l.line,
+                        crate_relative(&at.file),
+                        at.line
+                    );
+                }
                 (Some(at), _) => {
                     let _ = write!(out, " at {}:{}", at.file, at.line);
                 }
@@ -334,6 +346,17 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
                 let _ = write!(out, " · awaiting {ty}");
             }
         }
+    }
+}
+
+/// A path into cargo's registry, from the crate's directory on (`tokio-1.54.1/src/macros/join.rs`).
+fn crate_relative(file: &str) -> &str {
+    match file.find("/registry/src/") {
+        Some(i) => {
+            let rest = &file[i + "/registry/src/".len()..];
+            rest.find('/').map_or(rest, |j| &rest[j + 1..])
+        }
+        None => file,
     }
 }
 
