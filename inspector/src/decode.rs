@@ -794,28 +794,10 @@ impl Builder<'_> {
         if name.starts_with("futures_util::future::join_all::JoinAll<") {
             // Up to 30 futures: a boxed slice of `MaybeDone`s, followed by the enum rule below. More
             // become a `FuturesOrdered`, whose linked tasks this does not follow.
-            if let Some((off, ty)) = self.member(die, &["kind"]) {
-                let t = self.ty(ty);
-                let info = Rc::new(FrameInfo::new(
-                    "futures::future::join_all".into(),
-                    None,
-                    Source::Decoded,
-                ));
-                return (plan(vec![inline(off, t)]), Kind::Combinator(info));
-            }
-            return self.leaf(die);
+            return self.combinator(die, size, "kind", "futures::future::join_all");
         }
         if name.starts_with("tokio::time::timeout::Timeout<") {
-            if let Some((off, ty)) = self.member(die, &["value"]) {
-                let t = self.ty(ty);
-                let info = Rc::new(FrameInfo::new(
-                    "tokio::time::timeout".into(),
-                    None,
-                    Source::Decoded,
-                ));
-                return (plan(vec![inline(off, t)]), Kind::Combinator(info));
-            }
-            return self.leaf(die);
+            return self.combinator(die, size, "value", "tokio::time::timeout");
         }
         let maybe_done = name.starts_with("tokio::future::maybe_done::MaybeDone<")
             || name.starts_with("futures_util::future::maybe_done::MaybeDone<")
@@ -863,6 +845,24 @@ impl Builder<'_> {
             }
         }
         self.leaf(die)
+    }
+
+    /// A combinator shown as its own line, `label`, over the future in its field `field`.
+    fn combinator(&mut self, die: u64, size: u32, field: &str, label: &str) -> (TypePlan, Kind) {
+        let Some((off, ty)) = self.member(die, &[field]) else {
+            return self.leaf(die);
+        };
+        let t = self.ty(ty);
+        let plan = TypePlan {
+            size,
+            always: vec![Edge {
+                offset: off as u32,
+                to: Target::Inline(t),
+            }],
+            ..TypePlan::default()
+        };
+        let info = FrameInfo::new(label.into(), None, Source::Decoded);
+        (plan, Kind::Combinator(Rc::new(info)))
     }
 
     fn coroutine(&mut self, m: crate::dwarf::StateMachine) -> (TypePlan, Kind) {

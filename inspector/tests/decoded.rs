@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{Fixture, asyncdump_ok, bin, dump_json, site};
+use crate::support::{Fixture, asyncdump_ok, bin, dump_json, section, site};
 
 /// `fixtures/src/bin/FIXTURE.rs:LINE` of the first line containing `needle`.
 fn at_line(fixture: &str, needle: &str) -> String {
@@ -12,15 +12,6 @@ fn at_line(fixture: &str, needle: &str) -> String {
     let mut parts = at.rsplitn(2, ':');
     parts.next();
     parts.next().unwrap().to_owned()
-}
-
-/// The lines of the task section starting with `header_prefix` (up to the blank line).
-fn section(text: &str, header_prefix: &str) -> Vec<String> {
-    text.lines()
-        .skip_while(|l| !l.starts_with(header_prefix))
-        .take_while(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// The chain lines of a section: everything after the `spawned` line, before the delegate line.
@@ -36,6 +27,16 @@ fn chain_lines(section: &[String]) -> Vec<String> {
 
 fn indent(depth: usize, line: &str) -> String {
     format!("{}{line}", "  ".repeat(depth))
+}
+
+/// A decoded frame of `plain_combinators` at `depth`: `plain_combinators::NAME at FILE:LINE [decoded]`,
+/// LINE being the first line of the fixture's source that contains `needle`.
+fn frame(depth: usize, name: &str, needle: &str) -> String {
+    let at = at_line("plain_combinators", needle);
+    indent(
+        depth,
+        &format!("plain_combinators::{name} at {at} [decoded]"),
+    )
 }
 
 fn dump(pid: u32, extra: &[&str]) -> String {
@@ -181,13 +182,7 @@ fn a_select_branch_disabled_by_its_precondition_is_not_shown() {
         lines[1..],
         [
             indent(2, "tokio::select! [decoded]"),
-            indent(
-                3,
-                &format!(
-                    "plain_combinators::left at {} [decoded]",
-                    at_line("plain_combinators", "rx.await.unwrap_or(0)")
-                )
-            ),
+            frame(3, "left", "rx.await.unwrap_or(0)"),
             indent(4, "awaiting tokio::sync::oneshot::Receiver<u32>"),
         ],
         "{s:#?}"
@@ -227,20 +222,8 @@ fn a_boxed_dyn_future_is_followed_through_its_vtable() {
     assert_eq!(
         chain_lines(&s),
         [
-            indent(
-                1,
-                &format!(
-                    "plain_combinators::boxed_dyn at {} [decoded]",
-                    at_line("plain_combinators", "fut.await")
-                )
-            ),
-            indent(
-                2,
-                &format!(
-                    "plain_combinators::behind_box at {} [decoded]",
-                    at_line("plain_combinators", "rx.await.unwrap_or(2)")
-                )
-            ),
+            frame(1, "boxed_dyn", "fut.await"),
+            frame(2, "behind_box", "rx.await.unwrap_or(2)"),
             indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
         ]
     );
@@ -253,13 +236,7 @@ fn a_join_handle_is_a_cross_task_edge_to_the_task_it_joins() {
     assert_eq!(
         chain_lines(&joiner),
         [
-            indent(
-                1,
-                &format!(
-                    "plain_combinators::join_child at {} [decoded]",
-                    at_line("plain_combinators", "handle.await")
-                )
-            ),
+            frame(1, "join_child", "handle.await"),
             indent(2, "awaiting asyncdump_agent::JoinHandle<u32>"),
             indent(3, "→ awaits task 4 \"joined\""),
         ]
@@ -279,13 +256,7 @@ fn a_timeout_around_a_channel_receive_shows_both() {
     assert_eq!(
         lines[..2],
         [
-            indent(
-                1,
-                &format!(
-                    "plain_combinators::with_timeout at {} [decoded]",
-                    at_line("plain_combinators", "recv.await")
-                )
-            ),
+            frame(1, "with_timeout", "recv.await"),
             indent(2, "tokio::time::timeout [decoded]"),
         ]
     );
@@ -314,20 +285,8 @@ fn a_futures_map_is_seen_through() {
     assert_eq!(
         chain_lines(&s),
         [
-            indent(
-                1,
-                &format!(
-                    "plain_combinators::mapped at {} [decoded]",
-                    at_line("plain_combinators", "left(rx).map(")
-                )
-            ),
-            indent(
-                2,
-                &format!(
-                    "plain_combinators::left at {} [decoded]",
-                    at_line("plain_combinators", "rx.await.unwrap_or(0)")
-                )
-            ),
+            frame(1, "mapped", "left(rx).map("),
+            frame(2, "left", "rx.await.unwrap_or(0)"),
             indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
         ]
     );
@@ -337,13 +296,7 @@ fn a_futures_map_is_seen_through() {
 fn join_all_is_a_tree_of_every_pending_future_in_its_boxed_slice() {
     let (_fx, text) = combinators();
     let s = section(&text, "task 11 \"join-all\"");
-    let left = indent(
-        3,
-        &format!(
-            "plain_combinators::left at {} [decoded]",
-            at_line("plain_combinators", "rx.await.unwrap_or(0)")
-        ),
-    );
+    let left = frame(3, "left", "rx.await.unwrap_or(0)");
     let leaf = indent(4, "awaiting tokio::sync::oneshot::Receiver<u32>");
     let all = at_line("plain_combinators", "futures::future::join_all(");
     // The await is on the `.await` line right below the `join_all(` call.
@@ -378,20 +331,8 @@ fn a_futures_then_is_seen_through_to_its_pending_first_future() {
     assert_eq!(
         chain_lines(&s),
         [
-            indent(
-                1,
-                &format!(
-                    "plain_combinators::chained at {} [decoded]",
-                    at_line("plain_combinators", "left(rx).then(")
-                )
-            ),
-            indent(
-                2,
-                &format!(
-                    "plain_combinators::left at {} [decoded]",
-                    at_line("plain_combinators", "rx.await.unwrap_or(0)")
-                )
-            ),
+            frame(1, "chained", "left(rx).then("),
+            frame(2, "left", "rx.await.unwrap_or(0)"),
             indent(3, "awaiting tokio::sync::oneshot::Receiver<u32>"),
         ]
     );
@@ -404,13 +345,7 @@ fn a_sleep_is_a_leaf_named_by_its_type() {
     assert_eq!(
         chain_lines(&s),
         [
-            indent(
-                1,
-                &format!(
-                    "plain_combinators::sleeping at {} [decoded]",
-                    at_line("plain_combinators", "tokio::time::sleep(")
-                )
-            ),
+            frame(1, "sleeping", "tokio::time::sleep("),
             indent(2, "awaiting tokio::time::sleep::Sleep"),
         ]
     );

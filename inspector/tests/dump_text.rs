@@ -1,15 +1,6 @@
 //! `asyncdump dump` text output on each fixture.
 
-use crate::support::{Fixture, asyncdump, asyncdump_ok, site};
-
-/// The lines of the section of task `id` (from its header to the blank line).
-fn section(text: &str, header_prefix: &str) -> Vec<String> {
-    text.lines()
-        .skip_while(|l| !l.starts_with(header_prefix))
-        .take_while(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
+use crate::support::{Fixture, asyncdump, asyncdump_ok, section, site};
 
 /// Frame lines (`name at file:line:col`), with the indentation that shows depth.
 fn frame_lines(section: &[String]) -> Vec<String> {

@@ -169,3 +169,12 @@ pub fn site(fixture: &str, needle: &str, at: &str) -> String {
     let col = line.find(needle).unwrap() + needle.find(at).expect("at within needle") + 1;
     format!("{rel}:{}:{col}", n + 1)
 }
+
+/// The lines of the dump section whose first line starts with `header_prefix` (up to the blank line).
+pub fn section(text: &str, header_prefix: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(header_prefix))
+        .take_while(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
