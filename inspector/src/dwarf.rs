@@ -12,7 +12,7 @@
 //! ([`Node`]s, ordered by offset) that `decode` then uses to build walk plans for the agent. All of this runs in the inspector; the target process never
 //! parses DWARF. A binary without type info is looked up again as a separate debug file, by build-id
 //! (`/usr/lib/debug/.build-id/xx/yyyy.debug`) or `.gnu_debuglink` (beside the binary, in its `.debug/`,
-//! and under `/usr/lib/debug`), as gdb does.
+//! and under `/usr/lib/debug`), as gdb does; `$ASYNCDUMP_DEBUG_DIR` replaces `/usr/lib/debug`.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -223,16 +223,26 @@ fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<object::File<'a>, DwarfErro
     })
 }
 
-/// Where a separate debug file for `exe` may be, most specific first.
+/// The directories separate debug files live under: `$ASYNCDUMP_DEBUG_DIR` (colon-separated, like gdb's
+/// `debug-file-directory`) if set, else `/usr/lib/debug`.
+fn debug_dirs() -> Vec<PathBuf> {
+    match std::env::var_os("ASYNCDUMP_DEBUG_DIR") {
+        Some(dirs) => std::env::split_paths(&dirs).collect(),
+        None => vec![PathBuf::from("/usr/lib/debug")],
+    }
+}
+
+/// Where a separate debug file for `exe` may be, most specific first: by build-id under each debug
+/// directory, then by `.gnu_debuglink` beside the executable, in its `.debug/`, and under each debug
+/// directory.
 fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
+    let dirs = debug_dirs();
     let mut out = Vec::new();
     if let Some(id) = obj.build_id().ok().flatten().filter(|id| id.len() > 1) {
         let id = hex(id);
-        out.push(PathBuf::from(format!(
-            "/usr/lib/debug/.build-id/{}/{}.debug",
-            &id[..2],
-            &id[2..]
-        )));
+        for d in &dirs {
+            out.push(d.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..])));
+        }
     }
     if let Some((name, _crc)) = obj.gnu_debuglink().ok().flatten() {
         let name = Path::new(std::str::from_utf8(name).unwrap_or_default());
@@ -240,11 +250,9 @@ fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
         let dir = real.parent().unwrap_or(Path::new("/"));
         out.push(dir.join(name));
         out.push(dir.join(".debug").join(name));
-        out.push(
-            Path::new("/usr/lib/debug")
-                .join(dir.strip_prefix("/").unwrap_or(dir))
-                .join(name),
-        );
+        for d in &dirs {
+            out.push(d.join(dir.strip_prefix("/").unwrap_or(dir)).join(name));
+        }
     }
     out
 }

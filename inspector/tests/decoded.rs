@@ -540,3 +540,47 @@ fn a_decoded_chain_is_complete_without_any_delegate() {
     assert!(s.contains(&"  delegate: none".to_owned()), "{s:#?}");
     assert!(!s.iter().any(|l| l.contains("delegate (decoded)")));
 }
+
+#[test]
+fn a_separate_debug_file_is_found_by_build_id() {
+    let dir = crate::errors::tempdir();
+    let exe = copy_of("plain_chain", &dir);
+    let notes = Command::new("readelf")
+        .args(["-n", exe.to_str().unwrap()])
+        .output()
+        .expect("readelf (binutils)");
+    let notes = String::from_utf8(notes.stdout).unwrap();
+    let id = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("the fixture has a build-id")
+        .to_owned();
+    let debug_root = dir.join("debug");
+    let debug = debug_root.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    let (exe_s, debug_s) = (exe.to_str().unwrap(), debug.to_str().unwrap());
+    run("objcopy", &["--only-keep-debug", exe_s, debug_s]);
+    run("strip", &["--strip-debug", exe_s]);
+    let fx = Fixture::start_path(&exe, &["--depth", "2"], &[]);
+    let pid = fx.pid.to_string();
+    let args = ["dump", pid.as_str(), "--json"];
+    let doc = |env: &[(&str, &Path)]| -> serde_json::Value {
+        let out = crate::support::asyncdump_with(&args, env);
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let found = doc(&[("ASYNCDUMP_DEBUG_DIR", &debug_root)]);
+    assert_eq!(
+        found["decoding"]["debug_file"], debug_s,
+        "{}",
+        found["decoding"]
+    );
+    assert_eq!(
+        found["tasks"][0]["frames"][0]["name"],
+        "plain_chain::descend"
+    );
+    // Elsewhere than where it was put, it is not found, and the note says how to get type info.
+    let missing = doc(&[("ASYNCDUMP_DEBUG_DIR", &dir.join("nowhere"))]);
+    let note = missing["decoding"]["note"].as_str().unwrap();
+    assert!(note.contains("has no type debug info"), "{note}");
+}
