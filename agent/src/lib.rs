@@ -64,7 +64,7 @@
 //! ## Consistency
 //! Frames are read only under the task's lock, never while another thread polls the task. A task being
 //! polled is reported as running (OS thread, since when) with the frames of the last snapshot that caught it
-//! idle; see [`capture`] for the bounded wait.
+//! idle, after a bounded wait ([`PER_TASK_WAIT_NS`], [`TOTAL_WAIT_NS`]).
 
 mod capture;
 mod frame;

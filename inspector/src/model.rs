@@ -2,8 +2,9 @@
 //!
 //! Chains are rebuilt *only* from continuation links (each frame's `parent`) and the awaited tasks'
 //! `awaited_by` edges; the delegate is carried along as extra information and never consulted to build a
-//! chain. [`Dump::build`] does the reconstruction once for every task, before any filter, so that edges and
-//! cycles are right even for tasks a filter hides; [`Dump::filter`] then keeps what the user asked for, and
+//! chain, and decoded walks (see `decode`) are merged in by the same pass. [`Dump::build_decoded`] does the
+//! reconstruction once for every task, before any filter, so that edges and cycles are right even for
+//! tasks a filter hides; [`Dump::filter`] then keeps what the user asked for, and
 //! [`coalesce`] groups identical chains. Nothing here does I/O or formatting: the views in `view/` do.
 //!
 //! The serde derives here *are* the `--json` format (documented in the README); change them only together
@@ -301,7 +302,7 @@ impl Dump {
         )
     }
 
-    /// Like [`Dump::build`], merging each task's decoded walk (if any) into its chain with `decoder`.
+    /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`.
     pub fn build_decoded(
         handshake: &Handshake,
         snap: &Snapshot,
