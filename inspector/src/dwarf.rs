@@ -1,6 +1,6 @@
 //! A binary's DWARF, as zero-annotation chains need it: async state machines, root anchors, vtables.
 //!
-//! [`index`] reads an executable's debug info with `object` + `gimli` and finds every compiler-generated
+//! [`Debug::index`] reads an executable's debug info with `object` + `gimli` and finds every compiler-generated
 //! coroutine: a structure with a `DW_TAG_variant_part` whose discriminant is the artificial `__state` member
 //! and whose variants include `Unresumed` and `Returned` (detected by structure, not by the
 //! `{async_fn_env#0}` name, which older compilers spell differently). For each it records the size, where
@@ -68,15 +68,17 @@ impl Index {
 }
 
 /// The load bias of a running process's executable: where its first mapping at file offset 0 starts, less
-/// the virtual address the ELF file gives that offset (zero for most PIE executables).
-pub fn load_bias(pid: u32, binary: &Path) -> Result<u64, DwarfError> {
-    let bad = |detail: String| DwarfError::Object {
-        path: binary.to_owned(),
-        detail,
-    };
+/// `vaddr_at_zero`, the virtual address the ELF file gives that offset ([`Debug::vaddr_at_zero`]; zero
+/// for most PIE executables).
+pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError> {
     // By inode, not path: a path may hold spaces, and an executable replaced on disk shows as
     // `path (deleted)`, while `/proc/PID/exe` still opens (and stats as) the running image.
     let exe = format!("/proc/{pid}/exe");
+    let bad = |detail: String| DwarfError::Object {
+        path: PathBuf::from(&exe),
+        detail,
+    };
+    let vaddr_at_zero = vaddr_at_zero.ok_or_else(|| bad("no loadable segment".into()))?;
     let inode = std::os::unix::fs::MetadataExt::ino(
         &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
     );
@@ -99,14 +101,13 @@ pub fn load_bias(pid: u32, binary: &Path) -> Result<u64, DwarfError> {
                 "no mapping of {exe} (inode {inode}) in process {pid}"
             ))
         })?;
-    let bytes = read(binary)?;
-    let obj = parse(binary, &bytes)?;
-    let first = obj
-        .segments()
-        .next()
-        .ok_or_else(|| bad("no loadable segment".into()))?;
-    let vaddr_at_zero = first.address().saturating_sub(first.file_range().0);
     Ok(start.saturating_sub(vaddr_at_zero))
+}
+
+/// The virtual address the first `PT_LOAD` gives file offset 0.
+fn vaddr_at_zero(obj: &object::File<'_>) -> Option<u64> {
+    let first = obj.segments().next()?;
+    Some(first.address().saturating_sub(first.file_range().0))
 }
 
 /// One async fn or async block's state machine.
@@ -177,6 +178,9 @@ pub struct Debug {
     /// GNU build-id of the executable (not of a separate debug file), hex.
     pub build_id: Option<String>,
     pub debug_info_bytes: u64,
+    /// Of the executable (not a separate debug file): the address its first `PT_LOAD` gives file
+    /// offset 0, for [`load_bias`]. Read here so that the executable is read once per dump.
+    pub vaddr_at_zero: Option<u64>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) by_offset: Offsets,
     /// File names per unit, by DWARF file index.
@@ -264,28 +268,28 @@ impl Debug {
         let bytes = read(path)?;
         let obj = parse(path, &bytes)?;
         let build_id = obj.build_id().ok().flatten().map(hex);
-        match Debug::from_object(path, &obj, build_id.clone()) {
-            Err(DwarfError::NoTypes { .. }) => {
-                for candidate in debug_file_candidates(path, &obj) {
-                    let Ok(bytes) = std::fs::read(&candidate) else {
-                        continue;
-                    };
-                    let Ok(dobj) = object::File::parse(&*bytes) else {
-                        continue;
-                    };
+        let at_zero = vaddr_at_zero(&obj);
+        let found = match Debug::from_object(path, &obj, build_id.clone()) {
+            Err(DwarfError::NoTypes { .. }) => debug_file_candidates(path, &obj)
+                .iter()
+                .find_map(|candidate| {
+                    let bytes = std::fs::read(candidate).ok()?;
+                    let dobj = object::File::parse(&*bytes).ok()?;
                     if dobj.build_id().ok().flatten().map(hex) != build_id {
-                        continue;
+                        return None;
                     }
-                    if let Ok(d) = Debug::from_object(&candidate, &dobj, build_id.clone()) {
-                        return Ok(d);
-                    }
-                }
-                Err(DwarfError::NoTypes {
-                    path: path.to_owned(),
+                    Debug::from_object(candidate, &dobj, build_id.clone()).ok()
                 })
-            }
+                .ok_or_else(|| DwarfError::NoTypes {
+                    path: path.to_owned(),
+                }),
             other => other,
-        }
+        };
+        // From the executable in every case: a separate debug file is not what is mapped.
+        found.map(|d| Debug {
+            vaddr_at_zero: at_zero,
+            ..d
+        })
     }
 
     /// The index `asyncdump index` prints: every state machine and every root anchor.
@@ -364,11 +368,6 @@ impl Debug {
             i,
         )
     }
-}
-
-/// Indexes the async state machines of the executable at `path` (or its separate debug file).
-pub fn index(path: &Path) -> Result<Index, DwarfError> {
-    Ok(Debug::load(path)?.index())
 }
 
 impl Debug {
@@ -521,6 +520,7 @@ impl Debug {
             path: path.to_owned(),
             build_id,
             debug_info_bytes,
+            vaddr_at_zero: None,
             nodes,
             by_offset,
             files,

@@ -220,7 +220,7 @@ fn plan(
             id(&running)
         ));
     }
-    let bias = match dwarf::load_bias(pid, &exe) {
+    let bias = match dwarf::load_bias(pid, debug.vaddr_at_zero) {
         Ok(b) => b,
         Err(e) => return off(e.to_string()),
     };
@@ -290,12 +290,13 @@ fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Re
         (None, None) => unreachable!("clap requires one of them"),
     };
     let start = std::time::Instant::now();
-    let index = dwarf::index(&binary)?;
+    let debug = dwarf::Debug::load(&binary)?;
+    let index = debug.index();
     let took = start.elapsed();
     let tasks = match pid {
         None => Vec::new(),
         Some(pid) => {
-            let bias = dwarf::load_bias(pid, &binary)?;
+            let bias = dwarf::load_bias(pid, debug.vaddr_at_zero)?;
             let mut client = connect(&Target::Pid(pid))?;
             let (snap, _) = client.snapshot(false, None)?;
             snap.tasks

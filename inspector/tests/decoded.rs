@@ -4,15 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{Fixture, asyncdump_ok, bin, dump_json, section, site};
-
-/// `fixtures/src/bin/FIXTURE.rs:LINE` of the first line containing `needle`.
-fn at_line(fixture: &str, needle: &str) -> String {
-    let at = site(fixture, needle, &needle[..1]);
-    let mut parts = at.rsplitn(2, ':');
-    parts.next();
-    parts.next().unwrap().to_owned()
-}
+use crate::support::{Fixture, asyncdump_ok, at_line, bin, dump_json, line_of, section, site};
 
 /// The chain lines of a section: everything after the `spawned` line, before the delegate line.
 fn chain_lines(section: &[String]) -> Vec<String> {
@@ -83,12 +75,7 @@ fn the_depth_decoded_is_the_depth_asked_for() {
     }
     assert_eq!(sources, ["decoded", "decoded", "decoded", "awaitee"]);
     let top = &doc["tasks"][0]["frames"][0];
-    let header: u64 = at_line("plain_chain", "async fn descend")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let header: u64 = line_of("plain_chain", "async fn descend");
     assert_eq!(top["location"]["line"], header, "location is the fn itself");
     assert_eq!(
         top["suspended_at"]["file"],
@@ -357,16 +344,8 @@ fn annotated_frames_that_are_also_decoded_show_once_with_their_await_line() {
     let text = dump(fx.pid, &[]);
     let s = section(&text, "task 1 \"depth-chain\"");
     let descend = site("depth_chain", "async fn descend", "descend");
-    let recurse = at_line("depth_chain", "Box::pin(descend(")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_owned();
-    let leaf_await = at_line("depth_chain", "rx.frame(")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_owned();
+    let recurse = line_of("depth_chain", "Box::pin(descend(");
+    let leaf_await = line_of("depth_chain", "rx.frame(");
     let leaf = site("depth_chain", "rx.frame(\"oneshot::Receiver\")", "frame");
     assert_eq!(
         chain_lines(&s),
@@ -517,11 +496,7 @@ fn a_decoded_chain_is_complete_without_any_delegate() {
     let text = dump(fx.pid, &[]);
     let s = section(&text, "task 2 \"silent\"");
     let silent = site("custom_notifier", "Silent.frame(\"Silent\")", "frame");
-    let await_line = at_line("custom_notifier", "Silent.frame(\"Silent\")")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_owned();
+    let await_line = line_of("custom_notifier", "Silent.frame(\"Silent\")");
     let wait = site("custom_notifier", "async fn wait_silently", "wait_silently");
     assert_eq!(
         chain_lines(&s),

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Fixture, dump_json, site};
+use crate::support::{Fixture, dump_json, line_of, site};
 
 /// Frame names from the root down, following the first child.
 fn chain(task: &Value) -> Vec<String> {
@@ -93,11 +93,6 @@ fn the_document_has_the_documented_shape() {
     assert_eq!(leaf["source"], "labelled");
     assert_eq!(leaf["awaits_type"], "tokio::sync::oneshot::Receiver<u32>");
     assert_eq!(leaf["children"], serde_json::json!([]));
-}
-
-fn line_of(fixture: &str, needle: &str) -> u64 {
-    let at = site(fixture, needle, &needle[..1]);
-    at.split(':').nth(1).unwrap().parse().unwrap()
 }
 
 #[test]

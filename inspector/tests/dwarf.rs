@@ -1,11 +1,6 @@
 //! `asyncdump index BINARY`: async state machines read from a real fixture binary's DWARF.
 
-use crate::support::{Fixture, asyncdump, asyncdump_ok, bin, site};
-
-fn line_of(fixture: &str, needle: &str) -> u64 {
-    let at = site(fixture, needle, &needle[..1]);
-    at.split(':').nth(1).unwrap().parse().unwrap()
-}
+use crate::support::{Fixture, asyncdump, asyncdump_ok, bin, line_of};
 
 #[test]
 fn an_unannotated_async_fn_shows_each_await_with_its_line_and_awaited_type() {

@@ -178,3 +178,17 @@ pub fn section(text: &str, header_prefix: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// `fixtures/src/bin/FIXTURE.rs:LINE` of the first line containing `needle` (what a decoded frame shows:
+/// DWARF has no column).
+pub fn at_line(fixture: &str, needle: &str) -> String {
+    let at = site(fixture, needle, &needle[..1]);
+    let (file_line, _column) = at.rsplit_once(':').unwrap();
+    file_line.to_owned()
+}
+
+/// The line number of the first line of a fixture's source containing `needle`.
+pub fn line_of(fixture: &str, needle: &str) -> u64 {
+    let at = at_line(fixture, needle);
+    at.rsplit_once(':').unwrap().1.parse().unwrap()
+}
