@@ -150,6 +150,8 @@ impl Capturer {
         if let Some(plan) = &plan {
             self.walk_held(plan, &mut held, &mut snap.tasks);
         }
+        // After every task lock is released: listing a runtime takes none of ours, and none of tokio's.
+        snap.runtimes = crate::runtime::list_all(req.walk.as_ref(), &mut self.walker);
         if self.stale.len() > STALE_CACHE_MAX / 2 {
             let live: std::collections::HashSet<u64> = cells.iter().map(|c| c.id).collect();
             self.stale.retain(|id, _| live.contains(id));

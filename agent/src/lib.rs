@@ -52,6 +52,10 @@
 //!   sends a plan built from the binary's DWARF (which the agent never parses), and the agent follows it
 //!   from the task's pinned root future with `process_vm_readv` on its own pid, which fails on a bad
 //!   address instead of faulting. Only idle tasks are walked, under the same lock as frames.
+//! - A **runtime** registered with the agent ([`init`] registers the one it runs in; `register_runtime`
+//!   adds others) has every task listed, spawned through the agent or not: the inspector plans the path
+//!   through tokio's task lists from DWARF, and the agent follows it as it follows walks, without taking
+//!   tokio's locks and without touching any poll path.
 //! - The **server** ([`init`], [`Builder`]) answers `asyncdump` from dedicated std threads, so it answers
 //!   even when every runtime worker is blocked; [`snapshot`] takes the same snapshot in-process.
 //!
@@ -69,6 +73,7 @@
 mod capture;
 mod frame;
 mod instrument;
+mod runtime;
 mod server;
 mod sys;
 mod task;
@@ -84,6 +89,9 @@ pub use capture::{
 };
 pub use frame::Framed;
 pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
+#[cfg(feature = "tokio")]
+pub use runtime::register_runtime;
+pub use runtime::{MAX_RUNTIME_TASKS, MAX_RUNTIMES};
 pub use server::{Agent, Builder, InitError, MAX_CLIENTS, init};
 #[cfg(feature = "tokio")]
 pub use tokio_support::{JoinHandle, spawn, spawn_named};

@@ -64,7 +64,7 @@ impl Agent {
     }
 }
 
-/// Starts the agent with default options (see [`Builder`]).
+/// Starts the agent with default options (see [`Builder`]); inside a tokio runtime, registers it.
 pub fn init() -> Result<Agent, InitError> {
     Builder::new().start()
 }
@@ -95,8 +95,13 @@ impl Builder {
         self
     }
 
-    /// Binds the socket and starts the server thread.
+    /// Binds the socket and starts the server thread. Called inside a tokio runtime, also registers that
+    /// runtime, so that every task of it is listed (see `register_runtime`).
     pub fn start(self) -> Result<Agent, InitError> {
+        #[cfg(feature = "tokio")]
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            crate::runtime::register_runtime(&handle);
+        }
         static START_LOCK: Mutex<()> = Mutex::new(());
         let _guard = START_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(path) = STARTED.get() {
@@ -382,6 +387,7 @@ fn answer(request: &Request) -> Reply {
         Request::WalkInfo => Reply::WalkInfo(asyncdump_protocol::WalkInfo {
             root_anchors: crate::task::registry().root_anchors(),
             build_id: sys::own_build_id(),
+            runtimes: crate::runtime::handles(),
         }),
         Request::Snapshot(req) => Reply::Snapshot(
             capturer()

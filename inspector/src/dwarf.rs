@@ -145,6 +145,18 @@ pub struct Awaitee {
 
 type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
+type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
+
+/// One instantiation of tokio's `raw::poll::<T, S>`.
+pub(crate) struct TaskPoll {
+    /// Its address in the file, before load bias: what a task vtable's `poll` holds.
+    pub(crate) low_pc: u64,
+    /// The DIE of `T`, the task's future type.
+    pub(crate) future: u64,
+    /// `<T, S>` as spelled in its name, to find the matching `Cell<T, S>`.
+    pub(crate) args: String,
+}
+
 /// What one DIE holds that the index and the walk plans need.
 pub(crate) struct Node {
     /// Offset in `.debug_info`, and the unit (index into the per-unit file tables) it belongs to.
@@ -163,6 +175,8 @@ pub(crate) struct Node {
     pub(crate) low_pc: Option<u64>,
     /// An `Instrumented::poll` instantiation (see `is_anchor`).
     pub(crate) anchor: bool,
+    /// A `tokio::runtime::task::raw::poll::<T, S>` instantiation: what a tokio task's vtable points at.
+    pub(crate) task_poll: bool,
     pub(crate) artificial: bool,
     /// `DW_AT_containing_type` (of a `{vtable_type}`: the concrete type).
     pub(crate) containing_type: Option<u64>,
@@ -332,10 +346,68 @@ impl Debug {
     /// The address (in the file) of `asyncdump_agent`'s vtable for the wakers it hands out: a waker with
     /// this vtable has an `Arc<TaskCell>` as its data pointer.
     pub(crate) fn owned_waker_vtable(&self) -> Option<u64> {
+        self.static_addr("asyncdump_agent::waker::OWNED_VTABLE")
+    }
+
+    /// Every `tokio::runtime::task::raw::poll::<T, S>` instantiation: a task type tokio can run.
+    pub(crate) fn task_polls(&self) -> Vec<TaskPoll> {
+        let nodes = &self.nodes;
+        nodes
+            .iter()
+            .filter(|n| n.task_poll)
+            .filter_map(|n| {
+                let param = |name: &str| {
+                    n.children.iter().map(|&c| &nodes[c]).find(|c| {
+                        c.tag == constants::DW_TAG_template_type_parameter
+                            && c.name.as_deref() == Some(name)
+                    })
+                };
+                Some(TaskPoll {
+                    low_pc: n.low_pc?,
+                    future: param("T")?.type_ref?,
+                    args: n.name.as_deref()?.strip_prefix("poll")?.to_owned(),
+                })
+            })
+            .collect()
+    }
+
+    /// The DIE of the first complete (sized) structure or enum with this qualified name.
+    pub(crate) fn find_type(&self, qualified_name: &str) -> Option<u64> {
+        let last = qualified_name.rsplit("::").next()?;
+        self.nodes.iter().enumerate().find_map(|(i, n)| {
+            (n.tag == constants::DW_TAG_structure_type
+                && n.byte_size.is_some()
+                && n.name.as_deref() == Some(last)
+                && qualified(&self.nodes, i) == qualified_name)
+                .then_some(n.offset)
+        })
+    }
+
+    /// The DIEs of the structures named `{name}{args}` in namespace `path` (e.g. tokio's `Cell<T, S>`), by
+    /// their generic arguments `args` (`<T, S>`, as rustc spells them in DWARF).
+    pub(crate) fn generic_types(&self, path: &[&str], name: &str) -> FastMap<&str, u64> {
+        let mut out = FastMap::default();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.tag != constants::DW_TAG_structure_type || n.byte_size.is_none() {
+                continue;
+            }
+            let Some(args) = n.name.as_deref().and_then(|s| s.strip_prefix(name)) else {
+                continue;
+            };
+            if args.starts_with('<') && parents_are(&self.nodes, i, path) {
+                out.entry(args).or_insert(n.offset);
+            }
+        }
+        out
+    }
+
+    /// The address (in the file) of a static with this qualified name.
+    pub(crate) fn static_addr(&self, qualified_name: &str) -> Option<u64> {
+        let last = qualified_name.rsplit("::").next()?;
         self.nodes.iter().enumerate().find_map(|(i, n)| {
             (n.tag == constants::DW_TAG_variable
-                && n.name.as_deref() == Some("OWNED_VTABLE")
-                && qualified(&self.nodes, i) == "asyncdump_agent::waker::OWNED_VTABLE")
+                && n.name.as_deref() == Some(last)
+                && qualified(&self.nodes, i) == qualified_name)
                 .then_some(n.addr)
                 .flatten()
         })
@@ -427,7 +499,14 @@ impl Debug {
                         .attr_value(constants::DW_AT_linkage_name)
                         .and_then(|v| dwarf.attr_string(&unit, v).ok())
                         .is_some_and(|s| is_anchor(&s));
-                if entry.tag() == constants::DW_TAG_subprogram && !anchor {
+                let task_poll = entry.tag() == constants::DW_TAG_subprogram
+                    && !anchor
+                    && in_namespace(&nodes, &stack, TOKIO_RAW)
+                    && entry
+                        .attr_value(constants::DW_AT_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| s.starts_with(b"poll<"));
+                if entry.tag() == constants::DW_TAG_subprogram && !anchor && !task_poll {
                     skip_below = Some(depth);
                     continue;
                 }
@@ -481,6 +560,7 @@ impl Debug {
                         _ => None,
                     },
                     anchor,
+                    task_poll,
                     artificial: matches!(
                         entry.attr_value(constants::DW_AT_artificial),
                         Some(AttributeValue::Flag(true))
@@ -529,6 +609,21 @@ impl Debug {
     }
 }
 
+/// The namespaces of tokio's `raw::poll`, innermost last.
+const TOKIO_RAW: &[&str] = &["tokio", "runtime", "task", "raw"];
+
+/// Whether the DIEs on `stack` (the current DIE's ancestors, outermost first) end in the namespaces `path`.
+fn in_namespace(nodes: &[Node], stack: &[usize], path: &[&str]) -> bool {
+    stack.len() > path.len()
+        && stack[stack.len() - path.len()..]
+            .iter()
+            .zip(path)
+            .all(|(&i, want)| {
+                nodes[i].tag == constants::DW_TAG_namespace
+                    && nodes[i].name.as_deref() == Some(*want)
+            })
+}
+
 /// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`.
 fn is_anchor(linkage: &[u8]) -> bool {
     const NEEDLE: &[u8] =
@@ -564,6 +659,20 @@ fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) 
                 .unwrap_or_default()
         })
         .collect()
+}
+
+/// Whether node `i`'s enclosing namespaces are exactly `path` (outermost first) below the unit.
+fn parents_are(nodes: &[Node], i: usize, path: &[&str]) -> bool {
+    let mut at = nodes[i].parent;
+    for want in path.iter().rev() {
+        match at.map(|p| &nodes[p]) {
+            Some(p) if p.tag == constants::DW_TAG_namespace && p.name.as_deref() == Some(*want) => {
+                at = p.parent
+            }
+            _ => return false,
+        }
+    }
+    at.is_some_and(|p| nodes[p].tag != constants::DW_TAG_namespace)
 }
 
 /// The qualified name of a DIE: its namespaces and enclosing types, then its own name.

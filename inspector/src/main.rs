@@ -225,7 +225,7 @@ fn plan(
         Err(e) => return off(e.to_string()),
     };
     let anchors = info.root_anchors;
-    let decoder = Decoder::new(&debug, &anchors, bias);
+    let decoder = Decoder::new(&debug, &anchors, bias, !info.runtimes.is_empty());
     let missing = anchors.len() - decoder.roots_found;
     let note = (missing > 0).then(|| {
         format!(

@@ -29,7 +29,7 @@ fn the_document_has_the_documented_shape() {
     let fx = Fixture::start("depth_chain", &["--depth", "10"]);
     let doc = dump_json(fx.pid, &[]);
     assert_eq!(doc["format"], "asyncdump-dump");
-    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["version"], 3);
     assert_eq!(doc["process"]["pid"], fx.pid);
     assert_eq!(doc["process"]["program"], "depth_chain");
     assert_eq!(
@@ -44,6 +44,7 @@ fn the_document_has_the_documented_shape() {
         "round_trip_ns",
         "tasks_total",
         "idle",
+        "scheduled",
         "running",
         "completed",
         "tasks_spawned",
@@ -51,7 +52,11 @@ fn the_document_has_the_documented_shape() {
         assert!(doc["snapshot"][key].is_u64(), "snapshot.{key}");
     }
     assert_eq!(doc["deadlocks"], serde_json::json!([]));
+    // `init()` runs before the fixture's runtime exists: no runtime is registered.
+    assert_eq!(doc["runtimes"], serde_json::json!([]));
     let t = task(&doc, 1);
+    assert_eq!(t["agent_id"], 1);
+    assert_eq!(t["tokio_id"], Value::Null);
     assert_eq!(t["name"], "depth-chain");
     assert_eq!(t["state"], "idle");
     assert_eq!(t["thread"], Value::Null);

@@ -153,6 +153,7 @@ fn a_hostile_walk_plan_cannot_hurt_the_host() {
         vtables: vec![(0, 1), (u64::MAX, 5)],
         max_nodes: u32::MAX,
         max_bytes: u32::MAX,
+        runtime: None,
     };
     let req = Request::Snapshot(SnapshotRequest {
         include_completed: true,

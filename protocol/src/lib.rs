@@ -10,6 +10,8 @@
 //!   per direction; oversized, truncated and undecodable frames are distinct typed errors.
 //! - [`paths`]: where agents bind their sockets, shared so that both sides agree.
 //! - [`walk`]: walk plans, with which the agent reads unannotated async state machines for the inspector.
+//! - [`runtime`]: runtime plans, with which the agent lists every task of a tokio runtime, spawned through
+//!   the agent or not.
 //! - [`messages`]: the requests and replies, and the snapshot model (tasks, frames, continuation links,
 //!   cross-task edges, delegates) encoded with `postcard`, a compact serde binary format.
 //!
@@ -21,18 +23,23 @@ pub mod framing;
 pub mod handshake;
 pub mod messages;
 pub mod paths;
+pub mod runtime;
 pub mod walk;
 
 pub use framing::{FrameError, read_frame, write_frame};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
+pub use runtime::{
+    FlavorLayout, HeaderLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan, RuntimeReport,
+    RuntimeTask, StateBits, TaskLayout, TrailerLayout, VtableLayout,
+};
 pub use walk::{
     Case, Discr, Edge, MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES, NO_PARENT, NodeStatus,
     Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
 };
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest frame the agent accepts from a client. Requests are small (the biggest is a walk plan, a few
 /// kilobytes per distinct future type); anything bigger is a bug or an attack.

@@ -74,6 +74,8 @@ pub struct WalkInfo {
     /// The GNU build-id of the running executable, from its loaded `PT_NOTE` segment: tells the inspector
     /// whether the binary it reads DWARF from is the one running. `None` if the executable has none.
     pub build_id: Option<Vec<u8>>,
+    /// Where the `tokio::runtime::Handle` of each runtime registered with the agent is, in the target.
+    pub runtimes: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +98,9 @@ pub struct Snapshot {
     pub spawn_sites: Vec<SpawnSite>,
     pub tasks: Vec<Task>,
     pub stats: Stats,
+    /// One per registered runtime: tokio's count of its live tasks and, when the request's walk plan
+    /// carried a runtime plan, the tasks listed from it.
+    pub runtimes: Vec<crate::RuntimeReport>,
 }
 
 /// The static description of a frame, shared by every instance of it.

@@ -34,6 +34,8 @@ pub struct WalkPlan {
     pub max_nodes: u32,
     /// Most bytes read per task.
     pub max_bytes: u32,
+    /// How to list the tasks of the registered tokio runtimes; their futures are walked with this plan.
+    pub runtime: Option<Box<crate::RuntimePlan>>,
 }
 
 /// What to read of one type and which fields lead further.

@@ -35,6 +35,17 @@ impl std::fmt::Display for Dur {
 
 /// Task ids as compact ranges: `1–4, 7, 9–10`.
 pub fn id_ranges(ids: &[u64]) -> String {
+    use crate::model::TOKIO_ONLY;
+    let (tokio, agent): (Vec<u64>, Vec<u64>) = ids.iter().partition(|&&id| id & TOKIO_ONLY != 0);
+    let tokio: Vec<u64> = tokio.into_iter().map(|id| id & !TOKIO_ONLY).collect();
+    match (ranges(&agent), ranges(&tokio)) {
+        (a, t) if t.is_empty() => a,
+        (a, t) if a.is_empty() => format!("tokio {t}"),
+        (a, t) => format!("{a}, tokio {t}"),
+    }
+}
+
+fn ranges(ids: &[u64]) -> String {
     let mut sorted = ids.to_vec();
     sorted.sort_unstable();
     let mut parts = Vec::new();

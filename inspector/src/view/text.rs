@@ -7,7 +7,8 @@
 use std::fmt::{self, Display, Write};
 
 use crate::model::{
-    CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TaskView,
+    CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TOKIO_ONLY,
+    TaskView,
 };
 use crate::view::{Dur, id_ranges};
 
@@ -18,9 +19,23 @@ struct Label<'a>(u64, Option<&'a str>);
 
 impl Display for Label<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", Key(self.0))?;
         match self.1 {
-            Some(name) => write!(f, "task {} \"{name}\"", self.0),
-            None => write!(f, "task {}", self.0),
+            Some(name) => write!(f, " \"{name}\""),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A task's key as people read it: `task 3` (the agent's id) or `tokio task 7` (tokio's id, for a task
+/// the agent has no record of).
+struct Key(u64);
+
+impl Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 & TOKIO_ONLY {
+            0 => write!(f, "task {}", self.0),
+            _ => write!(f, "tokio task {}", self.0 & !TOKIO_ONLY),
         }
     }
 }
@@ -44,7 +59,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
         let ids: Vec<String> = cycle
             .iter()
             .chain(cycle.first())
-            .map(|id| format!("task {id}"))
+            .map(|&id| Key(id).to_string())
             .collect();
         let named: Vec<String> = cycle
             .iter()
@@ -63,18 +78,19 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
                 let tasks = if g.count == 1 { "task" } else { "tasks" };
                 let _ = write!(
                     out,
-                    "×{} {tasks} {} · {} · {} {}",
+                    "×{} {tasks} {} · {}",
                     g.count,
                     id_ranges(&g.task_ids),
                     state_word(g.state),
-                    age_word(g.state),
-                    Dur(g.min_age_ns)
                 );
-                if g.min_age_ns != g.max_age_ns {
-                    let _ = write!(out, "–{}", Dur(g.max_age_ns));
+                if let (Some(min), Some(max)) = (g.min_age_ns, g.max_age_ns) {
+                    let _ = write!(out, " · {} {}", age_word(g.state), Dur(min));
+                    if min != max {
+                        let _ = write!(out, "–{}", Dur(max));
+                    }
                 }
                 out.push('\n');
-                spawned(&mut out, &g.spawned_at, &g.root_type, None);
+                spawned(&mut out, g.spawned_at.as_deref(), None, &g.root_type, None);
                 frames(&mut out, &g.frames, &g.awaits_tasks, &labels);
                 out.push('\n');
             }
@@ -105,17 +121,44 @@ fn header(out: &mut String, d: &Dump) {
         p.protocol_version,
         Dur(p.uptime_ns)
     );
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "{} {}: {} idle, {} running, {} completed · snapshot in {} (round trip {})",
+        "{} {}: {} idle, ",
         s.tasks_total,
         if s.tasks_total == 1 { "task" } else { "tasks" },
         s.idle,
+    );
+    if s.scheduled > 0 {
+        let _ = write!(out, "{} scheduled, ", s.scheduled);
+    }
+    let _ = writeln!(
+        out,
+        "{} running, {} completed · snapshot in {} (round trip {})",
         s.running,
         s.completed,
         Dur(s.capture_ns),
         Dur(s.round_trip_ns)
     );
+    for r in &d.runtimes {
+        let flavor = r.flavor.unwrap_or("tokio");
+        let _ = write!(out, "runtime {flavor}: {} alive", r.alive);
+        match &r.not_listed {
+            Some(why) => {
+                let _ = writeln!(out, ", not listed: {why}");
+            }
+            None => {
+                let _ = write!(out, ", {} listed", r.listed);
+                if r.skipped > 0 {
+                    let _ = write!(
+                        out,
+                        ", {} skipped (changing while read, or over the limit)",
+                        r.skipped
+                    );
+                }
+                out.push('\n');
+            }
+        }
+    }
     let dec = &d.decoding;
     if dec.enabled {
         let _ = write!(
@@ -147,6 +190,7 @@ fn header(out: &mut String, d: &Dump) {
 fn state_word(s: State) -> &'static str {
     match s {
         State::Idle => "idle",
+        State::Scheduled => "scheduled",
         State::Running => "running",
         State::Completed => "completed",
     }
@@ -154,7 +198,7 @@ fn state_word(s: State) -> &'static str {
 
 fn age_word(s: State) -> &'static str {
     match s {
-        State::Idle => "suspended",
+        State::Idle | State::Scheduled => "suspended",
         State::Running => "for",
         State::Completed => "ago",
     }
@@ -170,21 +214,30 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
             th.tid
         );
     }
-    let _ = write!(
-        out,
-        " · {} {} · polls {} · busy {} · woken {} time{}",
-        age_word(t.state),
-        Dur(t.state_age_ns),
-        t.polls,
-        Dur(t.busy_ns),
-        t.wakes,
-        if t.wakes == 1 { "" } else { "s" }
-    );
-    if let Some(ago) = t.last_wake_ago_ns {
-        let _ = write!(out, " (last {} ago)", Dur(ago));
+    match (t.state_age_ns, t.polls, t.busy_ns, t.wakes) {
+        (Some(age), Some(polls), Some(busy), Some(wakes)) => {
+            let _ = write!(
+                out,
+                " · {} {} · polls {polls} · busy {} · woken {wakes} time{}",
+                age_word(t.state),
+                Dur(age),
+                Dur(busy),
+                if wakes == 1 { "" } else { "s" }
+            );
+            if let Some(ago) = t.last_wake_ago_ns {
+                let _ = write!(out, " (last {} ago)", Dur(ago));
+            }
+        }
+        _ => out.push_str(" · not spawned through the agent: no name, timings or spawn site"),
     }
     out.push('\n');
-    spawned(out, &t.spawned_at, &t.root_type, Some(t.age_ns));
+    spawned(
+        out,
+        t.spawned_at.as_deref(),
+        t.tokio_id.filter(|_| t.agent_id.is_some()),
+        &t.root_type,
+        t.age_ns,
+    );
     if let Some(by) = &t.awaited_by {
         let _ = write!(out, "  awaited by {}", labels.of(by.task));
         if !by.path.is_empty() {
@@ -210,6 +263,7 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
     }
     frames(out, &t.frames, &t.awaits_tasks, labels);
     match &t.delegate {
+        None if t.agent_id.is_none() => {} // only the agent sees the waker
         None => out.push_str("  delegate: none\n"),
         Some(d) => {
             let s = if d.clones == 1 { "" } else { "s" };
@@ -249,7 +303,7 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
             (true, None, Some(vt)) => {
                 let _ = write!(
                     out,
-                    "holds a waker that is not asyncdump's (vtable {vt:#x})"
+                    "holds a waker that is neither the agent's nor tokio's (vtable {vt:#x})"
                 );
             }
             (true, None, None) => out.push_str("holds a waker"),
@@ -264,16 +318,28 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
     }
 }
 
-fn spawned(out: &mut String, at: &Loc, root_type: &str, age_ns: Option<u64>) {
-    out.push_str("  spawned");
-    if let Some(age) = age_ns {
-        let _ = write!(out, " {} ago", Dur(age));
+/// `spawned 2s ago at FILE:LINE:COL · tokio task 5 · root TYPE`, with what is known of each.
+fn spawned(
+    out: &mut String,
+    at: Option<&Loc>,
+    tokio_id: Option<u64>,
+    root_type: &str,
+    age_ns: Option<u64>,
+) {
+    match at {
+        Some(at) => {
+            out.push_str("  spawned");
+            if let Some(age) = age_ns {
+                let _ = write!(out, " {} ago", Dur(age));
+            }
+            let _ = write!(out, " at {}:{}:{} · ", at.file, at.line, at.column);
+        }
+        None => out.push_str("  "),
     }
-    let _ = writeln!(
-        out,
-        " at {}:{}:{} · root {root_type}",
-        at.file, at.line, at.column
-    );
+    if let Some(id) = tokio_id {
+        let _ = write!(out, "tokio task {id} · ");
+    }
+    let _ = writeln!(out, "root {root_type}");
 }
 
 fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &Labels<'_>) {

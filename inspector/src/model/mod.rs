@@ -15,11 +15,14 @@ use std::rc::Rc;
 
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
 
-use crate::decode::{AnnotatedFrame, DecodedDelegate, Decoder};
+use crate::decode::{AnnotatedFrame, DecodedDelegate, Decoder, TaskRefs};
+
+mod runtime;
+pub use runtime::RuntimeView;
 use serde::Serialize;
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
-pub const JSON_VERSION: u32 = 2;
+pub const JSON_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Dump {
@@ -27,6 +30,8 @@ pub struct Dump {
     pub version: u32,
     pub process: Process,
     pub snapshot: SnapshotInfo,
+    /// The tokio runtimes registered with the agent: how many tasks each has, and how many were listed.
+    pub runtimes: Vec<RuntimeView>,
     /// Wait cycles across JoinHandle edges, each listed in "awaits" order starting at its lowest task id.
     pub deadlocks: Vec<Vec<u64>>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
@@ -69,28 +74,39 @@ pub struct SnapshotInfo {
     pub round_trip_ns: u64,
     pub tasks_total: usize,
     pub idle: usize,
+    pub scheduled: usize,
     pub running: usize,
     pub completed: usize,
     pub tasks_spawned: u64,
 }
 
+/// A task of the dump: one the agent records (spawned through it: name, spawn site, poll counts), one
+/// only listed from a tokio runtime (`agent_id` is `None`, and so is everything only the agent knows),
+/// or one that is both, shown once.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskView {
+    /// Unique within the dump, and what edges and deadlocks refer to: the agent's id for a task with
+    /// agent data, [`TOKIO_ONLY`] plus tokio's id for one without.
     pub id: u64,
+    /// The agent's id, for a task spawned through the agent.
+    pub agent_id: Option<u64>,
+    /// tokio's task id (`tokio::task::Id`), for a task listed from a registered runtime.
+    pub tokio_id: Option<u64>,
     pub name: Option<String>,
     pub state: State,
     /// OS thread running the task, when running.
     pub thread: Option<Thread>,
-    /// Time in the current state: suspended for (idle), running for, or completed for.
-    pub state_age_ns: u64,
+    /// Time in the current state: suspended for (idle), running for, or completed for. Only the agent
+    /// times tasks.
+    pub state_age_ns: Option<u64>,
     /// Time since the task was created.
-    pub age_ns: u64,
-    pub polls: u64,
-    pub busy_ns: u64,
-    pub wakes: u64,
+    pub age_ns: Option<u64>,
+    pub polls: Option<u64>,
+    pub busy_ns: Option<u64>,
+    pub wakes: Option<u64>,
     /// Time since the last wake, if it was ever woken.
     pub last_wake_ago_ns: Option<u64>,
-    pub spawned_at: Rc<Loc>,
+    pub spawned_at: Option<Rc<Loc>>,
     pub root_type: Rc<str>,
     pub capture: CaptureView,
     /// Frames the task root awaits directly; each holds its children down to the leaves.
@@ -111,9 +127,21 @@ pub struct TaskView {
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Idle,
+    /// Woken and waiting in the runtime's queue to be polled (from tokio's state word).
+    Scheduled,
     Running,
     Completed,
 }
+
+impl State {
+    /// Idle or scheduled: the task's future is suspended at an await.
+    pub fn suspended(self) -> bool {
+        matches!(self, State::Idle | State::Scheduled)
+    }
+}
+
+/// Added to tokio's id to key a task the agent has no record of (see [`TaskView::id`]).
+pub const TOKIO_ONLY: u64 = 1 << 62;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Thread {
@@ -302,7 +330,8 @@ impl Dump {
         )
     }
 
-    /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`.
+    /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`, and adds the tasks
+    /// only listed from registered runtimes (see [`runtime`]).
     pub fn build_decoded(
         handshake: &Handshake,
         snap: &Snapshot,
@@ -337,11 +366,7 @@ impl Dump {
             .enumerate()
             .map(|(i, t)| (t.id, i))
             .collect();
-        // Task cell address → task id, for pointers a decoded walk found (wakers, JoinHandles).
-        let cells: FastMap<u64, u64> = match decoder {
-            Some(_) => snap.tasks.iter().map(|t| (t.cell, t.id)).collect(),
-            None => FastMap::default(),
-        };
+        let listed = runtime::Listed::new(snap, decoder);
         // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
         let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
         for t in &snap.tasks {
@@ -349,12 +374,13 @@ impl Dump {
                 edges.entry(a.task).or_default().push((a.frame, t.id));
             }
         }
-        let tasks: Vec<TaskView> = snap
+        let mut tasks: Vec<TaskView> = snap
             .tasks
             .iter()
             .map(|t| {
                 let edges = edges.get(&t.id).map_or(&[][..], |v| v);
-                let mut view = task_view(snap, &shared, t, edges, decoder, &cells);
+                let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs());
+                listed.annotate(&mut view);
                 view.awaited_by = t.awaited_by.map(|edge| {
                     let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
                     AwaitedBy {
@@ -368,6 +394,8 @@ impl Dump {
                 view
             })
             .collect();
+        tasks.extend(listed.views(decoder));
+        listed.join_edges(&mut tasks, decoder);
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         Dump {
             format: "asyncdump-dump",
@@ -385,11 +413,13 @@ impl Dump {
                 round_trip_ns,
                 tasks_total: tasks.len(),
                 idle: count(State::Idle),
+                scheduled: count(State::Scheduled),
                 running: count(State::Running),
                 completed: count(State::Completed),
                 tasks_spawned: snap.stats.tasks_spawned,
             },
-            deadlocks: find_cycles(snap),
+            runtimes: listed.reports(snap, decoder, &decoding),
+            deadlocks: find_cycles(&tasks),
             decoding,
             tasks,
         }
@@ -398,8 +428,8 @@ impl Dump {
     /// Keeps the tasks `filter` selects. Header counts and deadlocks still describe the whole process.
     pub fn filter(mut self, filter: &Filter) -> Dump {
         self.tasks.retain(|t| {
-            (filter.all || t.state == State::Idle)
-                && t.state_age_ns >= filter.min_age_ns
+            (filter.all || t.state.suspended())
+                && t.state_age_ns.unwrap_or(0) >= filter.min_age_ns
                 && filter
                     .type_substr
                     .as_deref()
@@ -429,7 +459,7 @@ fn task_view(
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
     decoder: Option<&Decoder>,
-    cells: &FastMap<u64, u64>,
+    refs: &TaskRefs,
 ) -> TaskView {
     let now = snap.now_ns;
     let (state, thread, since) = match &t.state {
@@ -478,7 +508,7 @@ fn task_view(
                     awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
                 })
                 .collect();
-            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, cells);
+            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, refs);
             decoded_delegates = delegates;
             (frames, Decoder::note(walk))
         }
@@ -490,16 +520,18 @@ fn task_view(
     };
     TaskView {
         id: t.id,
+        agent_id: Some(t.id),
+        tokio_id: None,
         name: t.name.clone(),
         state,
         thread,
-        state_age_ns: now.saturating_sub(since),
-        age_ns: now.saturating_sub(t.created_ns),
-        polls: t.polls,
-        busy_ns: t.busy_ns,
-        wakes: t.wakes,
+        state_age_ns: Some(now.saturating_sub(since)),
+        age_ns: Some(now.saturating_sub(t.created_ns)),
+        polls: Some(t.polls),
+        busy_ns: Some(t.busy_ns),
+        wakes: Some(t.wakes),
         last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
-        spawned_at,
+        spawned_at: Some(spawned_at),
         root_type,
         capture: match t.capture {
             Capture::Fresh => CaptureView::Fresh,
@@ -578,11 +610,10 @@ fn frame_path(snap: &Snapshot, t: &asyncdump_protocol::Task, target: Option<u64>
 
 /// Cycles in the "task awaits task" graph. Every task has at most one awaiter (`awaited_by`), so following
 /// awaiters from any task either ends or enters exactly one cycle.
-fn find_cycles(snap: &Snapshot) -> Vec<Vec<u64>> {
-    let awaiter: BTreeMap<u64, u64> = snap
-        .tasks
+fn find_cycles(tasks: &[TaskView]) -> Vec<Vec<u64>> {
+    let awaiter: BTreeMap<u64, u64> = tasks
         .iter()
-        .filter_map(|t| t.awaited_by.map(|a| (t.id, a.task)))
+        .filter_map(|t| t.awaited_by.as_ref().map(|a| (t.id, a.task)))
         .collect();
     let mut done: std::collections::HashSet<u64> = Default::default();
     let mut cycles = Vec::new();
@@ -621,16 +652,17 @@ pub struct Group {
     pub count: usize,
     pub task_ids: Vec<u64>,
     pub state: State,
-    pub spawned_at: Rc<Loc>,
+    pub spawned_at: Option<Rc<Loc>>,
     pub root_type: Rc<str>,
-    pub min_age_ns: u64,
-    pub max_age_ns: u64,
+    /// The range of time in their state, of the tasks whose time the agent knows.
+    pub min_age_ns: Option<u64>,
+    pub max_age_ns: Option<u64>,
     pub frames: Vec<FrameNode>,
     pub awaits_tasks: Vec<u64>,
 }
 
 /// What makes two chains identical for [`coalesce`].
-type GroupKey<'a> = (State, &'a [FrameNode], &'a Loc, &'a str, &'a [u64]);
+type GroupKey<'a> = (State, &'a [FrameNode], Option<&'a Loc>, &'a str, &'a [u64]);
 
 pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
@@ -639,7 +671,7 @@ pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
         let key = (
             t.state,
             &t.frames[..],
-            &*t.spawned_at,
+            t.spawned_at.as_deref(),
             &*t.root_type,
             &t.awaits_tasks[..],
         );
@@ -648,7 +680,11 @@ pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
                 let g = &mut groups[g];
                 g.count += 1;
                 g.task_ids.push(t.id);
-                g.min_age_ns = g.min_age_ns.min(t.state_age_ns);
+                // `None` (not timed) is no minimum: `Option::min` would take it as one.
+                g.min_age_ns = match (g.min_age_ns, t.state_age_ns) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 g.max_age_ns = g.max_age_ns.max(t.state_age_ns);
             }
             None => {
@@ -773,7 +809,7 @@ pub(crate) mod tests {
         assert_eq!(names(root), ["handler"]);
         assert_eq!(names(&root[0].children), ["read_frame", "timer"]);
         assert_eq!(names(&root[0].children[0].children), ["recv"]);
-        assert_eq!(dump.tasks[0].state_age_ns, 2_000_000_000 - 1_000);
+        assert_eq!(dump.tasks[0].state_age_ns, Some(2_000_000_000 - 1_000));
     }
 
     #[test]

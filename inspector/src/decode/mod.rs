@@ -30,6 +30,8 @@ use gimli::constants;
 use crate::dwarf::Debug;
 use crate::model::{FastMap, FrameInfo, FrameNode, Loc, Source};
 
+mod runtime;
+
 /// Most nodes and bytes the agent walks per task.
 pub const MAX_NODES: u32 = 1024;
 pub const MAX_BYTES: u32 = 256 * 1024;
@@ -56,6 +58,11 @@ enum Kind {
     /// A pointer into a task cell (`Arc<TaskCell>`), in the discriminant: the cell is at the value plus
     /// `plus`. Read from the copy its parent made, so it costs no read of its own.
     CellRef { plus: u64 },
+    /// A pointer to a tokio task header (in a tokio `JoinHandle`), in the discriminant.
+    HeaderRef,
+    /// `asyncdump_agent::Instrumented`, the root of a tokio task spawned through the agent: its child
+    /// (a [`Kind::CellRef`]) names the agent's task, whose own walk shows the chain.
+    AgentRoot,
     /// `tokio::sync::oneshot::Receiver`: a leaf, whose shared state is read for the delegate only.
     Oneshot(Rc<FrameInfo>),
     /// The receiver's `Inner`: its state word in the discriminant.
@@ -85,13 +92,29 @@ pub struct Decoder {
     /// `{{closure}}`.
     pub root_names: FastMap<u64, Rc<str>>,
     /// Where `asyncdump_agent`'s owned-waker vtable is in the process: a waker with it is one of ours.
-    owned_vtable: Option<u64>,
+    pub owned_vtable: Option<u64>,
+    /// Where tokio's task waker vtable is in the process: the data pointer of such a waker is the
+    /// header of the task it wakes.
+    pub tokio_vtable: Option<u64>,
+    /// Why the registered runtimes' tasks cannot be listed, when they cannot.
+    pub runtime_note: Option<String>,
+    /// The future type of each task type a runtime can list, by its poll function.
+    pub task_types: runtime::TaskTypes,
+}
+
+/// What pointers found by a walk lead to: task cells (the agent's records) and tokio task headers, each
+/// to the dump's key of that task.
+#[derive(Default)]
+pub struct TaskRefs {
+    pub cells: FastMap<u64, u64>,
+    pub headers: FastMap<u64, u64>,
 }
 
 impl Decoder {
     /// Builds the plan for tasks whose root anchors are `anchors` (as the agent reports them), in a
-    /// process whose executable is loaded at `bias`.
-    pub fn new(debug: &Debug, anchors: &[u64], bias: u64) -> Decoder {
+    /// process whose executable is loaded at `bias`; with `runtimes`, also the plan for listing tokio
+    /// runtimes' tasks, which plans every future type tokio can run.
+    pub fn new(debug: &Debug, anchors: &[u64], bias: u64, runtimes: bool) -> Decoder {
         let mut b = Builder {
             debug,
             types: Vec::new(),
@@ -120,6 +143,11 @@ impl Decoder {
             .collect();
         vtables.sort_unstable();
         vtables.dedup_by_key(|v| v.0);
+        let (runtime, task_types, runtime_note) = match runtimes.then(|| b.runtime_plan(bias)) {
+            Some(Ok((plan, names))) => (Some(Box::new(plan)), names, None),
+            Some(Err(why)) => (None, FastMap::default(), Some(why)),
+            None => (None, FastMap::default(), None),
+        };
         let roots_found = roots.len();
         Decoder {
             plan: WalkPlan {
@@ -128,11 +156,17 @@ impl Decoder {
                 vtables,
                 max_nodes: MAX_NODES,
                 max_bytes: MAX_BYTES,
+                runtime,
             },
             kinds: b.kinds,
             roots_found,
             root_names,
             owned_vtable: debug.owned_waker_vtable().map(|a| a.wrapping_add(bias)),
+            tokio_vtable: debug
+                .static_addr("tokio::runtime::task::waker::WAKER_VTABLE")
+                .map(|a| a.wrapping_add(bias)),
+            runtime_note,
+            task_types,
         }
     }
 
@@ -150,7 +184,7 @@ impl Decoder {
         walk: &[WalkNode],
         annotated: &[AnnotatedFrame],
         root_awaits: &mut Vec<u64>,
-        cells: &FastMap<u64, u64>,
+        refs: &TaskRefs,
     ) -> (Vec<FrameNode>, Vec<DecodedDelegate>) {
         let by_id: FastMap<u64, usize> = annotated
             .iter()
@@ -274,11 +308,15 @@ impl Decoder {
                             here.join = Some(d);
                         }
                         Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData => {}
-                        Kind::CellRef { .. } if n.status != NodeStatus::Read => {}
-                        Kind::CellRef { plus } => {
-                            let task = n
-                                .discr
-                                .and_then(|v| cells.get(&v.wrapping_add(*plus)).copied());
+                        Kind::CellRef { .. } | Kind::HeaderRef if n.status != NodeStatus::Read => {}
+                        Kind::AgentRoot => {}
+                        Kind::CellRef { .. } | Kind::HeaderRef => {
+                            let task = n.discr.and_then(|v| match kind {
+                                Kind::CellRef { plus } => {
+                                    refs.cells.get(&v.wrapping_add(*plus)).copied()
+                                }
+                                _ => refs.headers.get(&v).copied(),
+                            });
                             if let (Some(d), Some(task)) =
                                 (parent.and_then(|p| placed[p].join), task)
                             {
@@ -309,7 +347,26 @@ impl Decoder {
             arena.nodes[d].awaits = f.awaits.clone();
             matched.insert(f.id, d);
         }
-        (arena.into_trees(), self.delegates(walk, &receivers, cells))
+        (arena.into_trees(), self.delegates(walk, &receivers, refs))
+    }
+
+    /// The agent's task cell that a runtime task's walk leads to, when the task was spawned through the
+    /// agent (its future is an `Instrumented`).
+    pub fn agent_cell(&self, walk: &[WalkNode]) -> Option<u64> {
+        walk.iter().enumerate().find_map(|(i, n)| {
+            if !matches!(self.kinds.get(n.ty as usize), Some(Kind::AgentRoot)) {
+                return None;
+            }
+            walk.iter().skip(i + 1).find_map(|c| {
+                let plus = match self.kinds.get(c.ty as usize) {
+                    Some(Kind::CellRef { plus }) => *plus,
+                    _ => return None,
+                };
+                (c.parent as usize == i && c.status == NodeStatus::Read)
+                    .then(|| c.discr.map(|v| v.wrapping_add(plus)))
+                    .flatten()
+            })
+        })
     }
 
     /// The select whose branches tuple node `t` holds: up through the pointers between them.
@@ -333,7 +390,7 @@ impl Decoder {
         &self,
         walk: &[WalkNode],
         receivers: &[usize],
-        cells: &FastMap<u64, u64>,
+        refs: &TaskRefs,
     ) -> Vec<DecodedDelegate> {
         let mut out = Vec::new();
         for &i in receivers {
@@ -361,9 +418,18 @@ impl Decoder {
                     .and_then(|c| c.discr)
             };
             let vtable = child(|k| matches!(k, Kind::WakerVtable));
-            let task = child(|k| matches!(k, Kind::WakerData)).and_then(|v| cells.get(&v).copied());
+            let data = child(|k| matches!(k, Kind::WakerData));
             let registered = state & ONESHOT_RX_TASK_SET != 0;
-            let ours = vtable.is_some() && vtable == self.owned_vtable;
+            // The agent's wakers point at its task cell, tokio's at the task header.
+            let (ours, task) = match vtable {
+                Some(v) if Some(v) == self.owned_vtable => {
+                    (true, data.and_then(|d| refs.cells.get(&d).copied()))
+                }
+                Some(v) if Some(v) == self.tokio_vtable => {
+                    (true, data.and_then(|d| refs.headers.get(&d).copied()))
+                }
+                _ => (false, None),
+            };
             out.push(DecodedDelegate {
                 leaf,
                 registered,
@@ -410,10 +476,10 @@ pub struct DecodedDelegate {
     pub leaf: String,
     /// Whether the leaf has a waker registered at all. A pending receiver without one is never woken.
     pub registered: bool,
-    /// The task whose asyncdump waker it holds.
+    /// The task whose waker (the agent's or tokio's own) it holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waker_of: Option<u64>,
-    /// The vtable of a waker that is not asyncdump's (the executor's own, or another wrapper's).
+    /// The vtable of a waker that is neither the agent's nor tokio's (another executor's or wrapper's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub foreign_vtable: Option<u64>,
     /// The sender already sent a value: the task should have been woken.
@@ -730,6 +796,50 @@ impl Builder<'_> {
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
+        if name.starts_with("tokio::runtime::task::join::JoinHandle<") {
+            let info = Rc::new(leaf(short_type(&name.replacen(
+                "runtime::task::join::",
+                "task::",
+                1,
+            ))));
+            return match self.header_path(die) {
+                Some(edge) => (plan(vec![edge]), Kind::JoinHandle(info)),
+                None => (TypePlan::default(), Kind::Leaf(info)),
+            };
+        }
+        if name.starts_with("asyncdump_agent::instrument::Instrumented<") {
+            // A runtime task spawned through the agent: read only which agent task it is.
+            return match self.task_id_path(die) {
+                Some(edge) => (plan(vec![edge]), Kind::AgentRoot),
+                None => self.leaf(die),
+            };
+        }
+        if name.starts_with("tokio::runtime::task::core::Stage<") {
+            // A runtime task's stage: the future while it runs, then its output.
+            if let Some((discr, variants)) = self.variants(die) {
+                let cases: Vec<Case> = variants
+                    .into_iter()
+                    .filter(|v| v.1 == "Running")
+                    .filter_map(|(value, _, vdie, voff)| {
+                        let (off, ty) = self.member(vdie, &["__0"])?;
+                        Some(Case {
+                            value,
+                            edges: vec![inline(voff + off, self.ty(ty))],
+                        })
+                    })
+                    .collect();
+                return (
+                    TypePlan {
+                        size,
+                        discr: Some(discr),
+                        always: Vec::new(),
+                        cases,
+                    },
+                    Kind::Transparent,
+                );
+            }
+            return self.leaf(die);
+        }
         if name.starts_with("tokio::sync::oneshot::Receiver<") {
             let info = Rc::new(leaf(short_type(&name)));
             return match self.oneshot_path(die) {
@@ -1028,7 +1138,12 @@ impl Builder<'_> {
     /// structures and unions), at most `depth` levels down.
     fn find_member(&self, die: u64, name: &str, depth: usize) -> Option<u64> {
         let die = self.strip(die);
-        for (n, off, ty) in self.members(die) {
+        // An enum's fields are in its variants (`Option<Waker>`: the waker is in `Some`).
+        let variant_fields = self.variants(die).into_iter().flat_map(|(_, vs)| {
+            vs.into_iter()
+                .map(|(_, vname, vdie, voff)| (vname, voff, vdie))
+        });
+        for (n, off, ty) in self.members(die).into_iter().chain(variant_fields) {
             if n == name {
                 return Some(off);
             }
@@ -1039,6 +1154,17 @@ impl Builder<'_> {
             }
         }
         None
+    }
+
+    /// In tokio's `JoinHandle`: `raw: RawTask { ptr: NonNull<Header> }`. Returns the edge to a value that
+    /// reads that pointer: the joined task's header, compared with the listed runtime tasks' headers.
+    fn header_path(&mut self, die: u64) -> Option<Edge> {
+        let (off, _) = self.pointer_to(die, "raw")?;
+        let t = self.synthetic(0, Kind::HeaderRef);
+        Some(Edge {
+            offset: off as u32,
+            to: Target::Inline(t),
+        })
     }
 
     /// In `asyncdump_agent::JoinHandle`: `task: Arc<TaskCell>` points at `ArcInner { .., data: TaskCell }`.

@@ -1,0 +1,222 @@
+//! The runtime plan: how the agent finds every task of a tokio runtime, read from tokio's own types in
+//! the binary's DWARF.
+//!
+//! From `tokio::runtime::Handle` (the agent keeps one per registered runtime) the path runs through the
+//! scheduler enum (current-thread or multi-thread) and its `Arc` to the runtime's `OwnedTasks`, a sharded
+//! list of task headers. Each header names its vtable, whose `poll` field is the address of
+//! `tokio::runtime::task::raw::poll::<T, S>`: its DWARF subprogram names `T`, the task's future type, and
+//! the matching `Cell<T, S>` says where the future's stage is. Every such task type is planned, so the
+//! agent's walk of a task it only has a header pointer for decodes its chain like any other.
+//!
+//! Everything here is found by member name, never by a fixed offset: a tokio whose layout differs
+//! either still matches or gives a one-line reason why its tasks are not listed.
+
+use asyncdump_protocol::{
+    Discr, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, StateBits,
+    TaskLayout, TrailerLayout, VtableLayout,
+};
+
+use std::rc::Rc;
+
+use super::Builder;
+use crate::model::FastMap;
+
+/// The future type of each task type, by the address of its `raw::poll`.
+pub type TaskTypes = FastMap<u64, Rc<str>>;
+
+/// Most tasks the agent lists per runtime.
+pub const MAX_TASKS: u32 = 200_000;
+
+/// tokio's task state bits (`runtime/task/state.rs`, the same since tokio 1.0; checked on 1.54).
+const STATE_BITS: StateBits = StateBits {
+    running: 0b0001,
+    complete: 0b0010,
+    notified: 0b0100,
+    join_waker: 0b1_0000,
+};
+
+impl Builder<'_> {
+    /// The runtime plan, with each task type's name by poll function, or why tokio's task lists cannot
+    /// be read from this binary's DWARF.
+    pub(super) fn runtime_plan(&mut self, bias: u64) -> Result<(RuntimePlan, TaskTypes), String> {
+        let d = self.debug;
+        let need = |name: &str| {
+            d.find_type(name)
+                .ok_or_else(|| format!("the DWARF has no type {name}"))
+        };
+        let handle = need("tokio::runtime::handle::Handle")?;
+        let header = need("tokio::runtime::task::core::Header")?;
+        let vtable = need("tokio::runtime::task::raw::Vtable")?;
+        let trailer = need("tokio::runtime::task::core::Trailer")?;
+        let (handle_discr, flavors, owned_ty) = self.flavors(handle)?;
+        let layout = |what: &str| format!("tokio's {what} has an unknown layout");
+        let mut names = TaskTypes::default();
+        let tasks = self.task_layouts(bias, &mut names);
+        let plan = RuntimePlan {
+            handle_discr,
+            flavors,
+            owned: self
+                .owned_layout(owned_ty)
+                .ok_or_else(|| layout("OwnedTasks"))?,
+            header: self
+                .header_layout(header)
+                .ok_or_else(|| layout("task Header"))?,
+            vtable: self
+                .vtable_layout(vtable)
+                .ok_or_else(|| layout("task Vtable"))?,
+            trailer: self
+                .trailer_layout(trailer)
+                .ok_or_else(|| layout("task Trailer"))?,
+            state_bits: STATE_BITS,
+            tasks,
+            max_tasks: MAX_TASKS,
+        };
+        Ok((plan, names))
+    }
+
+    /// The scheduler enum's discriminant, a layout per flavor, and the `OwnedTasks` type.
+    fn flavors(&mut self, handle: u64) -> Result<(Option<Discr>, Vec<FlavorLayout>, u64), String> {
+        let bad = || "tokio's runtime Handle has an unknown layout".to_owned();
+        let (inner_off, sched) = self.member(handle, &["inner"]).ok_or_else(bad)?;
+        let sched = self.strip(sched);
+        let (discr, variants) = self.variants(sched).ok_or_else(bad)?;
+        let mut flavors = Vec::new();
+        let mut owned_ty = None;
+        for (value, name, vdie, voff) in variants {
+            let flavor = match name.as_str() {
+                "CurrentThread" => RuntimeFlavor::CurrentThread,
+                "MultiThread" => RuntimeFlavor::MultiThread,
+                _ => continue,
+            };
+            let Some((arc_off, arc_inner)) = self.pointer_to(vdie, "__0") else {
+                continue;
+            };
+            let Some((owned_off, ty)) = self.member_path(arc_inner, &["data", "shared", "owned"])
+            else {
+                continue;
+            };
+            owned_ty.get_or_insert(ty);
+            flavors.push(FlavorLayout {
+                value,
+                flavor,
+                arc_offset: (inner_off + voff + arc_off) as u32,
+                owned_offset: owned_off as u32,
+            });
+        }
+        let owned_ty = owned_ty.ok_or_else(bad)?;
+        let discr = Discr {
+            offset: inner_off as u32 + discr.offset,
+            size: discr.size,
+        };
+        Ok((Some(discr), flavors, owned_ty))
+    }
+
+    /// `OwnedTasks { list: ShardedList { lists: Box<[Mutex<LinkedList>]>, count, .. }, id, .. }`.
+    fn owned_layout(&self, owned: u64) -> Option<OwnedLayout> {
+        let (id, _) = self.member(owned, &["id"])?;
+        let (list, list_ty) = self.member(owned, &["list"])?;
+        let list_ty = self.strip(list_ty);
+        let (count, _) = self.member(list_ty, &["count"])?;
+        let (lists, boxed) = self.member(list_ty, &["lists"])?;
+        let boxed = self.strip(boxed);
+        let (ptr, ptr_ty) = self.member(boxed, &["data_ptr"])?;
+        let (len, _) = self.member(boxed, &["length"])?;
+        let shard = self.strip(self.debug.node(self.strip(ptr_ty))?.type_ref?);
+        Some(OwnedLayout {
+            id: id as u32,
+            shards_ptr: (list + lists + ptr) as u32,
+            shards_len: (list + lists + len) as u32,
+            count: (list + count) as u32,
+            shard_stride: self.debug.node(shard)?.byte_size? as u32,
+            shard_head: self.find_member(shard, "head", 6)? as u32,
+        })
+    }
+
+    fn header_layout(&self, header: u64) -> Option<HeaderLayout> {
+        Some(HeaderLayout {
+            size: self.debug.node(header)?.byte_size? as u32,
+            state: self.member(header, &["state"])?.0 as u32,
+            vtable: self.member(header, &["vtable"])?.0 as u32,
+            owner_id: self.member(header, &["owner_id"])?.0 as u32,
+        })
+    }
+
+    fn vtable_layout(&self, vtable: u64) -> Option<VtableLayout> {
+        Some(VtableLayout {
+            size: self.debug.node(vtable)?.byte_size? as u32,
+            poll: self.member(vtable, &["poll"])?.0 as u32,
+            trailer_offset: self.member(vtable, &["trailer_offset"])?.0 as u32,
+            id_offset: self.member(vtable, &["id_offset"])?.0 as u32,
+        })
+    }
+
+    /// `Trailer { owned: Pointers { inner: { prev, next } }, waker: Option<Waker>, .. }`.
+    fn trailer_layout(&self, trailer: u64) -> Option<TrailerLayout> {
+        let (owned, owned_ty) = self.member(trailer, &["owned"])?;
+        let (waker, waker_ty) = self.member(trailer, &["waker"])?;
+        Some(TrailerLayout {
+            size: self.debug.node(trailer)?.byte_size? as u32,
+            next: (owned + self.find_member(owned_ty, "next", 4)?) as u32,
+            waker_data: (waker + self.find_member(waker_ty, "data", 6)?) as u32,
+            waker_vtable: (waker + self.find_member(waker_ty, "vtable", 6)?) as u32,
+        })
+    }
+
+    /// Every task type tokio can run in this binary: where its stage is, planned for walking.
+    fn task_layouts(&mut self, bias: u64, names: &mut TaskTypes) -> Vec<TaskLayout> {
+        let debug = self.debug;
+        let cells = debug.generic_types(&["tokio", "runtime", "task", "core"], "Cell");
+        let mut out = Vec::new();
+        for poll in debug.task_polls() {
+            // `spawn_blocking` closures run on the blocking pool, outside the owned lists.
+            let name = debug.qualified_name(poll.future);
+            if name.starts_with("tokio::runtime::blocking::task::BlockingTask<") {
+                continue;
+            }
+            let Some(&cell) = cells.get(poll.args.as_str()) else {
+                continue;
+            };
+            let Some((off, stage)) = self.stage_of(cell) else {
+                continue;
+            };
+            let stage_ty = self.ty(stage);
+            let poll_fn = poll.low_pc.wrapping_add(bias);
+            names.insert(poll_fn, Rc::from(name));
+            out.push(TaskLayout {
+                poll_fn,
+                stage_offset: off as u32,
+                stage_ty,
+            });
+        }
+        out.sort_unstable_by_key(|t| t.poll_fn);
+        out.dedup_by_key(|t| t.poll_fn);
+        out
+    }
+
+    /// The offset in `Cell<T, S>` of the `Stage<T>` enum (`Running(T)`, `Finished`, `Consumed`), through
+    /// `core.stage` and the cell wrappers around it.
+    fn stage_of(&self, cell: u64) -> Option<(u64, u64)> {
+        let (mut off, mut ty) = self.member_path(cell, &["core", "stage"])?;
+        for _ in 0..4 {
+            let name = self.debug.qualified_name(ty);
+            if name.starts_with("tokio::runtime::task::core::Stage<") {
+                return Some((off, ty));
+            }
+            let (o, t) = self.member(ty, &["stage", "value", "__0"])?;
+            off += o;
+            ty = self.strip(t);
+        }
+        None
+    }
+
+    /// Follows a path of member names from `die`: the total offset and the last member's type.
+    fn member_path(&self, die: u64, names: &[&str]) -> Option<(u64, u64)> {
+        let (mut off, mut ty) = (0, self.strip(die));
+        for name in names {
+            let (o, t) = self.member(ty, &[name])?;
+            off += o;
+            ty = self.strip(t);
+        }
+        Some((off, ty))
+    }
+}

@@ -1,0 +1,248 @@
+//! Tasks listed from registered tokio runtimes, merged with the agent's own tasks.
+//!
+//! Each listed task gets a key in the dump: a task spawned through the agent is matched by the agent
+//! cell its `Instrumented` root points at, and shown once, as the agent's task with tokio's id added;
+//! any other is keyed by [`TOKIO_ONLY`] plus tokio's id and shows what tokio knows: its state, its root
+//! future's type and its decoded chain, but no name, spawn site or timings, which only the agent records.
+//! Edges through tokio's own `JoinHandle` come from two sides: the awaiting task's decoded walk reaches
+//! the handle (its header pointer names the awaited task), and the awaited task's join waker names the
+//! awaiting task (tokio's waker points at the task header, the agent's at its cell).
+
+use std::rc::Rc;
+
+use asyncdump_protocol::{RuntimeFlavor, RuntimeTask, Snapshot, StateBits, Walk};
+use serde::Serialize;
+
+use super::{
+    AwaitedBy, CaptureView, DecodingInfo, FastMap, FrameNode, State, TOKIO_ONLY, TaskView,
+};
+use crate::decode::{Decoder, TaskRefs};
+
+/// One registered runtime, as the header of a dump shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuntimeView {
+    /// `current_thread` or `multi_thread`, when the runtime could be read.
+    pub flavor: Option<&'static str>,
+    /// Live tasks, as tokio counts them.
+    pub alive: u64,
+    /// Tasks listed (and so shown, subject to the filters).
+    pub listed: usize,
+    /// Tasks tokio counts that could not be listed (the list changed under the read, or a limit).
+    pub skipped: u64,
+    /// Why the runtime's tasks are not listed, when they are not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_listed: Option<String>,
+}
+
+/// The runtime tasks of one snapshot, keyed.
+pub(super) struct Listed<'a> {
+    tasks: Vec<(&'a RuntimeTask, u64)>,
+    refs: TaskRefs,
+    /// Agent task id → index in `tasks`.
+    by_agent: FastMap<u64, usize>,
+    bits: StateBits,
+}
+
+impl<'a> Listed<'a> {
+    pub(super) fn new(snap: &'a Snapshot, decoder: Option<&Decoder>) -> Listed<'a> {
+        let cells: FastMap<u64, u64> = snap.tasks.iter().map(|t| (t.cell, t.id)).collect();
+        let mut listed = Listed {
+            tasks: Vec::new(),
+            refs: TaskRefs::default(),
+            by_agent: FastMap::default(),
+            bits: decoder
+                .and_then(|d| d.plan.runtime.as_ref())
+                .map(|r| r.state_bits)
+                .unwrap_or_default(),
+        };
+        for t in snap.runtimes.iter().flat_map(|r| &r.tasks) {
+            if listed.refs.headers.contains_key(&t.header) {
+                continue; // one runtime registered twice
+            }
+            let agent = match (decoder, &t.walk) {
+                (Some(d), Some(Walk::Nodes { nodes, .. })) => d.agent_cell(nodes),
+                _ => None,
+            }
+            .and_then(|cell| cells.get(&cell).copied());
+            let key = agent.unwrap_or(TOKIO_ONLY | t.id);
+            if let Some(id) = agent {
+                listed.by_agent.insert(id, listed.tasks.len());
+            }
+            listed.refs.headers.insert(t.header, key);
+            listed.tasks.push((t, key));
+        }
+        listed.refs.cells = cells;
+        listed
+    }
+
+    pub(super) fn refs(&self) -> &TaskRefs {
+        &self.refs
+    }
+
+    fn state(&self, word: u64) -> State {
+        let b = self.bits;
+        if word & b.complete != 0 {
+            State::Completed
+        } else if word & b.running != 0 {
+            State::Running
+        } else if word & b.notified != 0 {
+            State::Scheduled
+        } else {
+            State::Idle
+        }
+    }
+
+    /// Adds tokio's id, and its word on whether the task is scheduled, to an agent task it listed.
+    pub(super) fn annotate(&self, view: &mut TaskView) {
+        if let Some(&i) = view.agent_id.and_then(|id| self.by_agent.get(&id)) {
+            let (t, _) = self.tasks[i];
+            view.tokio_id = Some(t.id);
+            if view.state == State::Idle && self.state(t.state) == State::Scheduled {
+                view.state = State::Scheduled;
+            }
+        }
+    }
+
+    /// The listed tasks the agent has no record of, in the order of tokio's ids (the order of spawning).
+    pub(super) fn views(&self, decoder: Option<&Decoder>) -> Vec<TaskView> {
+        let mut views: Vec<TaskView> = self
+            .tasks
+            .iter()
+            .filter(|(_, key)| key & TOKIO_ONLY != 0)
+            .map(|&(t, key)| self.view(t, key, decoder))
+            .collect();
+        views.sort_unstable_by_key(|v| v.id);
+        views
+    }
+
+    fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Decoder>) -> TaskView {
+        let state = self.state(t.state);
+        let mut awaits_tasks = Vec::new();
+        let (frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
+            (Some(d), Some(walk @ Walk::Nodes { nodes, .. })) => {
+                let (frames, delegates) = d.merge(nodes, &[], &mut awaits_tasks, &self.refs);
+                (frames, delegates, Decoder::note(walk))
+            }
+            (Some(_), Some(walk)) => (Vec::new(), Vec::new(), Decoder::note(walk)),
+            _ => (Vec::new(), Vec::new(), None),
+        };
+        let root_type = decoder
+            .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
+            .unwrap_or_else(|| Rc::from("a future type the DWARF does not name"));
+        TaskView {
+            id: key,
+            agent_id: None,
+            tokio_id: Some(t.id),
+            name: None,
+            state,
+            thread: None,
+            state_age_ns: None,
+            age_ns: None,
+            polls: None,
+            busy_ns: None,
+            wakes: None,
+            last_wake_ago_ns: None,
+            spawned_at: None,
+            root_type,
+            capture: match state {
+                State::Running => CaptureView::Unavailable,
+                _ => CaptureView::Fresh,
+            },
+            frames,
+            awaits_tasks,
+            awaited_by: None,
+            delegate: None,
+            decoded_delegates,
+            decode_note,
+        }
+    }
+
+    /// Edges from join wakers: whoever awaits a listed task's `JoinHandle`. An edge the agent already
+    /// recorded stays as it is.
+    pub(super) fn join_edges(&self, views: &mut [TaskView], decoder: Option<&Decoder>) {
+        let Some(d) = decoder else { return };
+        let index: FastMap<u64, usize> = views.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
+        for &(t, key) in &self.tasks {
+            let Some(w) = t.join_waker else { continue };
+            let awaiter = if Some(w.vtable) == d.tokio_vtable {
+                self.refs.headers.get(&w.data)
+            } else if Some(w.vtable) == d.owned_vtable {
+                self.refs.cells.get(&w.data)
+            } else {
+                None
+            };
+            let (Some(&awaiter), Some(&awaited)) = (awaiter, index.get(&key)) else {
+                continue;
+            };
+            let Some(&a) = index.get(&awaiter) else {
+                continue;
+            };
+            if views[awaited].awaited_by.is_some() || a == awaited {
+                continue;
+            }
+            let path = path_to(&views[a].frames, key);
+            if path.is_none() && !views[a].awaits_tasks.contains(&key) {
+                views[a].awaits_tasks.push(key);
+            }
+            views[awaited].awaited_by = Some(AwaitedBy {
+                task: awaiter,
+                task_name: views[a].name.clone(),
+                path: path.unwrap_or_default(),
+            });
+        }
+    }
+
+    pub(super) fn reports(
+        &self,
+        snap: &Snapshot,
+        decoder: Option<&Decoder>,
+        decoding: &DecodingInfo,
+    ) -> Vec<RuntimeView> {
+        let why_not = || match decoder {
+            Some(d) => d.runtime_note.clone(),
+            None => Some(
+                decoding
+                    .note
+                    .clone()
+                    .unwrap_or_else(|| "chains not decoded".into()),
+            ),
+        };
+        snap.runtimes
+            .iter()
+            .map(|r| {
+                let not_listed = r.error.clone().or_else(|| {
+                    let planned = decoder.is_some_and(|d| d.plan.runtime.is_some());
+                    (!planned).then(why_not).flatten()
+                });
+                RuntimeView {
+                    flavor: r.flavor.map(|f| match f {
+                        RuntimeFlavor::CurrentThread => "current_thread",
+                        RuntimeFlavor::MultiThread => "multi_thread",
+                    }),
+                    alive: r.alive,
+                    listed: r.tasks.len(),
+                    skipped: r.skipped,
+                    not_listed,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Names from the root down to the frame that awaits task `key` (the awaiting leaf itself left out),
+/// or `None` if no frame does.
+fn path_to(frames: &[FrameNode], key: u64) -> Option<Vec<String>> {
+    for f in frames {
+        if f.awaits_tasks.contains(&key) {
+            return Some(match f.meta.source {
+                super::Source::Awaitee => Vec::new(),
+                _ => vec![f.meta.name.clone()],
+            });
+        }
+        if let Some(mut below) = path_to(&f.children, key) {
+            below.insert(0, f.meta.name.clone());
+            return Some(below);
+        }
+    }
+    None
+}

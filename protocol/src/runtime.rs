@@ -1,0 +1,157 @@
+//! Runtime task lists: how the agent lists every task of a tokio runtime, including the ones nobody
+//! spawned through the agent.
+//!
+//! The agent keeps the runtimes registered with it (their `tokio::runtime::Handle`s) and reports where
+//! each lives ([`crate::WalkInfo::runtimes`]). The inspector reads tokio's layout from the binary's DWARF
+//! and sends a [`RuntimePlan`] inside the walk plan: from the handle to the runtime's owned-task lists
+//! (one or more shards, each a linked list of task headers), what each header holds, and, per task type
+//! (keyed by the address of tokio's `raw::poll::<T, S>`, which the header's vtable points at), where the
+//! future sits so that the walk plan can decode its chain. The agent follows it with reads that fail
+//! instead of faulting, and never takes tokio's locks: a wedged runtime must still be listed. Lists read
+//! while tokio changes them are validated (owner id, known vtable, bounded length), and what fails is
+//! counted in [`RuntimeReport::skipped`], never guessed at.
+
+use serde::{Deserialize, Serialize};
+
+use crate::walk::Discr;
+
+/// How to list the tasks of a tokio runtime from its `Handle`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RuntimePlan {
+    /// The scheduler handle inside `tokio::runtime::Handle`: an enum with one variant per flavor.
+    pub handle_discr: Option<Discr>,
+    pub flavors: Vec<FlavorLayout>,
+    pub owned: OwnedLayout,
+    pub header: HeaderLayout,
+    pub vtable: VtableLayout,
+    pub trailer: TrailerLayout,
+    pub state_bits: StateBits,
+    /// Per task type, sorted by `poll_fn`.
+    pub tasks: Vec<TaskLayout>,
+    /// Most tasks listed per runtime.
+    pub max_tasks: u32,
+}
+
+/// One variant of the scheduler handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FlavorLayout {
+    /// The discriminant value of this variant; `None`: taken when no other matches.
+    pub value: Option<u64>,
+    pub flavor: RuntimeFlavor,
+    /// Offset, in `tokio::runtime::Handle`, of the variant's `Arc` pointer.
+    pub arc_offset: u32,
+    /// Offset, from the start of the allocation the `Arc` points at, of the runtime's `OwnedTasks`.
+    pub owned_offset: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RuntimeFlavor {
+    CurrentThread,
+    MultiThread,
+}
+
+/// `OwnedTasks`: its id (every task header names the list it belongs to) and its sharded list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OwnedLayout {
+    pub id: u32,
+    /// The boxed slice of shards: data pointer and length.
+    pub shards_ptr: u32,
+    pub shards_len: u32,
+    /// The count of tasks in the list, kept by tokio.
+    pub count: u32,
+    /// Bytes between two shards, and the offset of a shard's list head within one.
+    pub shard_stride: u32,
+    pub shard_head: u32,
+}
+
+/// A task's `Header`, at the start of every task allocation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HeaderLayout {
+    pub size: u32,
+    pub state: u32,
+    pub vtable: u32,
+    /// `Option<NonZeroU64>`: 0 is none.
+    pub owner_id: u32,
+}
+
+/// The task vtable a header points at: the type's poll function, and where the rest of the task is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct VtableLayout {
+    pub size: u32,
+    pub poll: u32,
+    /// Fields holding byte offsets from the header: of the trailer, and of the task id.
+    pub trailer_offset: u32,
+    pub id_offset: u32,
+}
+
+/// A task's `Trailer`: the owned-list link to the next task, and the join waker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TrailerLayout {
+    pub size: u32,
+    pub next: u32,
+    /// The waker of whoever awaits the task's `JoinHandle` (`Option<Waker>`: a zero vtable is none).
+    pub waker_data: u32,
+    pub waker_vtable: u32,
+}
+
+/// Bits of the header's state word.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StateBits {
+    pub running: u64,
+    pub complete: u64,
+    pub notified: u64,
+    /// Set while the join waker field holds a waker.
+    pub join_waker: u64,
+}
+
+/// One task type: where its future is, as a type of the enclosing walk plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskLayout {
+    /// Address of `tokio::runtime::task::raw::poll::<T, S>` in the target (load bias applied).
+    pub poll_fn: u64,
+    /// Offset from the header of the task's stage (`Running(future)`, `Finished(output)`, `Consumed`).
+    pub stage_offset: u32,
+    /// Walk plan type of the stage.
+    pub stage_ty: u32,
+}
+
+/// What the agent found in one registered runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeReport {
+    /// Where the registered handle is in the target (as in [`crate::WalkInfo::runtimes`]).
+    pub handle: u64,
+    pub flavor: Option<RuntimeFlavor>,
+    /// tokio's own count of the runtime's live tasks (its public metrics), whether or not they could be
+    /// listed.
+    pub alive: u64,
+    pub tasks: Vec<RuntimeTask>,
+    /// Tasks that could not be listed: a header that did not validate (the list changed under the read),
+    /// or the walk cut at [`RuntimePlan::max_tasks`].
+    pub skipped: u64,
+    /// Why the runtime could not be listed at all, one line; `None` when it was.
+    pub error: Option<String>,
+}
+
+/// One task of a runtime, as read from its header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeTask {
+    /// tokio's task id (`tokio::task::Id`).
+    pub id: u64,
+    /// Address of the task's header: what tokio's `JoinHandle` and wakers point at.
+    pub header: u64,
+    /// The header's state word, read before the walk (bits in [`RuntimePlan::state_bits`]).
+    pub state: u64,
+    /// The task type's poll function (see [`TaskLayout::poll_fn`]).
+    pub poll_fn: u64,
+    /// The waker of whoever awaits this task's `JoinHandle`, when one is registered.
+    pub join_waker: Option<RawWaker>,
+    /// The walk of the task's stage; `None` when the type is not in the plan, or the task was running
+    /// or complete (see `state`), or changed state during the walk ([`crate::Walk::Busy`]).
+    pub walk: Option<crate::Walk>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawWaker {
+    pub data: u64,
+    pub vtable: u64,
+}
