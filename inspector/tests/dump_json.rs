@@ -52,11 +52,21 @@ fn the_document_has_the_documented_shape() {
         assert!(doc["snapshot"][key].is_u64(), "snapshot.{key}");
     }
     assert_eq!(doc["deadlocks"], serde_json::json!([]));
-    // `init()` runs before the fixture's runtime exists: no runtime is registered.
-    assert_eq!(doc["runtimes"], serde_json::json!([]));
+    // `init()` inside the runtime registers it; its one task is the agent's, listed once.
+    let runtimes = doc["runtimes"].as_array().unwrap();
+    assert_eq!(runtimes.len(), 1);
+    assert_eq!(runtimes[0]["flavor"], "multi_thread");
+    assert_eq!(
+        (
+            runtimes[0]["alive"].as_u64(),
+            runtimes[0]["listed"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(doc["tasks"].as_array().unwrap().len(), 1);
     let t = task(&doc, 1);
     assert_eq!(t["agent_id"], 1);
-    assert_eq!(t["tokio_id"], Value::Null);
+    assert!(t["tokio_id"].as_u64().is_some(), "{t}");
     assert_eq!(t["name"], "depth-chain");
     assert_eq!(t["state"], "idle");
     assert_eq!(t["thread"], Value::Null);

@@ -9,3 +9,4 @@ mod dwarf;
 mod errors;
 mod protocol_abuse;
 mod ps;
+mod runtime_tasks;

@@ -1,0 +1,317 @@
+//! Every task of a registered tokio runtime, spawned through the agent or not. `plain_tasks` calls
+//! `init()` inside its runtime and spawns everything with plain tokio: the dump lists each task from the
+//! runtime's own lists and decodes its chain from DWARF.
+
+use serde_json::Value;
+
+use crate::support::{Fixture, asyncdump_ok, at_line, dump_json, line_of};
+
+const TOKIO_ONLY: u64 = 1 << 62;
+
+/// The task sections of a text dump: from each `task …`/`tokio task …` line to the blank line.
+fn sections(text: &str) -> Vec<Vec<String>> {
+    text.split("\n\n")
+        .filter(|s| s.starts_with("task ") || s.starts_with("tokio task "))
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .collect()
+}
+
+/// The sections whose root is `plain_tasks::NAME`.
+fn rooted<'a>(all: &'a [Vec<String>], name: &str) -> Vec<&'a Vec<String>> {
+    let root = format!("  root plain_tasks::{name}::{{async_fn_env#0}}");
+    all.iter().filter(|s| s.get(1) == Some(&root)).collect()
+}
+
+/// The chain lines of a section: after the root line, without the edge and delegate lines.
+fn chain(section: &[String]) -> Vec<String> {
+    section
+        .iter()
+        .skip(2)
+        .filter(|l| !l.starts_with("  awaited by ") && !l.starts_with("  delegate"))
+        .cloned()
+        .collect()
+}
+
+/// `tokio task N`, from a section's first line.
+fn label(section: &[String]) -> String {
+    let first = &section[0];
+    first[..first.find(" · ").unwrap()].to_owned()
+}
+
+/// A decoded frame of `plain_tasks` at `depth`, at the first source line containing `needle`.
+fn frame(depth: usize, name: &str, needle: &str) -> String {
+    let at = at_line("plain_tasks", needle);
+    format!(
+        "{}plain_tasks::{name} at {at} [decoded]",
+        "  ".repeat(depth)
+    )
+}
+
+/// Dumps `pid` until `done` holds. Every task is polled within microseconds of the fixture's `ready`,
+/// so this takes a try or two; it gives up after 50.
+fn dump_until(pid: u32, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+    let pid = pid.to_string();
+    let mut all = vec!["dump", pid.as_str()];
+    all.extend_from_slice(args);
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = asyncdump_ok(&all);
+        if done(&text) {
+            return text;
+        }
+    }
+    panic!("the dump never showed every chain:\n{text}");
+}
+
+fn all_suspended(text: &str) -> bool {
+    !text.contains("(not started;") && text.contains("runtime current_thread: 1 alive, 1 listed")
+}
+
+#[test]
+fn every_plain_task_is_listed_with_its_chain_and_init_alone() {
+    let fx = Fixture::start("plain_tasks", &[]);
+    let text = dump_until(fx.pid, &[], all_suspended);
+    assert!(
+        text.contains("\nruntime multi_thread: 10 alive, 10 listed\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nruntime current_thread: 1 alive, 1 listed\n"));
+    let all = sections(&text);
+    let signal = rooted(&all, "wait_signal");
+    assert_eq!(signal.len(), 2, "{text}");
+    for s in &signal {
+        assert!(
+            s[0].ends_with(
+                " · idle · not spawned through the agent: no name, timings or spawn site"
+            ),
+            "{}",
+            s[0]
+        );
+        assert_eq!(
+            chain(s),
+            [
+                frame(1, "wait_signal", "let _ = rx.await;"),
+                "    awaiting tokio::sync::oneshot::Receiver<()>".into()
+            ]
+        );
+        assert!(
+            s.contains(
+                &"  delegate (decoded): tokio::sync::oneshot::Receiver<()> holds this task's waker"
+                    .into()
+            ),
+            "tokio's own waker names the task: {s:?}"
+        );
+        assert!(
+            !s.iter()
+                .any(|l| l.contains("polls") || l.contains("delegate: none"))
+        );
+    }
+    let lock = rooted(&all, "hold_lock");
+    let lock_chain = chain(lock[0]);
+    assert_eq!(lock_chain[0], frame(1, "hold_lock", "lock.lock().await"));
+    assert!(
+        lock_chain
+            .last()
+            .unwrap()
+            .ends_with("awaiting tokio::sync::batch_semaphore::Acquire"),
+        "{lock_chain:?}"
+    );
+    let members = rooted(&all, "join_set_member");
+    assert_eq!(members.len(), 3, "every JoinSet task");
+    for s in members {
+        assert_eq!(
+            chain(s),
+            [
+                frame(1, "join_set_member", "sleep(Duration::from_secs(3600 + n))"),
+                "    awaiting tokio::time::sleep::Sleep".into()
+            ]
+        );
+    }
+    let second = rooted(&all, "on_second_runtime");
+    let await_line = line_of("plain_tasks", "async fn on_second_runtime") + 1;
+    assert_eq!(
+        chain(second[0]),
+        [
+            format!(
+                "  plain_tasks::on_second_runtime at fixtures/src/bin/plain_tasks.rs:{await_line} [decoded]"
+            ),
+            "    awaiting tokio::sync::oneshot::Receiver<()>".into()
+        ]
+    );
+}
+
+#[test]
+fn plain_join_handles_are_edges_and_their_cycle_a_deadlock() {
+    let fx = Fixture::start("plain_tasks", &[]);
+    let text = dump_until(fx.pid, &[], all_suspended);
+    let all = sections(&text);
+    let supervisor = rooted(&all, "supervise")[0];
+    let worker = rooted(&all, "wait_signal")
+        .into_iter()
+        .find(|s| s[2].starts_with("  awaited by "))
+        .expect("the supervised worker");
+    assert_eq!(
+        worker[2],
+        format!(
+            "  awaited by {} at plain_tasks::supervise",
+            label(supervisor)
+        )
+    );
+    assert_eq!(
+        chain(supervisor),
+        [
+            frame(1, "supervise", "worker.await"),
+            "    awaiting tokio::task::JoinHandle<()>".into(),
+            format!("      → awaits {}", label(worker)),
+        ]
+    );
+    let peers = rooted(&all, "wait_for_peer");
+    assert_eq!(peers.len(), 2);
+    let (a, b) = (label(peers[0]), label(peers[1]));
+    assert!(
+        text.contains(&format!("DEADLOCK cycle: {a} → {b} → {a}\n")),
+        "{text}"
+    );
+    for (me, other) in [(peers[0], &b), (peers[1], &a)] {
+        assert_eq!(
+            me[2],
+            format!("  awaited by {other} at plain_tasks::wait_for_peer → plain_tasks::join_peer")
+        );
+        assert_eq!(
+            chain(me),
+            [
+                frame(1, "wait_for_peer", "join_peer(peer).await"),
+                frame(2, "join_peer", "let _ = peer.await"),
+                "      awaiting tokio::task::JoinHandle<()>".into(),
+                format!("        → awaits {other}"),
+            ]
+        );
+    }
+}
+
+#[test]
+fn a_task_busy_in_its_poll_shows_as_running() {
+    let fx = Fixture::start("plain_tasks", &[]);
+    let text = dump_until(fx.pid, &["--all"], all_suspended);
+    let all = sections(&text);
+    let busy = rooted(&all, "busy");
+    assert_eq!(busy.len(), 1, "{text}");
+    assert!(busy[0][0].contains(" · running · "), "{}", busy[0][0]);
+    assert_eq!(
+        busy[0][2],
+        "  frames unavailable: the task was running throughout this snapshot"
+    );
+    let default = dump_until(fx.pid, &[], all_suspended);
+    assert!(
+        rooted(&sections(&default), "busy").is_empty(),
+        "suspended tasks only by default"
+    );
+}
+
+#[test]
+fn the_json_document_says_what_only_the_agent_knows_is_unknown() {
+    let fx = Fixture::start("plain_tasks", &[]);
+    dump_until(fx.pid, &[], all_suspended);
+    let doc = dump_json(fx.pid, &["--all"]);
+    let runtimes = doc["runtimes"].as_array().unwrap();
+    let flavors: Vec<&str> = runtimes
+        .iter()
+        .map(|r| r["flavor"].as_str().unwrap())
+        .collect();
+    assert_eq!(flavors, ["multi_thread", "current_thread"]);
+    assert_eq!(runtimes[0]["listed"], 10);
+    assert_eq!(runtimes[0]["skipped"], 0);
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 11);
+    let mut tokio_ids: Vec<u64> = tasks
+        .iter()
+        .map(|t| t["tokio_id"].as_u64().unwrap())
+        .collect();
+    tokio_ids.sort_unstable();
+    tokio_ids.dedup();
+    assert_eq!(tokio_ids.len(), 11, "one task each");
+    for t in tasks {
+        assert_eq!(
+            t["id"].as_u64(),
+            t["tokio_id"].as_u64().map(|id| id | TOKIO_ONLY)
+        );
+        for unknown in [
+            "agent_id",
+            "name",
+            "polls",
+            "busy_ns",
+            "wakes",
+            "spawned_at",
+            "state_age_ns",
+        ] {
+            assert_eq!(t[unknown], Value::Null, "{unknown} of {t}");
+        }
+        assert!(
+            t["root_type"]
+                .as_str()
+                .unwrap()
+                .starts_with("plain_tasks::")
+        );
+    }
+    let cycle: Vec<u64> = doc["deadlocks"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let peers: Vec<u64> = tasks
+        .iter()
+        .filter(|t| t["root_type"] == "plain_tasks::wait_for_peer::{async_fn_env#0}")
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cycle.len(), 2);
+    assert!(
+        cycle.iter().all(|id| peers.contains(id)),
+        "{cycle:?} {peers:?}"
+    );
+}
+
+#[test]
+fn dumps_under_a_churn_of_a_thousand_tasks_a_second_list_only_real_tasks() {
+    let mut fx = Fixture::start("plain_tasks", &["--churn", "1000"]);
+    let mut skipped = 0;
+    let mut listed = 0;
+    for _ in 0..15 {
+        let doc = dump_json(fx.pid, &["--all"]);
+        for t in doc["tasks"].as_array().unwrap() {
+            let root = t["root_type"].as_str().unwrap();
+            assert!(root.starts_with("plain_tasks::"), "a garbage task: {t}");
+            assert!(t["tokio_id"].as_u64().is_some_and(|id| id > 0));
+        }
+        for r in doc["runtimes"].as_array().unwrap() {
+            skipped += r["skipped"].as_u64().expect("skipped is counted");
+            listed += r["listed"].as_u64().unwrap();
+        }
+    }
+    assert!(
+        listed > 15 * 11,
+        "short-lived tasks are listed too ({listed})"
+    );
+    eprintln!("under churn: {listed} tasks listed, {skipped} skipped in 15 dumps");
+    assert!(fx.is_alive(), "the host survived");
+}
+
+#[test]
+fn the_demo_shows_a_library_spawned_task() {
+    let out = asyncdump_ok(&["demo"]);
+    let all = sections(&out);
+    let flush = all
+        .iter()
+        .find(|s| s[1] == "  root demo_service::flush_metrics::{async_fn_env#0}")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(flush[0].starts_with("tokio task "), "{}", flush[0]);
+    let at = at_line("demo_service", "tick.tick().await");
+    assert_eq!(
+        flush[2],
+        format!("  demo_service::flush_metrics at {at} [decoded]")
+    );
+    // The agent's own tasks are listed by the runtime too, and shown once each, with tokio's id.
+    let agent: Vec<_> = all.iter().filter(|s| s[0].starts_with("task ")).collect();
+    assert_eq!(agent.len(), 7, "{out}");
+    assert!(agent.iter().all(|s| s[1].contains(" · tokio task ")));
+}
