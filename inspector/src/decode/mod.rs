@@ -120,6 +120,7 @@ impl Decoder {
             types: Vec::new(),
             kinds: Vec::new(),
             by_die: HashMap::new(),
+            depth: 0,
         };
         let by_pc: HashMap<u64, u64> = debug
             .anchors()
@@ -578,7 +579,12 @@ struct Builder<'a> {
     types: Vec<TypePlan>,
     kinds: Vec<Kind>,
     by_die: HashMap<u64, u32>,
+    /// How many types are being classified, one inside the other.
+    depth: usize,
 }
+
+/// Deepest nesting of types classified one inside the other (each a stack frame of `classify`).
+const MAX_DEPTH: usize = 256;
 
 /// Plan types of nested futures are bounded by the program's types, but a pathological DWARF could
 /// still chain wrappers forever: stop classifying past this many.
@@ -596,10 +602,13 @@ impl Builder<'_> {
         // A placeholder while classifying, so that recursive types (through a box) terminate.
         self.types.push(TypePlan::default());
         self.kinds.push(Kind::Transparent);
-        let (plan, kind) = if self.types.len() > MAX_TYPES {
+        let (plan, kind) = if self.types.len() > MAX_TYPES || self.depth >= MAX_DEPTH {
             self.leaf(die)
         } else {
-            self.classify(die)
+            self.depth += 1;
+            let classified = self.classify(die);
+            self.depth -= 1;
+            classified
         };
         self.types[t as usize] = plan;
         self.kinds[t as usize] = kind;
@@ -954,7 +963,98 @@ impl Builder<'_> {
                 }
             }
         }
-        self.leaf(die)
+        match self.descend(die, size) {
+            Some(found) => found,
+            None => self.leaf(die),
+        }
+    }
+
+    /// Any other hand-written future (pin-project structs and enums of hyper, axum, tower, ...): not
+    /// shown itself, followed through each field that leads to a future the plan can read further, in
+    /// an enum only through the variant its discriminant selects. `None` when no field does: a leaf.
+    fn descend(&mut self, die: u64, size: u32) -> Option<(TypePlan, Kind)> {
+        let plan = match self.variants(die) {
+            Some((discr, variants)) => {
+                let cases: Vec<Case> = variants
+                    .into_iter()
+                    .filter_map(|(value, _, vdie, voff)| {
+                        let edges = self.future_fields(vdie, voff);
+                        (!edges.is_empty()).then_some(Case { value, edges })
+                    })
+                    .collect();
+                TypePlan {
+                    size,
+                    discr: Some(discr),
+                    always: Vec::new(),
+                    cases,
+                }
+            }
+            None => TypePlan {
+                size,
+                always: self.future_fields(die, 0),
+                ..TypePlan::default()
+            },
+        };
+        (!plan.always.is_empty() || !plan.cases.is_empty()).then_some((plan, Kind::Transparent))
+    }
+
+    /// Edges to the fields of structure `of` (at `base` in the enclosing type) that may hold a future.
+    fn future_fields(&mut self, of: u64, base: u64) -> Vec<Edge> {
+        self.members(of)
+            .into_iter()
+            .filter_map(|(_, off, ty)| {
+                self.future_field(ty).map(|t| Edge {
+                    offset: (base + off) as u32,
+                    to: Target::Inline(t),
+                })
+            })
+            .collect()
+    }
+
+    /// The plan type of a field's type if it may hold a future to read further: a structure or enum
+    /// held inline, or a `Box` the future owns. Never another pointer: an `Arc`, `&` or raw pointer
+    /// leads to state other threads change under the read.
+    fn future_field(&mut self, ty: u64) -> Option<u32> {
+        let ty = self.strip(ty);
+        let node = self.debug.node(ty)?;
+        let owned = match node.tag {
+            constants::DW_TAG_structure_type => true,
+            constants::DW_TAG_pointer_type => node
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("alloc::boxed::Box<")),
+            _ => false,
+        };
+        if !owned {
+            return None;
+        }
+        let t = self.ty(ty);
+        self.leads_further(t, 8).then_some(t)
+    }
+
+    /// Whether a node of plan type `t` can show more than a plain leaf: a state machine, a combinator,
+    /// one of the agent's or tokio's types, or a wrapper of one (looked through `depth` wrappers deep;
+    /// past that, assumed so). A wrapper of leaves only (`Pin<Box<dyn Sleep>>`, a boxed slice of
+    /// indices) does not: inside a hand-written future it is state, not what the task waits on.
+    fn leads_further(&self, t: u32, depth: usize) -> bool {
+        match &self.kinds[t as usize] {
+            Kind::Leaf(_) => false,
+            Kind::Transparent if depth == 0 => true,
+            Kind::Transparent => {
+                let plan = &self.types[t as usize];
+                plan.always
+                    .iter()
+                    .chain(plan.cases.iter().flat_map(|c| &c.edges))
+                    .any(|e| match e.to {
+                        Target::Inline(to) | Target::Pointer(to) => {
+                            self.leads_further(to, depth - 1)
+                        }
+                        Target::Slice { elem, .. } => self.leads_further(elem, depth - 1),
+                        Target::Dyn { .. } => true,
+                    })
+            }
+            _ => true,
+        }
     }
 
     /// A combinator shown as its own line, `label`, over the future in its field `field`.
