@@ -476,6 +476,7 @@ impl Debug {
         nodes.reserve(debug_info_bytes as usize / 10);
         let mut files: Vec<Vec<String>> = Vec::new();
         let mut saw_types = false;
+        let mut impls: FastMap<String, String> = FastMap::default();
         let mut units = dwarf.units();
         while let Some(header) = units.next().map_err(bad)? {
             let unit = dwarf.unit(header).map_err(bad)?;
@@ -508,6 +509,12 @@ impl Debug {
                         .is_some_and(|s| s.starts_with(b"poll<"));
                 if entry.tag() == constants::DW_TAG_subprogram && !anchor && !task_poll {
                     skip_below = Some(depth);
+                    name_impl(&nodes, &stack, &mut impls, || {
+                        entry
+                            .attr_value(constants::DW_AT_linkage_name)
+                            .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                            .map(|s| s.to_string_lossy().into_owned())
+                    });
                     continue;
                 }
                 let offset = base + entry.offset().0 as u64;
@@ -578,6 +585,7 @@ impl Debug {
                 stack.push(idx);
             }
         }
+        rename_impls(&mut nodes, &impls);
         if !saw_types {
             return Err(DwarfError::NoTypes {
                 path: path.to_owned(),
@@ -659,6 +667,112 @@ fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) 
                 .unwrap_or_default()
         })
         .collect()
+}
+
+/// Finds the name of an impl block's namespace (`{impl#3}`, which says nothing): what it implements, as
+/// people write it: `Mutex` for `impl<T> Mutex<T>`, `<F as Handler>` for `impl Handler for F`. The
+/// demangled linkage name of a function inside it (`linkage`, asked for only while the namespace is
+/// still unnamed) says which: `tokio::sync::mutex::Mutex<T>::lock`, `<F as axum::handler::Handler<..>>::call`.
+fn name_impl(
+    nodes: &[Node],
+    stack: &[usize],
+    impls: &mut FastMap<String, String>,
+    linkage: impl FnOnce() -> Option<String>,
+) {
+    // The nearest enclosing impl namespace, through namespaces only: the function may be the impl's
+    // own (`{impl#3}::f`) or an async fn's poll inside it (`{impl#3}::f::{async_fn#0}`).
+    let is_impl = |n: &Node| n.name.as_deref().is_some_and(|s| s.starts_with("{impl#"));
+    let Some(&ns) = stack
+        .iter()
+        .rev()
+        .take_while(|&&i| nodes[i].tag == constants::DW_TAG_namespace)
+        .find(|&&i| is_impl(&nodes[i]))
+    else {
+        return;
+    };
+    // By qualified path: the same impl's namespace appears again in every unit that uses its types,
+    // often without any of its functions.
+    let path = qualified(nodes, ns);
+    if impls.contains_key(&path) {
+        return;
+    }
+    let Some(mangled) = linkage() else { return };
+    let demangled = format!("{:#}", rustc_demangle::demangle(&mangled));
+    let prefix = path
+        .rsplit_once("::")
+        .map_or(String::new(), |(p, _)| format!("{p}::"));
+    if let Some(name) = impl_name(&demangled, &prefix) {
+        impls.insert(path, name);
+    }
+}
+
+/// Applies the names [`name_impl`] found to every unit's copy of each impl namespace.
+fn rename_impls(nodes: &mut [Node], impls: &FastMap<String, String>) {
+    let renames: Vec<(usize, String)> = (0..nodes.len())
+        .filter(|&i| {
+            nodes[i].tag == constants::DW_TAG_namespace
+                && nodes[i]
+                    .name
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with("{impl#"))
+        })
+        .filter_map(|i| Some((i, impls.get(&qualified(nodes, i))?.clone())))
+        .collect();
+    for (i, name) in renames {
+        nodes[i].name = Some(name);
+    }
+}
+
+/// What an impl block implements, from the demangled path of a function in it: `<T as Trait>` with
+/// both named by their last segment, or the inherent type's last segment, without generic arguments.
+fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
+    let last = |path: &str| {
+        let path = path.split('<').next().unwrap_or(path).trim();
+        path.rsplit("::").next().unwrap_or(path).to_owned()
+    };
+    if let Some(rest) = demangled.strip_prefix('<') {
+        let inner = &rest[..matching_close(rest)?];
+        let (ty, tr) = split_top_level(inner, " as ")?;
+        return Some(format!("<{} as {}>", last(ty), last(tr)));
+    }
+    let rest = demangled.strip_prefix(namespace)?;
+    let end = rest.find(['<', ':']).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_owned())
+}
+
+/// The index in `s` of the `>` that closes a `<` opened just before `s`.
+fn matching_close(s: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if i > 0 && s[..i].ends_with('-') => {} // `->` in a fn type
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `s` split at the first `sep` outside any `<...>`.
+fn split_top_level<'s>(s: &'s str, sep: &str) -> Option<(&'s str, &'s str)> {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if !s[..i].ends_with('-') => depth -= 1,
+            _ if depth == 0 && s[i..].starts_with(sep) => {
+                return Some((&s[..i], &s[i + sep.len()..]));
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Whether node `i`'s enclosing namespaces are exactly `path` (outermost first) below the unit.
@@ -796,4 +910,33 @@ fn machine(
         state_size: part.discr_size,
         states,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::impl_name;
+
+    #[test]
+    fn impl_blocks_are_named_after_what_they_implement() {
+        assert_eq!(
+            impl_name(
+                "tokio::sync::mutex::Mutex<T>::lock::{{closure}}",
+                "tokio::sync::mutex::"
+            ),
+            Some("Mutex".into())
+        );
+        assert_eq!(
+            impl_name(
+                "<F as axum::handler::Handler<(M, T1), S>>::call::{{closure}}",
+                "axum::handler::"
+            ),
+            Some("<F as Handler>".into())
+        );
+        assert_eq!(
+            impl_name("<fn() -> u8 as core::ops::Fn<()>>::call", "core::ops::"),
+            Some("<fn() -> u8 as Fn>".into()),
+            "a `->` is not a closing bracket"
+        );
+        assert_eq!(impl_name("other::path::f", "mini_redis::server::"), None);
+    }
 }
