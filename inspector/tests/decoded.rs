@@ -247,11 +247,11 @@ fn a_timeout_around_a_channel_receive_shows_both() {
             indent(2, "tokio::time::timeout [decoded]"),
         ]
     );
-    // Inside: tokio's own `recv` async fn, down to the poll_fn it waits in.
+    // Inside: tokio's own `Receiver::recv` (its impl block named, not `{impl#0}`), down to its poll_fn.
     assert!(
         lines[2].starts_with(&indent(
             3,
-            "tokio::sync::mpsc::bounded::{impl#0}::recv<u32> at "
+            "tokio::sync::mpsc::bounded::Receiver::recv<u32> at "
         )) && lines[2].contains("/src/sync/mpsc/bounded.rs:"),
         "{lines:#?}"
     );

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod axum_service;
 mod decoded;
 mod dump_json;
 mod dump_text;
