@@ -837,15 +837,7 @@ impl Builder<'_> {
                         })
                     })
                     .collect();
-                return (
-                    TypePlan {
-                        size,
-                        discr: Some(discr),
-                        always: Vec::new(),
-                        cases,
-                    },
-                    Kind::Transparent,
-                );
+                return (enum_plan(size, discr, cases), Kind::Transparent);
             }
             return self.leaf(die);
         }
@@ -946,15 +938,7 @@ impl Builder<'_> {
                     }
                 }
                 if !cases.is_empty() {
-                    return (
-                        TypePlan {
-                            size,
-                            discr: Some(discr),
-                            always: Vec::new(),
-                            cases,
-                        },
-                        Kind::Transparent,
-                    );
+                    return (enum_plan(size, discr, cases), Kind::Transparent);
                 }
             } else if let Some((off, ty)) = self.member(die, &["inner", "future", "fut"]) {
                 let t = self.ty(ty);
@@ -982,12 +966,7 @@ impl Builder<'_> {
                         (!edges.is_empty()).then_some(Case { value, edges })
                     })
                     .collect();
-                TypePlan {
-                    size,
-                    discr: Some(discr),
-                    always: Vec::new(),
-                    cases,
-                }
+                enum_plan(size, discr, cases)
             }
             None => TypePlan {
                 size,
@@ -1292,6 +1271,16 @@ fn short_type(name: &str) -> String {
         .replace("core::option::Option<", "Option<")
         .replace("core::result::Result<", "Result<")
         .replace("core::pin::Pin<", "Pin<")
+}
+
+/// The plan of an enum (or state machine) that follows each of `cases` by its discriminant.
+fn enum_plan(size: u32, discr: Discr, cases: Vec<Case>) -> TypePlan {
+    TypePlan {
+        size,
+        discr: Some(discr),
+        always: Vec::new(),
+        cases,
+    }
 }
 
 fn loc(file: &str, line: u64) -> Loc {
