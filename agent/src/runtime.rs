@@ -43,17 +43,8 @@ mod registry {
 
     /// The bytes of a handle: two handles of one runtime hold the same pointer.
     fn bytes_of(handle: &tokio::runtime::Handle) -> Vec<u8> {
-        let mut out = vec![0u8; size_of::<tokio::runtime::Handle>()];
-        let mut read = [crate::sys::Read {
-            addr: handle as *const _ as usize,
-            len: out.len(),
-            failed: false,
-            dst: out.as_mut_ptr(),
-        }];
-        match crate::sys::read_own_many(&mut read) {
-            Ok(()) if !read[0].failed => out,
-            _ => Vec::new(),
-        }
+        let addr = handle as *const tokio::runtime::Handle as usize;
+        super::read(addr, size_of::<tokio::runtime::Handle>()).unwrap_or_default()
     }
 
     pub(super) fn register(handle: &tokio::runtime::Handle) -> bool {
@@ -143,12 +134,10 @@ fn read(addr: usize, len: usize) -> Option<Vec<u8>> {
 
 /// The native-endian `u64` at `offset` in `bytes` (0 past the end: a plan that lies reads zeros).
 fn word(bytes: &[u8], offset: u32) -> u64 {
-    let at = offset as usize;
-    bytes
-        .get(at..at + 8)
-        .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+    sized(bytes, offset, 8)
 }
 
+/// The native-endian value of `size` (at most 8) bytes at `offset` in `bytes`; 0 past the end.
 fn sized(bytes: &[u8], offset: u32, size: u8) -> u64 {
     let at = offset as usize;
     match bytes.get(at..at + size as usize) {
