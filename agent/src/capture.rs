@@ -172,7 +172,9 @@ impl Capturer {
         interner: &mut Interner,
         snap: &mut Snapshot,
     ) -> (Task, Option<(ReadLock<'c>, u32, usize)>) {
-        let mut keep = None;
+        // Held until the counters below are read, so that they come from the same moment as the frames.
+        let mut guard = None;
+        let mut start = None;
         let (conv, plan) = (pass.conv, pass.plan);
         scratch.clear();
         let mut walk = plan.map(|_| Walk::Busy);
@@ -188,7 +190,7 @@ impl Capturer {
                 Some(lock) => {
                     read_tree(&cell.root, scratch);
                     match plan.map(|plan| walk_start(cell, plan)) {
-                        Some(Ok((ty, addr))) => keep = Some((lock, ty, addr)),
+                        Some(Ok(at)) => start = Some(at),
                         Some(Err(w)) => walk = Some(w),
                         None => {}
                     }
@@ -200,6 +202,7 @@ impl Capturer {
                             walk: None,
                         });
                     }
+                    guard = Some(lock);
                     (TaskState::Idle, Capture::Fresh)
                 }
                 None => {
@@ -280,6 +283,7 @@ impl Capturer {
             delegate,
             walk,
         };
+        let keep = guard.zip(start).map(|(lock, (ty, addr))| (lock, ty, addr));
         (task, keep)
     }
 
