@@ -18,7 +18,9 @@
 //! tasks. tokio may start polling it during the walk: the state word is read again afterwards, and a
 //! walk across a change of the running, complete or notified bits is dropped ([`Walk::Busy`]).
 
-use asyncdump_protocol::{RawWaker, RuntimePlan, RuntimeReport, RuntimeTask, Walk, WalkPlan};
+use asyncdump_protocol::{
+    RawWaker, RuntimePlan, RuntimeReport, RuntimeTask, Shards, Walk, WalkPlan,
+};
 
 use crate::sys::{self, FastMap};
 use crate::walk::Walker;
@@ -60,21 +62,46 @@ mod registry {
         true
     }
 
-    /// Each registered handle's address, with tokio's count of the runtime's live tasks.
-    pub(super) fn registered() -> Vec<(u64, u64)> {
+    /// Each registered handle's address, with tokio's count of the runtime's live tasks when its
+    /// public metrics give one.
+    pub(super) fn registered() -> Vec<(u64, Option<u64>)> {
         let list = RUNTIMES.lock().unwrap_or_else(PoisonError::into_inner);
         list.iter()
             .map(|h| {
-                let alive = h.metrics().num_alive_tasks() as u64;
+                // Through `Handle` itself (not `&Handle`), so that its inherent `metrics` comes first.
+                let alive = (**h).metrics().num_alive_tasks();
+                let alive = (alive != UNKNOWN).then_some(alive as u64);
                 (*h as *const tokio::runtime::Handle as u64, alive)
             })
             .collect()
     }
+
+    const UNKNOWN: usize = usize::MAX;
+
+    // tokio has public metrics from 1.35 and a count of live tasks in them from 1.39; the agent builds
+    // on older tokio too. Method resolution prefers an inherent method to a trait's, so these defaults
+    // are only called where tokio lacks the method (and are unused on a current tokio).
+    #[allow(dead_code)]
+    trait BeforeMetrics {
+        fn metrics(&self) -> NoMetrics {
+            NoMetrics
+        }
+    }
+    impl BeforeMetrics for tokio::runtime::Handle {}
+    #[allow(dead_code)]
+    struct NoMetrics;
+    #[allow(dead_code)]
+    trait BeforeAliveCount {
+        fn num_alive_tasks(&self) -> usize {
+            UNKNOWN
+        }
+    }
+    impl<T> BeforeAliveCount for T {}
 }
 
 #[cfg(not(feature = "tokio"))]
 mod registry {
-    pub(super) fn registered() -> Vec<(u64, u64)> {
+    pub(super) fn registered() -> Vec<(u64, Option<u64>)> {
         Vec::new()
     }
 }
@@ -180,27 +207,41 @@ fn list(rp: &RuntimePlan, handle: usize, report: &mut RuntimeReport) -> Result<(
     report.flavor = Some(flavor.flavor);
     let owned = word(&hb, flavor.arc_offset).wrapping_add(flavor.owned_offset as u64);
     let o = rp.owned;
-    let owned_len = [o.id, o.shards_ptr, o.shards_len, o.count]
-        .into_iter()
-        .max()
-        .unwrap_or(0) as usize
-        + 8;
+    let fields = match o.shards {
+        Shards::Boxed { ptr, len, .. } => vec![o.id, o.count, ptr, len],
+        Shards::Inline { head } => vec![o.id, o.count, head],
+    };
+    let owned_len = fields.into_iter().max().unwrap_or(0) as usize + 8;
     let ob = read(owned as usize, owned_len).ok_or_else(|| unreadable("task list", owned))?;
-    let (list_id, shards, shard_count) = (
-        word(&ob, o.id),
-        word(&ob, o.shards_ptr),
-        word(&ob, o.shards_len),
-    );
-    if shard_count == 0 || shard_count > MAX_SHARDS || list_id == 0 {
-        return Err(format!(
-            "the runtime's task list does not look like one ({shard_count} shards, id {list_id})"
-        ));
+    report.alive = report.alive.or(Some(word(&ob, o.count)));
+    let list_id = word(&ob, o.id);
+    // Where each list's head pointer is.
+    let heads: Vec<u64> = match o.shards {
+        Shards::Boxed {
+            ptr,
+            len,
+            stride,
+            head,
+        } => {
+            let (shards, shard_count) = (word(&ob, ptr), word(&ob, len));
+            if shard_count == 0 || shard_count > MAX_SHARDS {
+                return Err(format!(
+                    "the runtime's task list does not look like one ({shard_count} shards)"
+                ));
+            }
+            (0..shard_count)
+                .map(|i| shards.wrapping_add(i * stride as u64 + head as u64))
+                .collect()
+        }
+        Shards::Inline { head } => vec![owned.wrapping_add(head as u64)],
+    };
+    if list_id == 0 {
+        return Err("the runtime's task list has no id".into());
     }
     let max = rp.max_tasks.min(MAX_RUNTIME_TASKS) as usize;
     let mut vtables: FastMap<u64, Option<Vtable>> = FastMap::default();
     let mut seen: FastMap<u64, ()> = FastMap::default();
-    for shard in 0..shard_count {
-        let head_at = shards.wrapping_add(shard * o.shard_stride as u64 + o.shard_head as u64);
+    for head_at in heads {
         let head = read(head_at as usize, 8).ok_or_else(|| unreadable("list shard", head_at))?;
         let mut node = word(&head, 0);
         while node != 0 {
@@ -226,7 +267,7 @@ fn list(rp: &RuntimePlan, handle: usize, report: &mut RuntimeReport) -> Result<(
     }
     // What tokio counts beyond what the lists gave (tasks added or removed meanwhile balance out).
     let listed = report.tasks.len() as u64 + report.skipped;
-    report.skipped += report.alive.saturating_sub(listed);
+    report.skipped += report.alive.unwrap_or(0).saturating_sub(listed);
     Ok(())
 }
 

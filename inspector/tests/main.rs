@@ -8,6 +8,7 @@ mod dump_json;
 mod dump_text;
 mod dwarf;
 mod errors;
+mod old_tokio;
 mod protocol_abuse;
 mod ps;
 mod runtime_tasks;

@@ -35,6 +35,25 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
+/// The `old_tokio` fixture, built once per test run from its own workspace and lockfile (which pin an
+/// older tokio than the main workspace's), into a folder of the same target directory.
+pub fn old_tokio_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = bin_dir().parent().unwrap().join("old_tokio");
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-q", "--locked", "--target-dir"])
+                .arg(&target)
+                .current_dir(workspace().join("fixtures/old_tokio"))
+                .status()
+                .expect("run cargo build for the old_tokio fixture");
+            assert!(status.success(), "building the old_tokio fixture failed");
+            target.join("debug/asyncdump-fixture-old-tokio")
+        })
+        .clone()
+}
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

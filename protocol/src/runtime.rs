@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::walk::Discr;
 
 /// How to list the tasks of a tokio runtime from its `Handle`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RuntimePlan {
     /// The scheduler handle inside `tokio::runtime::Handle`: an enum with one variant per flavor.
     pub handle_discr: Option<Discr>,
@@ -50,18 +50,28 @@ pub enum RuntimeFlavor {
     MultiThread,
 }
 
-/// `OwnedTasks`: its id (every task header names the list it belongs to) and its sharded list.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `OwnedTasks`: its id (every task header names the list it belongs to) and its list of tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OwnedLayout {
     pub id: u32,
-    /// The boxed slice of shards: data pointer and length.
-    pub shards_ptr: u32,
-    pub shards_len: u32,
     /// The count of tasks in the list, kept by tokio.
     pub count: u32,
-    /// Bytes between two shards, and the offset of a shard's list head within one.
-    pub shard_stride: u32,
-    pub shard_head: u32,
+    pub shards: Shards,
+}
+
+/// Where the heads of the task lists are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Shards {
+    /// A boxed slice of lists (tokio 1.35 on): the offsets of its data pointer and length in
+    /// `OwnedTasks`, the bytes between two shards, and the offset of a list's head within a shard.
+    Boxed {
+        ptr: u32,
+        len: u32,
+        stride: u32,
+        head: u32,
+    },
+    /// One list inside `OwnedTasks` itself (before 1.35): the offset of its head.
+    Inline { head: u32 },
 }
 
 /// A task's `Header`, at the start of every task allocation.
@@ -121,9 +131,10 @@ pub struct RuntimeReport {
     /// Where the registered handle is in the target (as in [`crate::WalkInfo::runtimes`]).
     pub handle: u64,
     pub flavor: Option<RuntimeFlavor>,
-    /// tokio's own count of the runtime's live tasks (its public metrics), whether or not they could be
-    /// listed.
-    pub alive: u64,
+    /// tokio's own count of the runtime's live tasks, whether or not they could be listed: from its
+    /// public metrics (tokio 1.39 on), else from the task list's own counter when the list is read;
+    /// `None` when neither is at hand.
+    pub alive: Option<u64>,
     pub tasks: Vec<RuntimeTask>,
     /// Tasks that could not be listed: a header that did not validate (the list changed under the read),
     /// or the walk cut at [`RuntimePlan::max_tasks`].

@@ -848,8 +848,11 @@ impl Builder<'_> {
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
-        if name.starts_with("core::future::poll_fn::PollFn<") {
+        if name.starts_with("core::future::poll_fn::PollFn<")
+            || name.starts_with("tokio::future::poll_fn::PollFn<")
+        {
             // `tokio::join!` / `tokio::select!`: the closure holds (a pointer to) the tuple of branches.
+            // Before 1.39 tokio's macros use its own `PollFn`, with the same field.
             if let Some((f_off, closure)) = self.member(die, &["f"]) {
                 let closure = self.strip(closure);
                 let caps = self.members(closure);
@@ -1216,6 +1219,11 @@ impl Builder<'_> {
     /// The offset of the first member named `name` anywhere inside `die` (depth-first, through nested
     /// structures and unions), at most `depth` levels down.
     fn find_member(&self, die: u64, name: &str, depth: usize) -> Option<u64> {
+        self.find_member_typed(die, name, depth).map(|(off, _)| off)
+    }
+
+    /// Like [`Self::find_member`], with the member's type.
+    fn find_member_typed(&self, die: u64, name: &str, depth: usize) -> Option<(u64, u64)> {
         let die = self.strip(die);
         // An enum's fields are in its variants (`Option<Waker>`: the waker is in `Some`).
         let variant_fields = self.variants(die).into_iter().flat_map(|(_, vs)| {
@@ -1224,12 +1232,12 @@ impl Builder<'_> {
         });
         for (n, off, ty) in self.members(die).into_iter().chain(variant_fields) {
             if n == name {
-                return Some(off);
+                return Some((off, ty));
             }
             if depth > 0
-                && let Some(inner) = self.find_member(ty, name, depth - 1)
+                && let Some((inner, inner_ty)) = self.find_member_typed(ty, name, depth - 1)
             {
-                return Some(off + inner);
+                return Some((off + inner, inner_ty));
             }
         }
         None

@@ -12,7 +12,7 @@
 //! either still matches or gives a one-line reason why its tasks are not listed.
 
 use asyncdump_protocol::{
-    Discr, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, StateBits,
+    Discr, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, Shards, StateBits,
     TaskLayout, TrailerLayout, VtableLayout,
 };
 
@@ -111,24 +111,42 @@ impl Builder<'_> {
         Ok((Some(discr), flavors, owned_ty))
     }
 
-    /// `OwnedTasks { list: ShardedList { lists: Box<[Mutex<LinkedList>]>, count, .. }, id, .. }`.
+    /// `OwnedTasks { list: ShardedList { lists: Box<[Mutex<LinkedList>]>, count, .. }, id, .. }` (tokio
+    /// 1.35 on), or `OwnedTasks { inner: Mutex<{ list: CountedLinkedList { list, count }, .. }>, id }`.
     fn owned_layout(&self, owned: u64) -> Option<OwnedLayout> {
         let (id, _) = self.member(owned, &["id"])?;
-        let (list, list_ty) = self.member(owned, &["list"])?;
-        let list_ty = self.strip(list_ty);
-        let (count, _) = self.member(list_ty, &["count"])?;
-        let (lists, boxed) = self.member(list_ty, &["lists"])?;
-        let boxed = self.strip(boxed);
-        let (ptr, ptr_ty) = self.member(boxed, &["data_ptr"])?;
-        let (len, _) = self.member(boxed, &["length"])?;
-        let shard = self.strip(self.debug.node(self.strip(ptr_ty))?.type_ref?);
+        if let Some((list, list_ty)) = self.member(owned, &["list"]) {
+            let list_ty = self.strip(list_ty);
+            let (count, _) = self.member(list_ty, &["count"])?;
+            let (lists, boxed) = self.member(list_ty, &["lists"])?;
+            let boxed = self.strip(boxed);
+            let (ptr, ptr_ty) = self.member(boxed, &["data_ptr"])?;
+            let (len, _) = self.member(boxed, &["length"])?;
+            let shard = self.strip(self.debug.node(self.strip(ptr_ty))?.type_ref?);
+            return Some(OwnedLayout {
+                id: id as u32,
+                count: (list + count) as u32,
+                shards: Shards::Boxed {
+                    ptr: (list + lists + ptr) as u32,
+                    len: (list + lists + len) as u32,
+                    stride: self.debug.node(shard)?.byte_size? as u32,
+                    head: self.find_member(shard, "head", 6)? as u32,
+                },
+            });
+        }
+        // Mutex { data: UnsafeCell { value: Inner { list: CountedLinkedList { list: LinkedList, count } } } }
+        let (inner, inner_ty) = self.member(owned, &["inner"])?;
+        let (counted, counted_ty) = self.find_member_typed(inner_ty, "list", 4)?;
+        let counted_ty = self.strip(counted_ty);
+        let (count, _) = self.member(counted_ty, &["count"])?;
+        let (list, list_ty) = self.member(counted_ty, &["list"])?;
+        let (head, _) = self.member(self.strip(list_ty), &["head"])?;
         Some(OwnedLayout {
             id: id as u32,
-            shards_ptr: (list + lists + ptr) as u32,
-            shards_len: (list + lists + len) as u32,
-            count: (list + count) as u32,
-            shard_stride: self.debug.node(shard)?.byte_size? as u32,
-            shard_head: self.find_member(shard, "head", 6)? as u32,
+            count: (inner + counted + count) as u32,
+            shards: Shards::Inline {
+                head: (inner + counted + list + head) as u32,
+            },
         })
     }
 

@@ -23,8 +23,8 @@ use crate::decode::{Decoder, TaskRefs};
 pub struct RuntimeView {
     /// `current_thread` or `multi_thread`, when the runtime could be read.
     pub flavor: Option<&'static str>,
-    /// Live tasks, as tokio counts them.
-    pub alive: u64,
+    /// Live tasks, as tokio counts them, when it does (see `RuntimeReport::alive` in the protocol).
+    pub alive: Option<u64>,
     /// Tasks listed (and so shown, subject to the filters).
     pub listed: usize,
     /// Tasks tokio counts that could not be listed (the list changed under the read, or a limit).

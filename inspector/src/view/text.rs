@@ -141,13 +141,16 @@ fn header(out: &mut String, d: &Dump) {
     );
     for r in &d.runtimes {
         let flavor = r.flavor.unwrap_or("tokio");
-        let _ = write!(out, "runtime {flavor}: {} alive", r.alive);
+        let _ = write!(out, "runtime {flavor}: ");
+        if let Some(alive) = r.alive {
+            let _ = write!(out, "{alive} alive, ");
+        }
         match &r.not_listed {
             Some(why) => {
-                let _ = writeln!(out, ", not listed: {why}");
+                let _ = writeln!(out, "not listed: {why}");
             }
             None => {
-                let _ = write!(out, ", {} listed", r.listed);
+                let _ = write!(out, "{} listed", r.listed);
                 if r.skipped > 0 {
                     let _ = write!(
                         out,
