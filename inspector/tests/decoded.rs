@@ -258,7 +258,7 @@ fn a_timeout_around_a_channel_receive_shows_both() {
     assert!(
         lines[3].starts_with(&indent(
             4,
-            "awaiting core::future::poll_fn::PollFn<tokio::sync::mpsc"
+            "awaiting core::future::poll_fn::PollFn<recv::{async_fn#0}::{closure_env#0}<u32>>"
         )),
         "{lines:#?}"
     );

@@ -269,9 +269,21 @@ impl Decoder {
                                         .with_suspended_at(s.info.suspended_at.clone());
                                     arena.nodes[d].info = Rc::new(merged);
                                 }
-                                (Some(s), None) => {
-                                    here.attach = Some(arena.push(under, s.info.clone()))
-                                }
+                                (Some(s), None) => match under.filter(|&d| {
+                                    arena.nodes[d].children.is_empty()
+                                        && is_own_block(&arena.nodes[d].info, &s.info)
+                                }) {
+                                    // An async fn that only awaits its own block (`#[instrument]`,
+                                    // tokio's `Mutex::lock`): one line, at the block's real await.
+                                    Some(d) => {
+                                        let merged = arena.nodes[d]
+                                            .info
+                                            .with_suspended_at(s.info.suspended_at.clone());
+                                        arena.nodes[d].info = Rc::new(merged);
+                                        here.attach = Some(d);
+                                    }
+                                    None => here.attach = Some(arena.push(under, s.info.clone())),
+                                },
                                 (None, _) => {
                                     let info = leaf(format!(
                                         "a state machine in unknown state {:?}",
@@ -512,6 +524,48 @@ pub struct AnnotatedFrame {
 
 fn leaf(name: String) -> FrameInfo {
     FrameInfo::new(name, None, Source::Awaitee)
+}
+
+/// Whether `child` is an async block defined in the async fn `parent` (`f::{async block#0}` in `f`),
+/// both decoded, and suspended where `parent` is: a wrapper the fn awaits, whose await is the real one.
+fn is_own_block(parent: &FrameInfo, child: &FrameInfo) -> bool {
+    if parent.source != Source::Decoded || child.source != Source::Decoded {
+        return false;
+    }
+    let (p, c) = (base_name(&parent.name), base_name(&child.name));
+    c.strip_prefix(p)
+        .and_then(|rest| rest.strip_prefix("::{async block#"))
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A path without its trailing generic arguments (`Mutex::lock<()>` → `Mutex::lock`); a qualified
+/// impl (`<F as Handler>::call`) keeps its own.
+fn base_name(name: &str) -> &str {
+    if !name.ends_with('>') {
+        return name;
+    }
+    let bytes = name.as_bytes();
+    let mut depth = 0usize;
+    for (i, &b) in bytes.iter().enumerate().rev() {
+        match b {
+            // The arrow of a `fn(A) -> B` argument closes nothing.
+            b'>' if i > 0 && bytes[i - 1] == b'-' => {}
+            b'>' => depth += 1,
+            b'<' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return if name[..i].ends_with("::") || i == 0 {
+                        name
+                    } else {
+                        &name[..i]
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    name
 }
 
 /// Shown nodes, children always after their parent.
@@ -1336,5 +1390,43 @@ mod tests {
             display_name("tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn_env#0}<u32>"),
             "tokio::sync::mpsc::bounded::{impl#0}::recv<u32>"
         );
+    }
+
+    fn decoded(name: &str) -> FrameInfo {
+        FrameInfo::new(name.into(), None, Source::Decoded)
+    }
+
+    #[test]
+    fn an_async_fn_awaiting_only_its_own_block_is_one_frame() {
+        let own = |p: &str, c: &str| is_own_block(&decoded(p), &decoded(c));
+        assert!(own("svc::slept", "svc::slept::{async block#0}"));
+        assert!(own(
+            "tokio::sync::mutex::Mutex::lock<()>",
+            "tokio::sync::mutex::Mutex::lock::{async block#0}<()>"
+        ));
+        assert!(own(
+            "axum::handler::<F as Handler>::call<fn(State<Deps>) -> svc::locked, S>",
+            "axum::handler::<F as Handler>::call::{async block#3}<fn(State<Deps>) -> svc::locked, S>"
+        ));
+        // Another fn's block, a block's block, or an annotated frame: kept apart.
+        assert!(!own("svc::slept", "svc::slept_more::{async block#0}"));
+        assert!(!own(
+            "svc::slept",
+            "svc::slept::{async block#0}::{async block#1}"
+        ));
+        assert!(!own("svc::a::{async block#0}", "svc::a::{async block#0}"));
+        let annotated = FrameInfo::new("svc::slept".into(), None, Source::AnnotatedFn);
+        assert!(!is_own_block(
+            &annotated,
+            &decoded("svc::slept::{async block#0}")
+        ));
+    }
+
+    #[test]
+    fn base_names_drop_trailing_generics_only() {
+        assert_eq!(base_name("a::f<u32, Vec<u8>>"), "a::f");
+        assert_eq!(base_name("a::<F as H>::call"), "a::<F as H>::call");
+        assert_eq!(base_name("a::f<fn(X) -> Y>"), "a::f");
+        assert_eq!(base_name("<F as H>"), "<F as H>");
     }
 }

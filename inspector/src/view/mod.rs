@@ -1,6 +1,7 @@
 //! Rendering a [`crate::model::Dump`]: [`text`] (dumpasync-style, for people) and [`json`] (for tools).
 
 pub mod json;
+pub mod names;
 pub mod text;
 
 /// A human duration with three significant digits: `870ns`, `12.3µs`, `4.56ms`, `1.23s`, `2m05s`, `3h04m`.

@@ -10,6 +10,7 @@ use crate::model::{
     CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TOKIO_ONLY,
     TaskView,
 };
+use crate::view::names::short;
 use crate::view::{Dur, id_ranges};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
@@ -342,7 +343,7 @@ fn spawned(
     if let Some(id) = tokio_id {
         let _ = write!(out, "tokio task {id} · ");
     }
-    let _ = writeln!(out, "root {root_type}");
+    let _ = writeln!(out, "root {}", short(root_type));
 }
 
 fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &Labels<'_>) {
@@ -369,10 +370,10 @@ fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &L
 fn frame_line(out: &mut String, m: &FrameInfo) {
     match m.source {
         Source::Awaitee => {
-            let _ = write!(out, "awaiting {}", m.name);
+            let _ = write!(out, "awaiting {}", short(&m.name));
         }
         Source::Decoded => {
-            out.push_str(&m.name);
+            out.push_str(&short(&m.name));
             match (&m.suspended_at, &m.location) {
                 // An await a macro generated (`join!`, `select!`): DWARF gives the macro's own source
                 // line, so lead with the fn, in the user's file.
@@ -398,7 +399,7 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
             out.push_str(" [decoded]");
         }
         Source::AnnotatedFn | Source::Labelled => {
-            out.push_str(&m.name);
+            out.push_str(&short(&m.name));
             if let Some(l) = &m.location {
                 let _ = write!(out, " at {}:{}:{}", l.file, l.line, l.column);
             }
@@ -412,7 +413,7 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
                 (None, _) => {}
             }
             if let Some(ty) = &m.awaits_type {
-                let _ = write!(out, " · awaiting {ty}");
+                let _ = write!(out, " · awaiting {}", short(ty));
             }
         }
     }
