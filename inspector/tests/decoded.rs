@@ -103,16 +103,16 @@ fn combinators() -> (Fixture, String) {
     (fx, text)
 }
 
-/// `join!` and `select!` lines point into tokio's macro source (that is where DWARF puts their awaits);
-/// the branches below them are the fixture's own.
+/// `join!` and `select!` lines point into the macro's source (tokio's or futures'; that is where DWARF
+/// puts their awaits); the branches below them are the fixture's own.
 fn macro_await(text: &str, name: &str, header: &str, macro_file: &str) {
-    let prefix = format!("  {name} at {header} · await inside a macro, at tokio-");
+    let prefix = format!("  {name} at {header} · await inside a macro, at ");
     let line = text
         .lines()
         .find(|l| l.starts_with(&prefix))
         .unwrap_or_else(|| panic!("{prefix} in {text}"));
     assert!(
-        line.contains(&format!("/src/macros/{macro_file}:")) && line.ends_with(" [decoded]"),
+        line.contains(&format!("{macro_file}:")) && line.ends_with(" [decoded]"),
         "{line}"
     );
 }
@@ -124,28 +124,39 @@ fn join_and_select_are_trees_with_every_pending_branch() {
         at_line("plain_combinators", "rx.await.unwrap_or(0)"),
         at_line("plain_combinators", "rx.await.unwrap_or(1)"),
     );
-    for (task, name, label, file) in [
+    for (id, task, fn_name, label, file) in [
+        (1, "join", "joined", "tokio::join!", "/src/macros/join.rs"),
         (
-            "join",
-            "plain_combinators::joined",
-            "tokio::join!",
-            "join.rs",
+            2,
+            "select",
+            "selected",
+            "tokio::select!",
+            "/src/macros/select.rs",
         ),
         (
-            "select",
-            "plain_combinators::selected",
-            "tokio::select!",
-            "select.rs",
+            12,
+            "futures-join",
+            "joined_futures",
+            "futures::join!",
+            "/src/async_await/join_mod.rs",
+        ),
+        (
+            13,
+            "futures-select",
+            "selected_futures",
+            "futures::select!",
+            "/src/async_await/select_mod.rs",
         ),
     ] {
-        let s = section(
-            &text,
-            &format!("task {} \"{task}\"", if task == "join" { 1 } else { 2 }),
-        );
+        let s = section(&text, &format!("task {id} \"{task}\""));
         let lines = chain_lines(&s);
-        let fn_name = name.rsplit("::").next().unwrap();
         let header = at_line("plain_combinators", &format!("async fn {fn_name}("));
-        macro_await(&text, name, &header, file);
+        macro_await(
+            &text,
+            &format!("plain_combinators::{fn_name}"),
+            &header,
+            file,
+        );
         assert_eq!(
             lines[1..],
             [

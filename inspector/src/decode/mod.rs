@@ -9,7 +9,8 @@
 //! - pointers to futures: `Pin<Box<T>>`, `Box<T>`, `&mut T`, `Pin<Box<dyn Future>>` through the
 //!   vtable statics `<T as Future>::{vtable}`, and boxed slices (`futures::future::join_all`);
 //! - `tokio::join!` / `tokio::select!` (a `PollFn` closure holding a pointer to the tuple of branches),
-//!   `MaybeDone`, `tokio::time::Timeout`, and `futures_util` wrappers (`Map`, `Then`, `Flatten`, ...);
+//!   `MaybeDone`, `tokio::time::Timeout`, `futures::join!` and `futures::select!` (a `PollFn` closure
+//!   holding a pointer to each branch), and `futures_util` wrappers (`Map`, `Then`, `Flatten`, ...);
 //! - `asyncdump_agent`'s own `Framed` (an annotated frame: matched by its node's address, so an annotated
 //!   future that is also decoded is shown once) and `JoinHandle` (whose target task id it reads);
 //! - anything else is a leaf: the chain ends with "awaiting TYPE".
@@ -959,6 +960,11 @@ impl Builder<'_> {
                 .collect();
             return (plan(edges), Kind::Tuple);
         }
+        if name.starts_with("futures_util::future::poll_fn::PollFn<")
+            && let Some(found) = self.futures_macro(die, size)
+        {
+            return found;
+        }
         if name.starts_with("futures_util::future::join_all::JoinAll<") {
             // Up to 30 futures: a boxed slice of `MaybeDone`s, followed by the enum rule below. More
             // become a `FuturesOrdered`, whose linked tasks this does not follow.
@@ -1008,6 +1014,43 @@ impl Builder<'_> {
             Some(found) => found,
             None => self.leaf(die),
         }
+    }
+
+    /// `futures::join!` / `futures::try_join!`: a `PollFn` whose closure holds `_fut0`, `_fut1`, ... (each
+    /// a `Pin<&mut MaybeDone>` into the enclosing state machine); `futures::select!`: one whose closure
+    /// holds `_ref___0`, `_ref___1`, ... (each a `&mut` to a branch's fused future, which shows nothing
+    /// once it is done). Branches in order.
+    fn futures_macro(&mut self, die: u64, size: u32) -> Option<(TypePlan, Kind)> {
+        let (f_off, closure) = self.member(die, &["f"])?;
+        let closure = self.strip(closure);
+        let members = self.members(closure);
+        let numbered = |prefix: &str| -> Vec<(u64, u64, u64)> {
+            let mut v: Vec<_> = members
+                .iter()
+                .filter_map(|(n, off, ty)| Some((n.strip_prefix(prefix)?.parse().ok()?, *off, *ty)))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let (label, branches) = match (numbered("_fut"), numbered("_ref___")) {
+            (join, _) if !join.is_empty() => ("futures::join!", join),
+            (_, select) if !select.is_empty() => ("futures::select!", select),
+            _ => return None,
+        };
+        let edges = branches
+            .into_iter()
+            .map(|(_, off, ty)| Edge {
+                offset: (f_off + off) as u32,
+                to: Target::Inline(self.ty(ty)),
+            })
+            .collect();
+        let info = FrameInfo::new(label.into(), None, Source::Decoded);
+        let plan = TypePlan {
+            size,
+            always: edges,
+            ..TypePlan::default()
+        };
+        Some((plan, Kind::Combinator(Rc::new(info))))
     }
 
     /// Any other hand-written future (pin-project structs and enums of hyper, axum, tower, ...): not
