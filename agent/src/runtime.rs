@@ -19,7 +19,7 @@
 //! walk across a change of the running, complete or notified bits is dropped ([`Walk::Busy`]).
 
 use asyncdump_protocol::{
-    RawWaker, RuntimePlan, RuntimeReport, RuntimeTask, Shards, Walk, WalkPlan,
+    RawWaker, RuntimePlan, RuntimeReport, RuntimeTask, SetWakerLayout, Shards, Walk, WalkPlan,
 };
 
 use crate::sys::{self, FastMap};
@@ -265,6 +265,10 @@ fn list(rp: &RuntimePlan, handle: usize, report: &mut RuntimeReport) -> Result<(
             }
         }
     }
+    let mut sets: FastMap<u64, Option<SetWakerLayout>> = FastMap::default();
+    for task in &mut report.tasks {
+        task.set_waker = task.join_waker.and_then(|w| set_waker(rp, w, &mut sets));
+    }
     // What tokio counts beyond what the lists gave (tasks added or removed meanwhile balance out).
     let listed = report.tasks.len() as u64 + report.skipped;
     report.skipped += report.alive.unwrap_or(0).saturating_sub(listed);
@@ -323,9 +327,44 @@ fn task_at(
         state,
         poll_fn: vt.poll,
         join_waker,
+        set_waker: None,
         walk: None,
     };
     Some((task, word(&trailer, t.next)))
+}
+
+/// When `join` is a `JoinSet` entry's waker (its vtable's `clone` is one the plan names, cached per
+/// vtable in `sets`): the waker of the task polling the set, if one waits. Every pointer is read with
+/// the fault-safe reader; an entry freed meanwhile reads as garbage that matches no task, never a crash.
+fn set_waker(
+    rp: &RuntimePlan,
+    join: RawWaker,
+    sets: &mut FastMap<u64, Option<SetWakerLayout>>,
+) -> Option<RawWaker> {
+    if rp.set_wakers.is_empty() {
+        return None;
+    }
+    let layout = *sets.entry(join.vtable).or_insert_with(|| {
+        let clone = word(&read(join.vtable as usize, 8)?, 0);
+        rp.set_wakers
+            .binary_search_by_key(&clone, |s| s.clone_fn)
+            .ok()
+            .map(|i| rp.set_wakers[i])
+    });
+    let l = layout?;
+    let parent = word(
+        &read(join.data.wrapping_add(l.parent as u64) as usize, 8)?,
+        0,
+    );
+    let data = word(
+        &read(parent.wrapping_add(l.waker_data as u64) as usize, 8)?,
+        0,
+    );
+    let vtable = word(
+        &read(parent.wrapping_add(l.waker_vtable as u64) as usize, 8)?,
+        0,
+    );
+    (vtable != 0).then_some(RawWaker { data, vtable })
 }
 
 /// The vtable at `addr`, if it is one of a task type the plan knows and its offsets make sense.

@@ -177,6 +177,9 @@ pub(crate) struct Node {
     pub(crate) anchor: bool,
     /// A `tokio::runtime::task::raw::poll::<T, S>` instantiation: what a tokio task's vtable points at.
     pub(crate) task_poll: bool,
+    /// A `tokio::util::wake::clone_arc_raw::<T>` instantiation: the first field of the vtable of a waker
+    /// tokio makes from an `Arc<T>` (a `JoinSet` entry's, for one).
+    pub(crate) wake_clone: bool,
     pub(crate) artificial: bool,
     /// `DW_AT_containing_type` (of a `{vtable_type}`: the concrete type).
     pub(crate) containing_type: Option<u64>,
@@ -371,6 +374,23 @@ impl Debug {
             .collect()
     }
 
+    /// Every `tokio::util::wake::clone_arc_raw::<T>` instantiation: its address in the file (before load
+    /// bias) and the DIE of `T`.
+    pub(crate) fn wake_clones(&self) -> Vec<(u64, u64)> {
+        let nodes = &self.nodes;
+        nodes
+            .iter()
+            .filter(|n| n.wake_clone)
+            .filter_map(|n| {
+                let t = n.children.iter().map(|&c| &nodes[c]).find(|c| {
+                    c.tag == constants::DW_TAG_template_type_parameter
+                        && c.name.as_deref() == Some("T")
+                })?;
+                Some((n.low_pc?, t.type_ref?))
+            })
+            .collect()
+    }
+
     /// The DIE of the first complete (sized) structure or enum with this qualified name.
     pub(crate) fn find_type(&self, qualified_name: &str) -> Option<u64> {
         let last = qualified_name.rsplit("::").next()?;
@@ -507,7 +527,18 @@ impl Debug {
                         .attr_value(constants::DW_AT_name)
                         .and_then(|v| dwarf.attr_string(&unit, v).ok())
                         .is_some_and(|s| s.starts_with(b"poll<"));
-                if entry.tag() == constants::DW_TAG_subprogram && !anchor && !task_poll {
+                let wake_clone = entry.tag() == constants::DW_TAG_subprogram
+                    && !anchor
+                    && in_namespace(&nodes, &stack, TOKIO_WAKE)
+                    && entry
+                        .attr_value(constants::DW_AT_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| s.starts_with(b"clone_arc_raw<"));
+                if entry.tag() == constants::DW_TAG_subprogram
+                    && !anchor
+                    && !task_poll
+                    && !wake_clone
+                {
                     skip_below = Some(depth);
                     name_impl(&nodes, &stack, &mut impls, || {
                         entry
@@ -568,6 +599,7 @@ impl Debug {
                     },
                     anchor,
                     task_poll,
+                    wake_clone,
                     artificial: matches!(
                         entry.attr_value(constants::DW_AT_artificial),
                         Some(AttributeValue::Flag(true))
@@ -619,6 +651,8 @@ impl Debug {
 
 /// The namespaces of tokio's `raw::poll`, innermost last.
 const TOKIO_RAW: &[&str] = &["tokio", "runtime", "task", "raw"];
+/// The namespaces of tokio's wakers made from an `Arc`.
+const TOKIO_WAKE: &[&str] = &["tokio", "util", "wake"];
 
 /// Whether the DIEs on `stack` (the current DIE's ancestors, outermost first) end in the namespaces `path`.
 fn in_namespace(nodes: &[Node], stack: &[usize], path: &[&str]) -> bool {

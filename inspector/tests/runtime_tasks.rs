@@ -72,7 +72,7 @@ fn every_plain_task_is_listed_with_its_chain_and_init_alone() {
     let fx = Fixture::start("plain_tasks", &[]);
     let text = dump_until(fx.pid, &[], all_suspended);
     assert!(
-        text.contains("\nruntime multi_thread: 10 alive, 10 listed\n"),
+        text.contains("\nruntime multi_thread: 11 alive, 11 listed\n"),
         "{text}"
     );
     assert!(text.contains("\nruntime current_thread: 1 alive, 1 listed\n"));
@@ -118,7 +118,17 @@ fn every_plain_task_is_listed_with_its_chain_and_init_alone() {
     );
     let members = rooted(&all, "join_set_member");
     assert_eq!(members.len(), 3, "every JoinSet task");
+    // Each member's join waker is its set entry's; the set's own waker names the task draining it.
+    let drain = rooted(&all, "drain");
+    let drain_task = label(drain[0]);
+    let mut member_labels = Vec::new();
     for s in members {
+        assert_eq!(
+            s[2],
+            format!(
+                "  awaited by {drain_task} at plain_tasks::drain → tokio::task::join_set::JoinSet::join_next<()>"
+            )
+        );
         assert_eq!(
             chain(s),
             [
@@ -126,7 +136,20 @@ fn every_plain_task_is_listed_with_its_chain_and_init_alone() {
                 "    awaiting tokio::time::sleep::Sleep".into()
             ]
         );
+        member_labels.push(label(s));
     }
+    // ... and the draining task's `join_next` frame points at each member.
+    let drain_chain = chain(drain[0]);
+    assert_eq!(drain_chain[0], frame(1, "drain", "set.join_next().await"));
+    assert!(
+        drain_chain[1].starts_with("    tokio::task::join_set::JoinSet::join_next<()> at "),
+        "{drain_chain:?}"
+    );
+    let awaits: Vec<String> = member_labels
+        .iter()
+        .map(|m| format!("      → awaits {m}"))
+        .collect();
+    assert_eq!(drain_chain[2..5], awaits[..], "{drain_chain:?}");
     let second = rooted(&all, "on_second_runtime");
     let await_line = line_of("plain_tasks", "async fn on_second_runtime") + 1;
     assert_eq!(
@@ -219,17 +242,17 @@ fn the_json_document_says_what_only_the_agent_knows_is_unknown() {
         .map(|r| r["flavor"].as_str().unwrap())
         .collect();
     assert_eq!(flavors, ["multi_thread", "current_thread"]);
-    assert_eq!(runtimes[0]["listed"], 10);
+    assert_eq!(runtimes[0]["listed"], 11);
     assert_eq!(runtimes[0]["skipped"], 0);
     let tasks = doc["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 11);
+    assert_eq!(tasks.len(), 12);
     let mut tokio_ids: Vec<u64> = tasks
         .iter()
         .map(|t| t["tokio_id"].as_u64().unwrap())
         .collect();
     tokio_ids.sort_unstable();
     tokio_ids.dedup();
-    assert_eq!(tokio_ids.len(), 11, "one task each");
+    assert_eq!(tokio_ids.len(), 12, "one task each");
     for t in tasks {
         assert_eq!(
             t["id"].as_u64(),

@@ -31,7 +31,7 @@ pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
 pub use runtime::{
     FlavorLayout, HeaderLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan, RuntimeReport,
-    RuntimeTask, Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
+    RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
 };
 pub use walk::{
     Case, Discr, Edge, MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES, NO_PARENT, NodeStatus,

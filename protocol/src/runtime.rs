@@ -28,8 +28,25 @@ pub struct RuntimePlan {
     pub state_bits: StateBits,
     /// Per task type, sorted by `poll_fn`.
     pub tasks: Vec<TaskLayout>,
+    /// Join wakers of `JoinSet` members, one per set type, sorted by `clone_fn`.
+    pub set_wakers: Vec<SetWakerLayout>,
     /// Most tasks listed per runtime.
     pub max_tasks: u32,
+}
+
+/// A `JoinSet` member's join waker is its set entry's (tokio's `waker_ref::<ListEntry<_>>`), whose data
+/// points at the entry; the waker of the task polling the set is in the set's shared lists, behind the
+/// entry's `parent` `Arc`. Such a waker's vtable has no symbol of its own: it is known by its first
+/// field, the `clone` function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SetWakerLayout {
+    /// Address of `tokio::util::wake::clone_arc_raw::<ListEntry<JoinHandle<_>>>` (load bias applied).
+    pub clone_fn: u64,
+    /// Offset, in the entry, of the `parent` pointer.
+    pub parent: u32,
+    /// Offsets, from where `parent` points, of the set waker's data and vtable (a zero vtable is none).
+    pub waker_data: u32,
+    pub waker_vtable: u32,
 }
 
 /// One variant of the scheduler handle.
@@ -156,6 +173,8 @@ pub struct RuntimeTask {
     pub poll_fn: u64,
     /// The waker of whoever awaits this task's `JoinHandle`, when one is registered.
     pub join_waker: Option<RawWaker>,
+    /// When the join waker is a `JoinSet` entry's: the waker of the task polling the set, if it waits.
+    pub set_waker: Option<RawWaker>,
     /// The walk of the task's stage; `None` when the type is not in the plan, or the task was running
     /// or complete (see `state`), or changed state during the walk ([`crate::Walk::Busy`]).
     pub walk: Option<crate::Walk>,

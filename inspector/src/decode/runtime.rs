@@ -12,8 +12,8 @@
 //! either still matches or gives a one-line reason why its tasks are not listed.
 
 use asyncdump_protocol::{
-    Discr, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, Shards, StateBits,
-    TaskLayout, TrailerLayout, VtableLayout,
+    Discr, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, SetWakerLayout,
+    Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
 };
 
 use std::rc::Rc;
@@ -69,6 +69,7 @@ impl Builder<'_> {
                 .ok_or_else(|| layout("task Trailer"))?,
             state_bits: STATE_BITS,
             tasks,
+            set_wakers: self.set_waker_layouts(bias),
             max_tasks: MAX_TASKS,
         };
         Ok((plan, names))
@@ -178,6 +179,33 @@ impl Builder<'_> {
             waker_data: (waker + self.find_member(waker_ty, "data", 6)?) as u32,
             waker_vtable: (waker + self.find_member(waker_ty, "vtable", 6)?) as u32,
         })
+    }
+
+    /// Per `JoinSet` type: how a member's join waker (the set entry's) leads to the waker of the task
+    /// polling the set, `ListEntry { parent: Arc<Mutex<ListsInner { .., waker: Option<Waker> }>>, .. }`.
+    fn set_waker_layouts(&mut self, bias: u64) -> Vec<SetWakerLayout> {
+        let mut out: Vec<SetWakerLayout> = self
+            .debug
+            .wake_clones()
+            .into_iter()
+            .filter_map(|(clone_fn, entry)| {
+                let name = self.debug.qualified_name(entry);
+                if !name.starts_with("tokio::util::idle_notified_set::ListEntry<") {
+                    return None;
+                }
+                let (parent, lists) = self.pointer_to(self.strip(entry), "parent")?;
+                let (waker, waker_ty) = self.find_member_typed(lists, "waker", 8)?;
+                Some(SetWakerLayout {
+                    clone_fn: clone_fn.wrapping_add(bias),
+                    parent: parent as u32,
+                    waker_data: (waker + self.find_member(waker_ty, "data", 6)?) as u32,
+                    waker_vtable: (waker + self.find_member(waker_ty, "vtable", 6)?) as u32,
+                })
+            })
+            .collect();
+        out.sort_unstable_by_key(|s| s.clone_fn);
+        out.dedup_by_key(|s| s.clone_fn);
+        out
     }
 
     /// Every task type tokio can run in this binary: where its stage is, planned for walking.

@@ -157,13 +157,17 @@ impl<'a> Listed<'a> {
         }
     }
 
-    /// Edges from join wakers: whoever awaits a listed task's `JoinHandle`. An edge the agent already
-    /// recorded stays as it is.
+    /// Edges from join wakers: whoever awaits a listed task's `JoinHandle`, or polls the `JoinSet` it
+    /// is in. An edge the agent already recorded stays as it is.
     pub(super) fn join_edges(&self, views: &mut [TaskView], decoder: Option<&Decoder>) {
         let Some(d) = decoder else { return };
         let index: FastMap<u64, usize> = views.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
         for &(t, key) in &self.tasks {
-            let Some(w) = t.join_waker else { continue };
+            let (w, in_set) = match (t.set_waker, t.join_waker) {
+                (Some(w), _) => (w, true),
+                (None, Some(w)) => (w, false),
+                (None, None) => continue,
+            };
             let awaiter = if Some(w.vtable) == d.tokio_vtable {
                 self.refs.headers.get(&w.data)
             } else if Some(w.vtable) == d.owned_vtable {
@@ -179,6 +183,12 @@ impl<'a> Listed<'a> {
             };
             if views[awaited].awaited_by.is_some() || a == awaited {
                 continue;
+            }
+            if in_set
+                && path_to(&views[a].frames, key).is_none()
+                && let Some(f) = join_set_frame(&mut views[a].frames)
+            {
+                f.awaits_tasks.push(key);
             }
             let path = path_to(&views[a].frames, key);
             if path.is_none() && !views[a].awaits_tasks.contains(&key) {
@@ -227,6 +237,41 @@ impl<'a> Listed<'a> {
             })
             .collect()
     }
+}
+
+/// The one innermost frame polling a `JoinSet` (`JoinSet::join_next`, inside `join_all`, say), where
+/// the set's members are awaited; `None` if no frame is, or frames in two branches are.
+fn join_set_frame(frames: &mut [FrameNode]) -> Option<&mut FrameNode> {
+    let path = join_set_path(frames).ok()??;
+    let (first, rest) = path.split_first()?;
+    let mut f = &mut frames[*first];
+    for &i in rest {
+        f = &mut f.children[i];
+    }
+    Some(f)
+}
+
+/// Child indexes down to the innermost `JoinSet` frame: `Ok(None)` if there is none, `Err` if two
+/// branches hold one.
+fn join_set_path(frames: &[FrameNode]) -> Result<Option<Vec<usize>>, ()> {
+    let mut found = None;
+    for (i, f) in frames.iter().enumerate() {
+        let here = match join_set_path(&f.children)? {
+            Some(mut below) => {
+                below.insert(0, i);
+                Some(below)
+            }
+            None if f.meta.name.starts_with("tokio::task::join_set::JoinSet::") => Some(vec![i]),
+            None => None,
+        };
+        if here.is_some() {
+            if found.is_some() {
+                return Err(());
+            }
+            found = here;
+        }
+    }
+    Ok(found)
 }
 
 /// Names from the root down to the frame that awaits task `key` (the awaiting leaf itself left out),
