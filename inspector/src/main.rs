@@ -98,6 +98,10 @@ struct DumpOptions {
     /// Show annotated frames only: do not decode unannotated chains from DWARF.
     #[arg(long)]
     no_decode: bool,
+    /// Print source paths whole (text shows a dependency's from its crate's directory, the standard
+    /// library's from `std/`; `--json` always has them whole).
+    #[arg(long)]
+    full_paths: bool,
 }
 
 /// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
@@ -175,7 +179,10 @@ fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
     Ok(if o.json {
         view::json::render(&dump, groups.as_deref())
     } else {
-        view::text::render(&dump, groups.as_deref())
+        let style = view::text::Style {
+            full_paths: o.full_paths,
+        };
+        view::text::render(&dump, groups.as_deref(), style)
     })
 }
 

@@ -248,7 +248,7 @@ fn a_join_handle_is_a_cross_task_edge_to_the_task_it_joins() {
 
 #[test]
 fn a_timeout_around_a_channel_receive_shows_both() {
-    let (_fx, text) = combinators();
+    let (fx, text) = combinators();
     let s = section(&text, "task 6 \"timeout\"");
     let lines = chain_lines(&s);
     assert_eq!(
@@ -258,13 +258,20 @@ fn a_timeout_around_a_channel_receive_shows_both() {
             indent(2, "tokio::time::timeout [decoded]"),
         ]
     );
-    // Inside: tokio's own `Receiver::recv` (its impl block named, not `{impl#0}`), down to its poll_fn.
+    // Inside: tokio's own `Receiver::recv` (its impl block named, not `{impl#0}`, its file from the
+    // crate's directory on), down to its poll_fn.
     assert!(
         lines[2].starts_with(&indent(
             3,
-            "tokio::sync::mpsc::bounded::Receiver::recv<u32> at "
-        )) && lines[2].contains("/src/sync/mpsc/bounded.rs:"),
+            "tokio::sync::mpsc::bounded::Receiver::recv<u32> at tokio-1.54.1/src/sync/mpsc/bounded.rs:"
+        )),
         "{lines:#?}"
+    );
+    let full = dump(fx.pid, &["--full-paths"]);
+    let full_recv = chain_lines(&section(&full, "task 6 \"timeout\""))[2].clone();
+    assert!(
+        full_recv.contains(" at /") && full_recv.contains("/registry/src/"),
+        "--full-paths keeps the path DWARF has: {full_recv}"
     );
     assert!(
         lines[3].starts_with(&indent(

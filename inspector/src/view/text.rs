@@ -10,7 +10,7 @@ use crate::model::{
     CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TOKIO_ONLY,
     TaskView,
 };
-use crate::view::names::short;
+use crate::view::names::{short, short_path};
 use crate::view::{Dur, id_ranges};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
@@ -47,7 +47,24 @@ impl Labels<'_> {
     }
 }
 
-pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
+/// How text is written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Style {
+    /// Source paths as DWARF has them, instead of from the crate's directory (see [`short_path`]).
+    pub full_paths: bool,
+}
+
+impl Style {
+    fn path<'a>(&self, file: &'a str) -> &'a str {
+        if self.full_paths {
+            file
+        } else {
+            short_path(file)
+        }
+    }
+}
+
+pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
     let mut out = String::with_capacity(256 * dump.tasks.len().max(1));
     header(&mut out, dump);
     let labels = Labels(
@@ -91,14 +108,21 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
                     }
                 }
                 out.push('\n');
-                spawned(&mut out, g.spawned_at.as_deref(), None, &g.root_type, None);
-                frames(&mut out, &g.frames, &g.awaits_tasks, &labels);
+                spawned(
+                    &mut out,
+                    g.spawned_at.as_deref(),
+                    None,
+                    &g.root_type,
+                    None,
+                    style,
+                );
+                frames(&mut out, &g.frames, &g.awaits_tasks, &labels, style);
                 out.push('\n');
             }
         }
         None => {
             for t in &dump.tasks {
-                task(&mut out, t, &labels);
+                task(&mut out, t, &labels, style);
                 out.push('\n');
             }
         }
@@ -208,7 +232,7 @@ fn age_word(s: State) -> &'static str {
     }
 }
 
-fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
+fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
     let _ = write!(out, "{} · {}", labels.of(t.id), state_word(t.state));
     if let Some(th) = &t.thread {
         let _ = write!(
@@ -241,6 +265,7 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
         t.tokio_id.filter(|_| t.agent_id.is_some()),
         &t.root_type,
         t.age_ns,
+        style,
     );
     if let Some(by) = &t.awaited_by {
         let _ = write!(out, "  awaited by {}", labels.of(by.task));
@@ -265,7 +290,7 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>) {
     if let Some(note) = &t.decode_note {
         let _ = writeln!(out, "  {note}");
     }
-    frames(out, &t.frames, &t.awaits_tasks, labels);
+    frames(out, &t.frames, &t.awaits_tasks, labels, style);
     match &t.delegate {
         None if t.agent_id.is_none() => {} // only the agent sees the waker
         None => out.push_str("  delegate: none\n"),
@@ -329,6 +354,7 @@ fn spawned(
     tokio_id: Option<u64>,
     root_type: &str,
     age_ns: Option<u64>,
+    style: Style,
 ) {
     match at {
         Some(at) => {
@@ -336,7 +362,13 @@ fn spawned(
             if let Some(age) = age_ns {
                 let _ = write!(out, " {} ago", Dur(age));
             }
-            let _ = write!(out, " at {}:{}:{} · ", at.file, at.line, at.column);
+            let _ = write!(
+                out,
+                " at {}:{}:{} · ",
+                style.path(&at.file),
+                at.line,
+                at.column
+            );
         }
         None => out.push_str("  "),
     }
@@ -346,7 +378,13 @@ fn spawned(
     let _ = writeln!(out, "root {}", short(root_type));
 }
 
-fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &Labels<'_>) {
+fn frames(
+    out: &mut String,
+    nodes: &[FrameNode],
+    root_awaits: &[u64],
+    labels: &Labels<'_>,
+    style: Style,
+) {
     for &id in root_awaits {
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
@@ -355,7 +393,7 @@ fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &L
     while let Some((n, depth)) = stack.pop() {
         let pad = 2 * depth;
         let _ = write!(out, "{:pad$}", "");
-        frame_line(out, &n.meta);
+        frame_line(out, &n.meta, style);
         out.push('\n');
         for &id in &n.awaits_tasks {
             let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
@@ -367,7 +405,8 @@ fn frames(out: &mut String, nodes: &[FrameNode], root_awaits: &[u64], labels: &L
 /// One frame: `name at file:line:column` for annotated frames (with the await they are suspended at,
 /// when decoding saw it); `name at file:line [decoded]` for decoded ones, at the await; `awaiting TYPE`
 /// for the leaf a chain ends in.
-fn frame_line(out: &mut String, m: &FrameInfo) {
+fn frame_line(out: &mut String, m: &FrameInfo, style: Style) {
+    let path = |file| style.path(file);
     match m.source {
         Source::Awaitee => {
             let _ = write!(out, "awaiting {}", short(&m.name));
@@ -381,18 +420,23 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
                     let _ = write!(
                         out,
                         " at {}:{} · await inside a macro, at {}:{}",
-                        l.file,
+                        path(&l.file),
                         l.line,
-                        crate_relative(&at.file),
+                        short_path(&at.file),
                         at.line
                     );
                 }
                 (Some(at), _) => {
-                    let _ = write!(out, " at {}:{}", at.file, at.line);
+                    let _ = write!(out, " at {}:{}", path(&at.file), at.line);
                 }
                 // A state machine that was never resumed, or a combinator.
                 (None, Some(l)) => {
-                    let _ = write!(out, " (not started; defined at {}:{})", l.file, l.line);
+                    let _ = write!(
+                        out,
+                        " (not started; defined at {}:{})",
+                        path(&l.file),
+                        l.line
+                    );
                 }
                 (None, None) => {}
             }
@@ -401,14 +445,14 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
         Source::AnnotatedFn | Source::Labelled => {
             out.push_str(&short(&m.name));
             if let Some(l) = &m.location {
-                let _ = write!(out, " at {}:{}:{}", l.file, l.line, l.column);
+                let _ = write!(out, " at {}:{}:{}", path(&l.file), l.line, l.column);
             }
             match (&m.suspended_at, &m.location) {
                 (Some(at), Some(l)) if at.file == l.file => {
                     let _ = write!(out, " · await at line {}", at.line);
                 }
                 (Some(at), _) => {
-                    let _ = write!(out, " · await at {}:{}", at.file, at.line);
+                    let _ = write!(out, " · await at {}:{}", path(&at.file), at.line);
                 }
                 (None, _) => {}
             }
@@ -416,17 +460,6 @@ fn frame_line(out: &mut String, m: &FrameInfo) {
                 let _ = write!(out, " · awaiting {}", short(ty));
             }
         }
-    }
-}
-
-/// A path into cargo's registry, from the crate's directory on (`tokio-1.54.1/src/macros/join.rs`).
-fn crate_relative(file: &str) -> &str {
-    match file.find("/registry/src/") {
-        Some(i) => {
-            let rest = &file[i + "/registry/src/".len()..];
-            rest.find('/').map_or(rest, |j| &rest[j + 1..])
-        }
-        None => file,
     }
 }
 
@@ -438,7 +471,11 @@ mod tests {
 
     #[test]
     fn a_chain_prints_root_first_indented_to_the_leaf() {
-        let text = render(&Dump::build(&handshake(), &sample(), 0), None);
+        let text = render(
+            &Dump::build(&handshake(), &sample(), 0),
+            None,
+            Style::default(),
+        );
         let body: Vec<&str> = text
             .lines()
             .skip_while(|l| !l.starts_with("task 1"))
@@ -462,7 +499,7 @@ mod tests {
     #[test]
     fn coalesced_groups_show_their_count() {
         let dump = Dump::build(&handshake(), &sample(), 0);
-        let text = render(&dump, Some(&coalesce(&dump.tasks)));
+        let text = render(&dump, Some(&coalesce(&dump.tasks)), Style::default());
         assert!(
             text.contains("×1 task 1 · idle · suspended 2.00s"),
             "{text}"
