@@ -4,7 +4,9 @@
 # 1. poll-path overhead, side by side with plain tokio, async-backtrace and await-tree (criterion, ~7 min);
 # 2. the same scenarios with console-subscriber, which needs tokio built with --cfg tokio_unstable, so it is
 #    a separate package (bench/console) with its own target directory (~2 min to build, ~2 min to run);
-# 3. snapshot cost with 10,000 and 100,000 suspended tasks (release builds, ~1 min).
+# 3. what init() alone costs plain tokio tasks (criterion and callgrind, ~1 min);
+# 4. snapshot cost with 10,000 and 100,000 suspended tasks, and of the axum fixture with 1,000 hanging
+#    requests (release builds, ~2 min).
 # Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +17,15 @@ python3 bench/report.py target/criterion
 echo
 echo "## console-subscriber (tokio_unstable build)"
 python3 bench/report.py bench/console/target/criterion
+cargo bench -p asyncdump-agent --bench init_alone >&2
+cargo build --release -q -p asyncdump-agent --example init_alone
+echo
+echo "## init() alone"
+python3 bench/init_alone.py target/criterion
 cargo build --release -q -p asyncdump -p asyncdump-fixtures
 echo
 echo "## Snapshot cost"
 python3 bench/snapshot.py
+echo
+echo "## A real service: axum with 1,000 hanging requests"
+python3 bench/axum_connections.py
