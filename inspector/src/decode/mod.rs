@@ -1398,7 +1398,7 @@ fn loc(file: &str, line: u64) -> Loc {
 
 /// `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}` →
 /// `a::main::{async block#1}`.
-fn display_name(qualified: &str) -> String {
+pub(crate) fn display_name(qualified: &str) -> String {
     qualified
         .replace("::{async_fn_env#0}", "")
         .replace("::{async_fn#0}", "")

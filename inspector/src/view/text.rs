@@ -6,6 +6,7 @@
 
 use std::fmt::{self, Display, Write};
 
+use crate::decode::display_name;
 use crate::model::{
     CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TOKIO_ONLY,
     TaskView,
@@ -375,7 +376,8 @@ fn spawned(
     if let Some(id) = tokio_id {
         let _ = write!(out, "tokio task {id} · ");
     }
-    let _ = writeln!(out, "root {}", short(root_type));
+    // Spelled as the frames spell state machines (`f`, `f::{async block#1}`), not as DWARF does.
+    let _ = writeln!(out, "root {}", short(&display_name(root_type)));
 }
 
 fn frames(
