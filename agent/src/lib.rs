@@ -90,7 +90,7 @@ pub use capture::{
 pub use frame::Framed;
 pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
 #[cfg(feature = "tokio")]
-pub use runtime::register_runtime;
+pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};
 pub use runtime::{MAX_RUNTIME_TASKS, MAX_RUNTIMES};
 pub use server::{Agent, Builder, InitError, MAX_CLIENTS, init};
 #[cfg(feature = "tokio")]

@@ -76,6 +76,7 @@ fn every_plain_task_is_listed_with_its_chain_and_init_alone() {
         "{text}"
     );
     assert!(text.contains("\nruntime current_thread: 1 alive, 1 listed\n"));
+    assert!(text.contains("\nLocalSet: 2 listed\n"), "{text}");
     let all = sections(&text);
     let signal = rooted(&all, "wait_signal");
     assert_eq!(signal.len(), 2, "{text}");
@@ -150,6 +151,30 @@ fn every_plain_task_is_listed_with_its_chain_and_init_alone() {
         .map(|m| format!("      → awaits {m}"))
         .collect();
     assert_eq!(drain_chain[2..5], awaits[..], "{drain_chain:?}");
+    // A registered LocalSet's `spawn_local` tasks, with the edge through a plain JoinHandle.
+    let waiter = rooted(&all, "local_waiter");
+    let joiner = rooted(&all, "local_joiner");
+    assert_eq!(
+        waiter[0][2],
+        format!(
+            "  awaited by {} at plain_tasks::local_joiner",
+            label(joiner[0])
+        )
+    );
+    assert_eq!(
+        chain(waiter[0]),
+        [
+            frame(1, "local_waiter", "rx.await.map(|()| shared)"),
+            "    awaiting tokio::sync::oneshot::Receiver<()>".into()
+        ]
+    );
+    assert_eq!(
+        chain(joiner[0])[1..],
+        [
+            "    awaiting tokio::task::JoinHandle<()>".to_owned(),
+            format!("      → awaits {}", label(waiter[0])),
+        ]
+    );
     let second = rooted(&all, "on_second_runtime");
     let await_line = line_of("plain_tasks", "async fn on_second_runtime") + 1;
     assert_eq!(
@@ -241,18 +266,18 @@ fn the_json_document_says_what_only_the_agent_knows_is_unknown() {
         .iter()
         .map(|r| r["flavor"].as_str().unwrap())
         .collect();
-    assert_eq!(flavors, ["multi_thread", "current_thread"]);
+    assert_eq!(flavors, ["multi_thread", "current_thread", "local_set"]);
     assert_eq!(runtimes[0]["listed"], 11);
     assert_eq!(runtimes[0]["skipped"], 0);
     let tasks = doc["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 12);
+    assert_eq!(tasks.len(), 14);
     let mut tokio_ids: Vec<u64> = tasks
         .iter()
         .map(|t| t["tokio_id"].as_u64().unwrap())
         .collect();
     tokio_ids.sort_unstable();
     tokio_ids.dedup();
-    assert_eq!(tokio_ids.len(), 12, "one task each");
+    assert_eq!(tokio_ids.len(), 14, "one task each");
     for t in tasks {
         assert_eq!(
             t["id"].as_u64(),

@@ -30,8 +30,9 @@ pub use framing::{FrameError, read_frame, write_frame};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
 pub use runtime::{
-    FlavorLayout, HeaderLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan, RuntimeReport,
-    RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
+    FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan,
+    RuntimeReport, RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout,
+    VtableLayout,
 };
 pub use walk::{
     Case, Discr, Edge, MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES, NO_PARENT, NodeStatus,

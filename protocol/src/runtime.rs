@@ -30,8 +30,23 @@ pub struct RuntimePlan {
     pub tasks: Vec<TaskLayout>,
     /// Join wakers of `JoinSet` members, one per set type, sorted by `clone_fn`.
     pub set_wakers: Vec<SetWakerLayout>,
+    /// How to reach the task list of a registered `LocalSet`; `None` if the binary has none.
+    pub local_set: Option<LocalSetLayout>,
     /// Most tasks listed per runtime.
     pub max_tasks: u32,
+}
+
+/// `LocalSet { context: Rc<Context { shared: Arc<Shared { local_state: { owned, .. }, .. }>, .. }>, .. }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LocalSetLayout {
+    /// Offset, in the `LocalSet`, of the `Rc` pointer to its context.
+    pub context: u32,
+    /// Offset, from where that pointer points, of the `Arc` pointer to the shared state.
+    pub shared: u32,
+    /// Offset, from where that pointer points, of the `LocalOwnedTasks`.
+    pub owned_offset: u32,
+    /// The `LocalOwnedTasks` itself: one inline list, and no count.
+    pub owned: OwnedLayout,
 }
 
 /// A `JoinSet` member's join waker is its set entry's (tokio's `waker_ref::<ListEntry<_>>`), whose data
@@ -65,14 +80,16 @@ pub struct FlavorLayout {
 pub enum RuntimeFlavor {
     CurrentThread,
     MultiThread,
+    /// A registered `tokio::task::LocalSet` (its `handle` is the `LocalSet`'s address).
+    LocalSet,
 }
 
 /// `OwnedTasks`: its id (every task header names the list it belongs to) and its list of tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OwnedLayout {
     pub id: u32,
-    /// The count of tasks in the list, kept by tokio.
-    pub count: u32,
+    /// The count of tasks in the list, kept by tokio (not in a `LocalSet`'s).
+    pub count: Option<u32>,
     pub shards: Shards,
 }
 
@@ -145,7 +162,8 @@ pub struct TaskLayout {
 /// What the agent found in one registered runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeReport {
-    /// Where the registered handle is in the target (as in [`crate::WalkInfo::runtimes`]).
+    /// Where the registered handle is in the target (as in [`crate::WalkInfo::runtimes`]), or the
+    /// registered `LocalSet`.
     pub handle: u64,
     pub flavor: Option<RuntimeFlavor>,
     /// tokio's own count of the runtime's live tasks, whether or not they could be listed: from its

@@ -12,8 +12,8 @@
 //! either still matches or gives a one-line reason why its tasks are not listed.
 
 use asyncdump_protocol::{
-    Discr, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, SetWakerLayout,
-    Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
+    Discr, FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RuntimeFlavor, RuntimePlan,
+    SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
 };
 
 use std::rc::Rc;
@@ -70,6 +70,9 @@ impl Builder<'_> {
             state_bits: STATE_BITS,
             tasks,
             set_wakers: self.set_waker_layouts(bias),
+            local_set: d
+                .find_type("tokio::task::local::LocalSet")
+                .and_then(|set| self.local_set_layout(set)),
             max_tasks: MAX_TASKS,
         };
         Ok((plan, names))
@@ -126,7 +129,7 @@ impl Builder<'_> {
             let shard = self.strip(self.debug.node(self.strip(ptr_ty))?.type_ref?);
             return Some(OwnedLayout {
                 id: id as u32,
-                count: (list + count) as u32,
+                count: Some((list + count) as u32),
                 shards: Shards::Boxed {
                     ptr: (list + lists + ptr) as u32,
                     len: (list + lists + len) as u32,
@@ -144,9 +147,34 @@ impl Builder<'_> {
         let (head, _) = self.member(self.strip(list_ty), &["head"])?;
         Some(OwnedLayout {
             id: id as u32,
-            count: (inner + counted + count) as u32,
+            count: Some((inner + counted + count) as u32),
             shards: Shards::Inline {
                 head: (inner + counted + list + head) as u32,
+            },
+        })
+    }
+
+    /// `LocalSet { context: Rc<Context { shared: Arc<Shared { local_state: LocalState { owned, .. }, .. }>,
+    /// .. }>, .. }`, where `owned` is a `LocalOwnedTasks { inner: { list: LinkedList, .. }, id }`.
+    fn local_set_layout(&mut self, set: u64) -> Option<LocalSetLayout> {
+        let (context, rc_inner) = self.pointer_to(set, "context")?;
+        let (value, ctx) = self.member(rc_inner, &["value"])?;
+        let (shared, arc_inner) = self.pointer_to(self.strip(ctx), "shared")?;
+        let (owned_offset, owned) = self.find_member_typed(arc_inner, "owned", 4)?;
+        let owned = self.strip(owned);
+        let (id, _) = self.member(owned, &["id"])?;
+        let (list, list_ty) = self.find_member_typed(owned, "list", 4)?;
+        let (head, _) = self.member(self.strip(list_ty), &["head"])?;
+        Some(LocalSetLayout {
+            context: context as u32,
+            shared: (value + shared) as u32,
+            owned_offset: owned_offset as u32,
+            owned: OwnedLayout {
+                id: id as u32,
+                count: None,
+                shards: Shards::Inline {
+                    head: (list + head) as u32,
+                },
             },
         })
     }

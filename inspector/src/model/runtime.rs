@@ -228,6 +228,7 @@ impl<'a> Listed<'a> {
                     flavor: r.flavor.map(|f| match f {
                         RuntimeFlavor::CurrentThread => "current_thread",
                         RuntimeFlavor::MultiThread => "multi_thread",
+                        RuntimeFlavor::LocalSet => "local_set",
                     }),
                     alive: r.alive,
                     listed: r.tasks.len(),

@@ -166,8 +166,10 @@ fn header(out: &mut String, d: &Dump) {
         Dur(s.round_trip_ns)
     );
     for r in &d.runtimes {
-        let flavor = r.flavor.unwrap_or("tokio");
-        let _ = write!(out, "runtime {flavor}: ");
+        let _ = match r.flavor {
+            Some("local_set") => write!(out, "LocalSet: "),
+            flavor => write!(out, "runtime {}: ", flavor.unwrap_or("tokio")),
+        };
         if let Some(alive) = r.alive {
             let _ = write!(out, "{alive} alive, ");
         }

@@ -1,0 +1,258 @@
+//! Following a task list: from a runtime's handle or a `LocalSet` to its `OwnedTasks`, then shard by
+//! shard through the task headers, each validated (owner id, a vtable the plan knows, visited once).
+
+use asyncdump_protocol::{
+    OwnedLayout, RawWaker, RuntimePlan, RuntimeReport, RuntimeTask, SetWakerLayout, Shards,
+};
+
+use super::{MAX_RUNTIME_TASKS, MAX_SHARDS, read, sized, word};
+use crate::sys::{self, FastMap};
+
+/// The vtable fields a listing needs, checked for sense.
+#[derive(Clone, Copy)]
+struct Vtable {
+    poll: u64,
+    trailer_offset: u64,
+    id_offset: u64,
+}
+
+/// Follows the runtime's lists from its handle into `report`.
+pub(super) fn list_runtime(
+    rp: &RuntimePlan,
+    handle: usize,
+    report: &mut RuntimeReport,
+) -> Result<(), String> {
+    let handle_len = rp
+        .flavors
+        .iter()
+        .map(|f| f.arc_offset as usize + 8)
+        .chain(rp.handle_discr.map(|d| (d.offset + d.size as u32) as usize))
+        .max()
+        .ok_or("the plan names no runtime flavor")?;
+    let hb = read(handle, handle_len).ok_or_else(|| unreadable("handle", handle as u64))?;
+    let discr = rp.handle_discr.map(|d| sized(&hb, d.offset, d.size));
+    let flavor = rp
+        .flavors
+        .iter()
+        .find(|f| f.value.is_some() && f.value == discr)
+        .or_else(|| rp.flavors.iter().find(|f| f.value.is_none()))
+        .ok_or_else(|| format!("unknown runtime flavor {discr:?}"))?;
+    report.flavor = Some(flavor.flavor);
+    let owned = word(&hb, flavor.arc_offset).wrapping_add(flavor.owned_offset as u64);
+    list_owned(rp, owned, &rp.owned, report)
+}
+
+/// Follows a registered `LocalSet`'s list, from the set through its context and shared state.
+pub(super) fn list_local_set(
+    rp: &RuntimePlan,
+    set: u64,
+    report: &mut RuntimeReport,
+) -> Result<(), String> {
+    let l = rp
+        .local_set
+        .ok_or("the binary's DWARF has no LocalSet layout")?;
+    let at = |base: u64, off: u32, what: &str| -> Result<u64, String> {
+        let b = read(base.wrapping_add(off as u64) as usize, 8)
+            .ok_or_else(|| unreadable(what, base))?;
+        Ok(word(&b, 0))
+    };
+    let context = at(set, l.context, "LocalSet")?;
+    let shared = at(context, l.shared, "LocalSet context")?;
+    list_owned(
+        rp,
+        shared.wrapping_add(l.owned_offset as u64),
+        &l.owned,
+        report,
+    )
+}
+
+fn unreadable(what: &str, at: u64) -> String {
+    format!("cannot read the runtime's {what} at {at:#x}")
+}
+
+/// Follows the task list `o` at `owned` into `report`.
+fn list_owned(
+    rp: &RuntimePlan,
+    owned: u64,
+    o: &OwnedLayout,
+    report: &mut RuntimeReport,
+) -> Result<(), String> {
+    let fields = match o.shards {
+        Shards::Boxed { ptr, len, .. } => vec![o.id, ptr, len],
+        Shards::Inline { head } => vec![o.id, head],
+    };
+    let owned_len = fields.into_iter().chain(o.count).max().unwrap_or(0) as usize + 8;
+    let ob = read(owned as usize, owned_len).ok_or_else(|| unreadable("task list", owned))?;
+    report.alive = report.alive.or(o.count.map(|c| word(&ob, c)));
+    let list_id = word(&ob, o.id);
+    // Where each list's head pointer is.
+    let heads: Vec<u64> = match o.shards {
+        Shards::Boxed {
+            ptr,
+            len,
+            stride,
+            head,
+        } => {
+            let (shards, shard_count) = (word(&ob, ptr), word(&ob, len));
+            if shard_count == 0 || shard_count > MAX_SHARDS {
+                return Err(format!(
+                    "the runtime's task list does not look like one ({shard_count} shards)"
+                ));
+            }
+            (0..shard_count)
+                .map(|i| shards.wrapping_add(i * stride as u64 + head as u64))
+                .collect()
+        }
+        Shards::Inline { head } => vec![owned.wrapping_add(head as u64)],
+    };
+    if list_id == 0 {
+        return Err("the runtime's task list has no id".into());
+    }
+    let max = rp.max_tasks.min(MAX_RUNTIME_TASKS) as usize;
+    let mut vtables: FastMap<u64, Option<Vtable>> = FastMap::default();
+    let mut seen: FastMap<u64, ()> = FastMap::default();
+    for head_at in heads {
+        let head = read(head_at as usize, 8).ok_or_else(|| unreadable("list shard", head_at))?;
+        let mut node = word(&head, 0);
+        while node != 0 {
+            if report.tasks.len() >= max {
+                report.skipped += 1;
+                break;
+            }
+            if seen.insert(node, ()).is_some() {
+                report.skipped += 1; // a loop: the list changed under the read
+                break;
+            }
+            match task_at(rp, node, list_id, &mut vtables) {
+                Some((task, next)) => {
+                    report.tasks.push(task);
+                    node = next;
+                }
+                None => {
+                    report.skipped += 1;
+                    break;
+                }
+            }
+        }
+    }
+    let mut sets: FastMap<u64, Option<SetWakerLayout>> = FastMap::default();
+    for task in &mut report.tasks {
+        task.set_waker = task.join_waker.and_then(|w| set_waker(rp, w, &mut sets));
+    }
+    // What tokio counts beyond what the lists gave (tasks added or removed meanwhile balance out).
+    let listed = report.tasks.len() as u64 + report.skipped;
+    report.skipped += report.alive.unwrap_or(0).saturating_sub(listed);
+    Ok(())
+}
+
+/// Reads the task whose header is at `node`, if it validates: it belongs to list `list_id` and its
+/// vtable is one the plan knows. Returns it with the next header in its shard.
+fn task_at(
+    rp: &RuntimePlan,
+    node: u64,
+    list_id: u64,
+    vtables: &mut FastMap<u64, Option<Vtable>>,
+) -> Option<(RuntimeTask, u64)> {
+    let h = rp.header;
+    let hb = read(node as usize, h.size as usize)?;
+    if word(&hb, h.owner_id) != list_id {
+        return None;
+    }
+    let vt_addr = word(&hb, h.vtable);
+    let vt = *vtables
+        .entry(vt_addr)
+        .or_insert_with(|| vtable_at(rp, vt_addr));
+    let vt = vt?;
+    let t = rp.trailer;
+    let mut id = [0u8; 8];
+    let mut trailer = vec![0u8; t.size as usize];
+    let mut reads = [
+        sys::Read {
+            addr: node.wrapping_add(vt.id_offset) as usize,
+            len: 8,
+            failed: false,
+            dst: id.as_mut_ptr(),
+        },
+        sys::Read {
+            addr: node.wrapping_add(vt.trailer_offset) as usize,
+            len: trailer.len(),
+            failed: false,
+            dst: trailer.as_mut_ptr(),
+        },
+    ];
+    sys::read_own_many(&mut reads).ok()?;
+    if reads.iter().any(|r| r.failed) {
+        return None;
+    }
+    let state = word(&hb, h.state);
+    let waker_vtable = word(&trailer, t.waker_vtable);
+    let join_waker =
+        (state & rp.state_bits.join_waker != 0 && waker_vtable != 0).then(|| RawWaker {
+            data: word(&trailer, t.waker_data),
+            vtable: waker_vtable,
+        });
+    let task = RuntimeTask {
+        id: u64::from_ne_bytes(id),
+        header: node,
+        state,
+        poll_fn: vt.poll,
+        join_waker,
+        set_waker: None,
+        walk: None,
+    };
+    Some((task, word(&trailer, t.next)))
+}
+
+/// When `join` is a `JoinSet` entry's waker (its vtable's `clone` is one the plan names, cached per
+/// vtable in `sets`): the waker of the task polling the set, if one waits. Every pointer is read with
+/// the fault-safe reader; an entry freed meanwhile reads as garbage that matches no task, never a crash.
+fn set_waker(
+    rp: &RuntimePlan,
+    join: RawWaker,
+    sets: &mut FastMap<u64, Option<SetWakerLayout>>,
+) -> Option<RawWaker> {
+    if rp.set_wakers.is_empty() {
+        return None;
+    }
+    let layout = *sets.entry(join.vtable).or_insert_with(|| {
+        let clone = word(&read(join.vtable as usize, 8)?, 0);
+        rp.set_wakers
+            .binary_search_by_key(&clone, |s| s.clone_fn)
+            .ok()
+            .map(|i| rp.set_wakers[i])
+    });
+    let l = layout?;
+    let parent = word(
+        &read(join.data.wrapping_add(l.parent as u64) as usize, 8)?,
+        0,
+    );
+    let data = word(
+        &read(parent.wrapping_add(l.waker_data as u64) as usize, 8)?,
+        0,
+    );
+    let vtable = word(
+        &read(parent.wrapping_add(l.waker_vtable as u64) as usize, 8)?,
+        0,
+    );
+    (vtable != 0).then_some(RawWaker { data, vtable })
+}
+
+/// The vtable at `addr`, if it is one of a task type the plan knows and its offsets make sense.
+fn vtable_at(rp: &RuntimePlan, addr: u64) -> Option<Vtable> {
+    let l = rp.vtable;
+    let b = read(addr as usize, l.size as usize)?;
+    let vt = Vtable {
+        poll: word(&b, l.poll),
+        trailer_offset: word(&b, l.trailer_offset),
+        id_offset: word(&b, l.id_offset),
+    };
+    let known = rp
+        .tasks
+        .binary_search_by_key(&vt.poll, |t| t.poll_fn)
+        .is_ok();
+    let sane = vt.trailer_offset >= rp.header.size as u64
+        && vt.trailer_offset < 1 << 24
+        && vt.id_offset >= rp.header.size as u64
+        && vt.id_offset < vt.trailer_offset;
+    (known && sane).then_some(vt)
+}

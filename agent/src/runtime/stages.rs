@@ -1,0 +1,82 @@
+//! Walking the futures of listed tasks: idle ones only, in batches, with the walk dropped when the
+//! task's state word moved during it.
+
+use asyncdump_protocol::{RuntimePlan, RuntimeTask, Walk, WalkPlan};
+
+use super::WALK_BATCH;
+use crate::sys;
+use crate::walk::Walker;
+
+/// Walks the futures of the idle tasks, in batches; drops a walk that a change of state may have torn.
+pub(super) fn walk_tasks(
+    plan: &WalkPlan,
+    rp: &RuntimePlan,
+    tasks: &mut [RuntimeTask],
+    walker: &mut Walker,
+) {
+    let bits = rp.state_bits;
+    let mut batch: Vec<(usize, u32, usize)> = Vec::with_capacity(WALK_BATCH);
+    let mut flush = |batch: &mut Vec<(usize, u32, usize)>, tasks: &mut [RuntimeTask]| {
+        if batch.is_empty() {
+            return;
+        }
+        let starts: Vec<(u32, usize)> = batch.iter().map(|&(_, ty, at)| (ty, at)).collect();
+        let walks = walker.walk_many(plan, &starts);
+        let mut after = vec![0u64; batch.len()];
+        let mut reads: Vec<sys::Read> = batch
+            .iter()
+            .zip(after.iter_mut())
+            .map(|(&(i, _, _), dst)| sys::Read {
+                addr: tasks[i].header.wrapping_add(rp.header.state as u64) as usize,
+                len: 8,
+                failed: false,
+                dst: (dst as *mut u64).cast(),
+            })
+            .collect();
+        let reread = sys::read_own_many(&mut reads).is_ok();
+        let failed: Vec<bool> = reads.iter().map(|r| r.failed).collect();
+        drop(reads);
+        let watched = bits.running | bits.complete | bits.notified;
+        for ((&(i, _, _), walk), (now, failed)) in
+            batch.iter().zip(walks).zip(after.iter().zip(failed))
+        {
+            let task = &mut tasks[i];
+            let moved = !reread || failed || (task.state ^ now) & watched != 0;
+            if moved {
+                task.state = if reread && !failed {
+                    *now
+                } else {
+                    task.state | bits.running
+                };
+                task.walk = Some(Walk::Busy);
+            } else {
+                task.walk = Some(walk);
+            }
+        }
+        batch.clear();
+    };
+    for i in 0..tasks.len() {
+        let t = &tasks[i];
+        if t.state & bits.complete != 0 {
+            continue;
+        }
+        if t.state & bits.running != 0 {
+            tasks[i].walk = Some(Walk::Busy);
+            continue;
+        }
+        let Ok(k) = rp.tasks.binary_search_by_key(&t.poll_fn, |l| l.poll_fn) else {
+            tasks[i].walk = Some(Walk::UnknownRoot);
+            continue;
+        };
+        let layout = rp.tasks[k];
+        batch.push((
+            i,
+            layout.stage_ty,
+            t.header.wrapping_add(layout.stage_offset as u64) as usize,
+        ));
+        if batch.len() >= WALK_BATCH {
+            flush(&mut batch, tasks);
+        }
+    }
+    flush(&mut batch, tasks);
+}
