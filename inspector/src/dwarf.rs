@@ -331,11 +331,7 @@ impl Debug {
             .iter()
             .filter(|n| n.anchor)
             .filter_map(|n| {
-                let f = n.children.iter().map(|&c| &nodes[c]).find(|c| {
-                    c.tag == constants::DW_TAG_template_type_parameter
-                        && c.name.as_deref() == Some("F")
-                })?;
-                let die = f.type_ref?;
+                let die = self.type_param(n, "F")?;
                 let root_type = qualified(nodes, self.by_offset.get(&die)?);
                 Some(RootAnchor {
                     low_pc: n.low_pc?,
@@ -359,15 +355,9 @@ impl Debug {
             .iter()
             .filter(|n| n.task_poll)
             .filter_map(|n| {
-                let param = |name: &str| {
-                    n.children.iter().map(|&c| &nodes[c]).find(|c| {
-                        c.tag == constants::DW_TAG_template_type_parameter
-                            && c.name.as_deref() == Some(name)
-                    })
-                };
                 Some(TaskPoll {
                     low_pc: n.low_pc?,
-                    future: param("T")?.type_ref?,
+                    future: self.type_param(n, "T")?,
                     args: n.name.as_deref()?.strip_prefix("poll")?.to_owned(),
                 })
             })
@@ -381,14 +371,20 @@ impl Debug {
         nodes
             .iter()
             .filter(|n| n.wake_clone)
-            .filter_map(|n| {
-                let t = n.children.iter().map(|&c| &nodes[c]).find(|c| {
-                    c.tag == constants::DW_TAG_template_type_parameter
-                        && c.name.as_deref() == Some("T")
-                })?;
-                Some((n.low_pc?, t.type_ref?))
-            })
+            .filter_map(|n| Some((n.low_pc?, self.type_param(n, "T")?)))
             .collect()
+    }
+
+    /// The type DIE of subprogram `n`'s template type parameter `name`.
+    fn type_param(&self, n: &Node, name: &str) -> Option<u64> {
+        n.children
+            .iter()
+            .map(|&c| &self.nodes[c])
+            .find(|c| {
+                c.tag == constants::DW_TAG_template_type_parameter
+                    && c.name.as_deref() == Some(name)
+            })?
+            .type_ref
     }
 
     /// The DIE of the first complete (sized) structure or enum with this qualified name.
