@@ -87,6 +87,9 @@ struct StateView {
 pub struct Decoder {
     pub plan: WalkPlan,
     kinds: Vec<Kind>,
+    /// Hand-written futures followed through their fields, by plan type: named as a chain's leaf when
+    /// nothing below them shows (their fields hold no future we can read further).
+    hand_written: FastMap<u32, Rc<FrameInfo>>,
     /// How many distinct root anchors were found in the DWARF.
     pub roots_found: usize,
     /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
@@ -122,6 +125,8 @@ impl Decoder {
             kinds: Vec::new(),
             by_die: HashMap::new(),
             depth: 0,
+            hand_written: FastMap::default(),
+            descended: FastMap::default(),
         };
         let by_pc: HashMap<u64, u64> = debug
             .anchors()
@@ -161,6 +166,7 @@ impl Decoder {
                 runtime,
             },
             kinds: b.kinds,
+            hand_written: b.hand_written,
             roots_found,
             root_names,
             owned_vtable: debug.owned_waker_vtable().map(|a| a.wrapping_add(bias)),
@@ -348,8 +354,15 @@ impl Decoder {
                     },
                 }
             }
+            here.shows = !here.skipped
+                && n.status != NodeStatus::Null
+                && !matches!(
+                    kind,
+                    Some(Kind::Transparent | Kind::Tuple | Kind::AgentRoot | Kind::SelectMask)
+                );
             placed.push(here);
         }
+        self.name_dead_ends(walk, &placed, &mut arena);
         // Annotated frames the walk did not reach (behind a leaf it cannot see into, or cut by a limit)
         // hang under their own parent frame, which pre-order guarantees is placed already.
         for f in annotated {
@@ -362,6 +375,43 @@ impl Decoder {
             matched.insert(f.id, d);
         }
         (arena.into_trees(), self.delegates(walk, &receivers, refs))
+    }
+
+    /// A hand-written future the walk went into but below which nothing shows (its fields hold no
+    /// future the plan can read further: hyper's HTTP/2 connection, waiting on its socket) is what its
+    /// parent awaits: it is named as the leaf, once, at the topmost such future of its branch.
+    fn name_dead_ends(&self, walk: &[WalkNode], placed: &[Placed], arena: &mut Arena) {
+        let parent_of = |i: usize| {
+            let p = walk[i].parent;
+            (p != NO_PARENT && (p as usize) < i).then_some(p as usize)
+        };
+        let mut below = vec![false; walk.len()];
+        for i in (0..walk.len()).rev() {
+            below[i] |= placed[i].shows;
+            if let (true, Some(p)) = (below[i], parent_of(i)) {
+                below[p] = true;
+            }
+        }
+        let dead = |i: usize| {
+            !below[i]
+                && !placed[i].skipped
+                && walk[i].status == NodeStatus::Read
+                && self.hand_written.contains_key(&walk[i].ty)
+        };
+        for i in (0..walk.len()).filter(|&i| dead(i)) {
+            let mut up = parent_of(i);
+            let mut topmost = true;
+            while let Some(a) = up.filter(|&a| !below[a]) {
+                if dead(a) {
+                    topmost = false;
+                    break;
+                }
+                up = parent_of(a);
+            }
+            if topmost {
+                arena.push(placed[i].attach, self.hand_written[&walk[i].ty].clone());
+            }
+        }
     }
 
     /// The agent's task cell that a runtime task's walk leads to, when the task was spawned through the
@@ -513,6 +563,8 @@ struct Placed {
     wraps: Option<usize>,
     /// The shown line of the `JoinHandle` it is: its child names the joined task.
     join: Option<usize>,
+    /// It shows something itself: a line, or what it adds to its parent's line.
+    shows: bool,
 }
 
 /// One annotated frame of a task, as `merge` needs it.
@@ -636,6 +688,9 @@ struct Builder<'a> {
     by_die: HashMap<u64, u32>,
     /// How many types are being classified, one inside the other.
     depth: usize,
+    hand_written: FastMap<u32, Rc<FrameInfo>>,
+    /// Types `classify` just followed through `descend`, for `ty` to record in `hand_written`.
+    descended: FastMap<u64, ()>,
 }
 
 /// Deepest nesting of types classified one inside the other (each a stack frame of `classify`).
@@ -665,6 +720,10 @@ impl Builder<'_> {
             self.depth -= 1;
             classified
         };
+        if self.descended.remove(&die).is_some() {
+            let name = short_type(&self.debug.qualified_name(die));
+            self.hand_written.insert(t, Rc::new(leaf(name)));
+        }
         self.types[t as usize] = plan;
         self.kinds[t as usize] = kind;
         t
@@ -1011,7 +1070,10 @@ impl Builder<'_> {
             }
         }
         match self.descend(die, size) {
-            Some(found) => found,
+            Some(found) => {
+                self.descended.insert(die, ());
+                found
+            }
             None => self.leaf(die),
         }
     }
@@ -1112,14 +1174,16 @@ impl Builder<'_> {
     }
 
     /// Whether a node of plan type `t` can show more than a plain leaf: a state machine, a combinator,
-    /// one of the agent's or tokio's types, or a wrapper of one (looked through `depth` wrappers deep;
-    /// past that, assumed so). A wrapper of leaves only (`Pin<Box<dyn Sleep>>`, a boxed slice of
+    /// one of the agent's or tokio's types, or a wrapper or tuple of one (looked through `depth` wrappers
+    /// deep; past that, assumed so). A wrapper of leaves only (`Pin<Box<dyn Sleep>>`, a boxed slice of
     /// indices) does not: inside a hand-written future it is state, not what the task waits on.
     fn leads_further(&self, t: u32, depth: usize) -> bool {
         match &self.kinds[t as usize] {
             Kind::Leaf(_) => false,
-            Kind::Transparent if depth == 0 => true,
-            Kind::Transparent => {
+            Kind::Transparent | Kind::Tuple if depth == 0 => true,
+            // A tuple met inside a hand-written future (hyper's `(Recorder, Ponger)`) is state unless an
+            // element leads on; the tuples of `join!`/`select!` are reached through their macro's rule.
+            Kind::Transparent | Kind::Tuple => {
                 let plan = &self.types[t as usize];
                 plan.always
                     .iter()
