@@ -375,3 +375,20 @@ impl<F: Future> Future for Framed<F> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asyncdump_protocol::agent_names as names;
+
+    #[test]
+    fn the_inspector_finds_framed_by_the_names_in_the_protocol() {
+        let f = Framed::new(async {}, "x", Location::caller(), Source::Labelled);
+        let ty = std::any::type_name_of_val(&f);
+        assert!(ty.starts_with(&format!("{}<", names::FRAMED)), "{ty}");
+        assert_eq!(
+            field_names!(f, Framed { inner, node }),
+            [names::FRAMED_INNER, names::FRAMED_NODE]
+        );
+    }
+}

@@ -184,3 +184,23 @@ pub mod __private {
         Framed::new(body, name, Location::caller(), Source::AnnotatedFn)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asyncdump_protocol::agent_names as names;
+
+    #[test]
+    fn the_inspector_finds_instrumented_by_the_names_in_the_protocol() {
+        let root = instrument(async {});
+        let ty = std::any::type_name_of_val(&root);
+        assert!(ty.starts_with(&format!("{}<", names::INSTRUMENTED)), "{ty}");
+        let [_, task] = field_names!(root, Instrumented { inner, task });
+        assert_eq!(task, names::INSTRUMENTED_TASK);
+        // The anchor, `<Instrumented<F> as Future>::poll`, as a demangled v0 symbol spells it.
+        let ty = std::any::type_name::<Instrumented<std::future::Ready<()>>>();
+        assert!(names::is_anchor(&format!(
+            "<{ty} as core::future::future::Future>::poll"
+        )));
+    }
+}

@@ -70,6 +70,17 @@
 //! polled is reported as running (OS thread, since when) with the frames of the last snapshot that caught it
 //! idle, after a bounded wait ([`PER_TASK_WAIT_NS`], [`TOTAL_WAIT_NS`]).
 
+/// The field names of `$v`, a `$path { .. }`, as strings, from the same tokens that destructure it
+/// exhaustively: a renamed or added field fails to compile, and the strings are the names the fields
+/// really have (checked against `asyncdump_protocol::agent_names`).
+#[cfg(test)]
+macro_rules! field_names {
+    ($v:expr, $path:ident { $($field:ident),* }) => {{
+        let $path { $($field: _),* } = &$v;
+        [$(stringify!($field)),*]
+    }};
+}
+
 mod capture;
 mod frame;
 mod instrument;

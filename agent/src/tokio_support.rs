@@ -115,3 +115,21 @@ impl<T> std::fmt::Debug for JoinHandle<T> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asyncdump_protocol::agent_names as names;
+
+    #[test]
+    fn the_inspector_finds_the_join_handle_by_the_names_in_the_protocol() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let handle = rt.block_on(async { spawn(async {}) });
+        let ty = std::any::type_name_of_val(&handle);
+        assert!(ty.starts_with(&format!("{}<", names::JOIN_HANDLE)), "{ty}");
+        let [_, task] = field_names!(handle, JoinHandle { inner, task });
+        assert_eq!(task, names::JOIN_HANDLE_TASK);
+    }
+}

@@ -163,6 +163,9 @@ static POLL_VTABLE: RawWakerVTable =
     RawWakerVTable::new(poll_clone, poll_wake, poll_wake, poll_drop);
 static OWNED_VTABLE: RawWakerVTable =
     RawWakerVTable::new(owned_clone, owned_wake, owned_wake_by_ref, owned_drop);
+/// Where the inspector looks for [`OWNED_VTABLE`] in the DWARF.
+#[cfg(test)]
+const OWNED_VTABLE_PATH: &str = concat!(module_path!(), "::OWNED_VTABLE");
 
 /// # Safety
 /// `data` is a `*const PollWaker` that is alive (guaranteed for the poll the borrowed waker was lent to).
@@ -226,4 +229,17 @@ unsafe fn owned_drop(data: *const ()) {
         .fetch_sub(1, Relaxed);
     // SAFETY: this waker owned exactly one strong reference.
     unsafe { drop(Arc::from_raw(data.cast::<TaskCell>())) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asyncdump_protocol::agent_names as names;
+
+    #[test]
+    fn the_inspector_finds_the_owned_waker_vtable_by_the_name_in_the_protocol() {
+        // Naming the static here ties this check to it: renaming or moving it fails to compile.
+        let _ = &OWNED_VTABLE;
+        assert_eq!(OWNED_VTABLE_PATH, names::OWNED_WAKER_VTABLE);
+    }
 }

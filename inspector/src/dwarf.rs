@@ -345,7 +345,7 @@ impl Debug {
     /// The address (in the file) of `asyncdump_agent`'s vtable for the wakers it hands out: a waker with
     /// this vtable has an `Arc<TaskCell>` as its data pointer.
     pub(crate) fn owned_waker_vtable(&self) -> Option<u64> {
-        self.static_addr("asyncdump_agent::waker::OWNED_VTABLE")
+        self.static_addr(asyncdump_protocol::agent_names::OWNED_WAKER_VTABLE)
     }
 
     /// Every `tokio::runtime::task::raw::poll::<T, S>` instantiation: a task type tokio can run.
@@ -662,11 +662,18 @@ fn in_namespace(nodes: &[Node], stack: &[usize], path: &[&str]) -> bool {
             })
 }
 
-/// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`.
+/// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`,
+/// under legacy or v0 mangling. Only names that mention both the crate and the type are demangled.
 fn is_anchor(linkage: &[u8]) -> bool {
-    const NEEDLE: &[u8] =
-        b"asyncdump_agent..instrument..Instrumented$LT$F$GT$$u20$as$u20$core..future..future..Future$GT$4poll";
-    linkage.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+    let has = |needle: &[u8]| linkage.windows(needle.len()).any(|w| w == needle);
+    if !has(b"asyncdump_agent") || !has(b"Instrumented") {
+        return false;
+    }
+    let Ok(linkage) = std::str::from_utf8(linkage) else {
+        return false;
+    };
+    rustc_demangle::try_demangle(linkage)
+        .is_ok_and(|d| asyncdump_protocol::agent_names::is_anchor(&format!("{d:#}")))
 }
 
 /// File names of a unit's line program, by DWARF file index (directory joined when relative).
@@ -753,8 +760,9 @@ fn rename_impls(nodes: &mut [Node], impls: &FastMap<String, String>) {
     }
 }
 
-/// What an impl block implements, from the demangled path of a function in it: `<T as Trait>` with
-/// both named by their last segment, or the inherent type's last segment, without generic arguments.
+/// What an impl block implements, from the demangled path of a function in it (legacy or v0 mangling):
+/// `<T as Trait>` with both named by their last segment, or the inherent type's last segment, without
+/// generic arguments.
 fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
     let last = |path: &str| {
         let path = path.split('<').next().unwrap_or(path).trim();
@@ -762,8 +770,11 @@ fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
     };
     if let Some(rest) = demangled.strip_prefix('<') {
         let inner = &rest[..matching_close(rest)?];
-        let (ty, tr) = split_top_level(inner, " as ")?;
-        return Some(format!("<{} as {}>", last(ty), last(tr)));
+        return Some(match split_top_level(inner, " as ") {
+            Some((ty, tr)) => format!("<{} as {}>", last(ty), last(tr)),
+            // v0 mangling spells an inherent impl's path `<Type<Args>>::f`.
+            None => last(inner),
+        });
     }
     let rest = demangled.strip_prefix(namespace)?;
     let end = rest.find(['<', ':']).unwrap_or(rest.len());
@@ -966,6 +977,14 @@ mod tests {
             impl_name("<fn() -> u8 as core::ops::Fn<()>>::call", "core::ops::"),
             Some("<fn() -> u8 as Fn>".into()),
             "a `->` is not a closing bracket"
+        );
+        assert_eq!(
+            impl_name(
+                "<tokio::sync::mpsc::bounded::Receiver<()>>::recv::{closure#0}",
+                "tokio::sync::mpsc::bounded::"
+            ),
+            Some("Receiver".into()),
+            "v0 mangling"
         );
         assert_eq!(impl_name("other::path::f", "mini_redis::server::"), None);
     }

@@ -2,7 +2,7 @@
 //! and `select!` and `join!` polling through tokio's own `PollFn` rather than core's. With `init()` only,
 //! every task is listed and each macro is decoded with its pending branches, as on the current tokio.
 
-use crate::support::{Fixture, asyncdump_ok, old_tokio_bin, section, workspace};
+use crate::support::{Fixture, Mangling, asyncdump_ok, old_tokio_bin, section, workspace};
 
 /// The line of the fixture's source that contains `needle`.
 fn line_of(needle: &str) -> usize {
@@ -41,7 +41,7 @@ fn chain(text: &str, name: &str) -> Vec<String> {
 
 #[test]
 fn every_task_is_listed_and_select_and_join_decoded_on_tokio_1_32() {
-    let fx = Fixture::start_path(&old_tokio_bin(), &[], &[]);
+    let fx = Fixture::start_path(&old_tokio_bin(Mangling::Legacy), &[], &[]);
     let text = dump(fx.pid);
     assert!(
         text.contains("\nruntime multi_thread: 3 alive, 3 listed\n"),
@@ -86,4 +86,21 @@ fn every_task_is_listed_and_select_and_join_decoded_on_tokio_1_32() {
         1
     );
     assert!(text.contains("3 tasks: 3 idle"), "{text}");
+}
+
+#[test]
+fn built_with_v0_symbol_mangling_the_same_service_dumps_the_same_chains() {
+    // The root anchor and impl names are read from demangled linkage names; v0 spells both otherwise.
+    let chains = |mangling| {
+        let fx = Fixture::start_path(&old_tokio_bin(mangling), &[], &[]);
+        let text = dump(fx.pid);
+        ["serve", "gather", "watchdog"].map(|name| chain(&text, name))
+    };
+    let (legacy, v0) = (chains(Mangling::Legacy), chains(Mangling::V0));
+    assert_eq!(v0, legacy);
+    assert_eq!(
+        v0[2][0].split(" at ").next(),
+        Some("  asyncdump_fixture_old_tokio::watchdog"),
+        "the agent's task is decoded from its root anchor: {v0:?}"
+    );
 }

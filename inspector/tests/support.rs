@@ -35,23 +35,38 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
-/// The `old_tokio` fixture, built once per test run from its own workspace and lockfile (which pin an
-/// older tokio than the main workspace's), into a folder of the same target directory.
-pub fn old_tokio_bin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = bin_dir().parent().unwrap().join("old_tokio");
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-q", "--locked", "--target-dir"])
-                .arg(&target)
-                .current_dir(workspace().join("fixtures/old_tokio"))
-                .status()
-                .expect("run cargo build for the old_tokio fixture");
-            assert!(status.success(), "building the old_tokio fixture failed");
-            target.join("debug/asyncdump-fixture-old-tokio")
-        })
-        .clone()
+/// How a fixture's symbols are mangled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mangling {
+    Legacy,
+    V0,
+}
+
+/// The `old_tokio` fixture, built once per test run and mangling from its own workspace and lockfile
+/// (which pin an older tokio than the main workspace's), into a folder of the same target directory.
+pub fn old_tokio_bin(mangling: Mangling) -> PathBuf {
+    static LEGACY: OnceLock<PathBuf> = OnceLock::new();
+    static V0: OnceLock<PathBuf> = OnceLock::new();
+    let (cell, dir) = match mangling {
+        Mangling::Legacy => (&LEGACY, "old_tokio"),
+        Mangling::V0 => (&V0, "old_tokio_v0"),
+    };
+    cell.get_or_init(|| {
+        let target = bin_dir().parent().unwrap().join(dir);
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "--locked", "--target-dir"])
+            .arg(&target)
+            .current_dir(workspace().join("fixtures/old_tokio"));
+        if mangling == Mangling::V0 {
+            cmd.env("RUSTFLAGS", "-C symbol-mangling-version=v0");
+        }
+        let status = cmd
+            .status()
+            .expect("run cargo build for the old_tokio fixture");
+        assert!(status.success(), "building the old_tokio fixture failed");
+        target.join("debug/asyncdump-fixture-old-tokio")
+    })
+    .clone()
 }
 
 pub fn workspace() -> PathBuf {

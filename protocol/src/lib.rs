@@ -12,6 +12,7 @@
 //! - [`walk`]: walk plans, with which the agent reads unannotated async state machines for the inspector.
 //! - [`runtime`]: runtime plans, with which the agent lists every task of a tokio runtime, spawned through
 //!   the agent or not.
+//! - [`agent_names`]: the agent's own item names the inspector recognises in a target's DWARF.
 //! - [`messages`]: the requests and replies, and the snapshot model (tasks, frames, continuation links,
 //!   cross-task edges, delegates) encoded with `postcard`, a compact serde binary format.
 //!
@@ -19,6 +20,7 @@
 //! sends [`Request`]s and the agent answers each with one [`Reply`]. Any protocol violation gets a
 //! [`Reply::Error`] and the connection is closed.
 
+pub mod agent_names;
 pub mod framing;
 pub mod handshake;
 pub mod messages;

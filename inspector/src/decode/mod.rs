@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use asyncdump_protocol::agent_names as names;
 use asyncdump_protocol::{
     Case, Discr, Edge, NO_PARENT, NodeStatus, Target, TypePlan, WalkNode, WalkPlan,
 };
@@ -903,18 +904,19 @@ impl Builder<'_> {
                 return (plan(vec![edge]), Kind::Transparent);
             }
         }
-        if name.starts_with("asyncdump_agent::frame::Framed<") {
-            if let (Some((inner, ty)), Some((node_offset, _))) =
-                (self.member(die, &["inner"]), self.member(die, &["node"]))
-            {
+        if is_generic(&name, names::FRAMED) {
+            if let (Some((inner, ty)), Some((node_offset, _))) = (
+                self.member(die, &[names::FRAMED_INNER]),
+                self.member(die, &[names::FRAMED_NODE]),
+            ) {
                 let t = self.ty(ty);
                 return (plan(vec![inline(inner, t)]), Kind::Framed { node_offset });
             }
             return self.leaf(die);
         }
-        if name.starts_with("asyncdump_agent::tokio_support::JoinHandle<") {
+        if is_generic(&name, names::JOIN_HANDLE) {
             let info = Rc::new(leaf(short_type(&name.replacen("tokio_support::", "", 1))));
-            return match self.task_id_path(die) {
+            return match self.task_id_path(die, names::JOIN_HANDLE_TASK) {
                 Some(edge) => (plan(vec![edge]), Kind::JoinHandle(info)),
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
@@ -930,9 +932,9 @@ impl Builder<'_> {
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
-        if name.starts_with("asyncdump_agent::instrument::Instrumented<") {
+        if is_generic(&name, names::INSTRUMENTED) {
             // A runtime task spawned through the agent: read only which agent task it is.
-            return match self.task_id_path(die) {
+            return match self.task_id_path(die, names::INSTRUMENTED_TASK) {
                 Some(edge) => (plan(vec![edge]), Kind::AgentRoot),
                 None => self.leaf(die),
             };
@@ -1415,11 +1417,12 @@ impl Builder<'_> {
         })
     }
 
-    /// In `asyncdump_agent::JoinHandle`: `task: Arc<TaskCell>` points at `ArcInner { .., data: TaskCell }`.
+    /// In `asyncdump_agent::JoinHandle` and `Instrumented`: `field: Arc<TaskCell>` points at
+    /// `ArcInner { .., data: TaskCell }`.
     /// Returns the edge to a value that reads that pointer: the joined task's cell, compared with the
     /// snapshot's task cells, names the task without another read.
-    fn task_id_path(&mut self, die: u64) -> Option<Edge> {
-        let (off, arc_inner) = self.pointer_to(die, "task")?;
+    fn task_id_path(&mut self, die: u64, field: &str) -> Option<Edge> {
+        let (off, arc_inner) = self.pointer_to(die, field)?;
         let (data_off, _) = self.member(arc_inner, &["data"])?;
         let t = self.synthetic(0, Kind::CellRef { plus: data_off });
         Some(Edge {
@@ -1427,6 +1430,12 @@ impl Builder<'_> {
             to: Target::Inline(t),
         })
     }
+}
+
+/// Whether `name` is an instantiation of the generic type `path` (`path<…>`).
+fn is_generic(name: &str, path: &str) -> bool {
+    name.strip_prefix(path)
+        .is_some_and(|rest| rest.starts_with('<'))
 }
 
 /// A leaf's type as people write it: the std paths every Rust programmer knows, without the default

@@ -1,0 +1,56 @@
+//! Names of the agent's own items that the inspector recognises in a target's DWARF and symbols.
+//!
+//! The inspector finds a task's root future type, annotated frames inside decoded chains, the agent's
+//! `JoinHandle` and its wakers by these names. They live here, beside the wire types, because renaming
+//! one in the agent silently breaks decoding; the agent's tests check each against the real item (a
+//! field destructured by the name given here, a type's `type_name`, a static's module path), so such a
+//! rename breaks a test instead.
+
+/// `asyncdump_agent::Framed<F>`, an annotated frame: its future, and the frame node the agent links.
+pub const FRAMED: &str = "asyncdump_agent::frame::Framed";
+pub const FRAMED_INNER: &str = "inner";
+pub const FRAMED_NODE: &str = "node";
+
+/// `asyncdump_agent::JoinHandle<T>`: the joined task's cell, an `Arc<TaskCell>`.
+pub const JOIN_HANDLE: &str = "asyncdump_agent::tokio_support::JoinHandle";
+pub const JOIN_HANDLE_TASK: &str = "task";
+
+/// `asyncdump_agent::Instrumented<F>`, a task root: its task's cell (`Arc<TaskCell>`).
+pub const INSTRUMENTED: &str = "asyncdump_agent::instrument::Instrumented";
+pub const INSTRUMENTED_TASK: &str = "task";
+
+/// The vtable of the wakers the agent hands out to leaves: such a waker's data is an `Arc<TaskCell>`.
+pub const OWNED_WAKER_VTABLE: &str = "asyncdump_agent::waker::OWNED_VTABLE";
+
+/// The root anchor, `<Instrumented<F> as Future>::poll`, monomorphized per root future type `F`: a
+/// task reports its address, and the subprogram at that address names `F`. Matched on the demangled
+/// linkage name, which reads the same under legacy and v0 symbol mangling up to the generic arguments
+/// (legacy spells the impl's parameter, `Instrumented<F>`; v0 the concrete type).
+pub const ANCHOR_PREFIX: &str = "<asyncdump_agent::instrument::Instrumented<";
+pub const ANCHOR_SUFFIX: &str = "> as core::future::future::Future>::poll";
+
+/// Whether `demangled` (a linkage name demangled without its hash) is a root anchor.
+pub fn is_anchor(demangled: &str) -> bool {
+    demangled.starts_with(ANCHOR_PREFIX) && demangled.ends_with(ANCHOR_SUFFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_anchor_reads_the_same_under_both_manglings() {
+        assert!(is_anchor(
+            "<asyncdump_agent::instrument::Instrumented<F> as core::future::future::Future>::poll"
+        ));
+        assert!(is_anchor(
+            "<asyncdump_agent::instrument::Instrumented<svc::main::{closure#0}> as core::future::future::Future>::poll"
+        ));
+        assert!(!is_anchor(
+            "<asyncdump_agent::frame::Framed<F> as core::future::future::Future>::poll"
+        ));
+        assert!(!is_anchor(
+            "<asyncdump_agent::instrument::Instrumented<F> as core::ops::drop::Drop>::drop"
+        ));
+    }
+}
