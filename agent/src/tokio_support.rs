@@ -126,7 +126,8 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let handle = rt.block_on(async { spawn(async {}) });
+        let _in_runtime = rt.enter();
+        let handle = spawn(async {});
         let ty = std::any::type_name_of_val(&handle);
         assert!(ty.starts_with(&format!("{}<", names::JOIN_HANDLE)), "{ty}");
         let [_, task] = field_names!(handle, JoinHandle { inner, task });
