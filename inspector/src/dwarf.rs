@@ -9,7 +9,7 @@
 //! awaitee's own state machine, down to a leaf type that is not one.
 //!
 //! [`Debug::load`] keeps the few useful attributes of every DIE outside function bodies in a flat table
-//! ([`Node`]s, ordered by offset) that `decode` then uses to build walk plans for the agent. All of this runs in the inspector; the target process never
+//! (`Node`s, ordered by offset) that `decode` then uses to build walk plans for the agent. All of this runs in the inspector; the target process never
 //! parses DWARF. A binary without type info is looked up again as a separate debug file, by build-id
 //! (`/usr/lib/debug/.build-id/xx/yyyy.debug`) or `.gnu_debuglink` (beside the binary, in its `.debug/`,
 //! and under `/usr/lib/debug`), as gdb does; `$ASYNCDUMP_DEBUG_DIR` replaces `/usr/lib/debug`.

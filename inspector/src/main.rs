@@ -1,20 +1,6 @@
-//! `asyncdump`: inspect the suspended async chains of a live Rust process that links asyncdump-agent.
-//!
-//! The binary's modules: [`target`] resolves `PID|SOCKET`, [`client`] speaks the protocol, [`model`] rebuilds
-//! chains from a snapshot (pure), [`view`] renders them as text or JSON, [`ps`] lists agents, [`demo`]
-//! runs a bundled fixture, [`dwarf`] reads a binary's debug info and [`decode`] turns it into walk plans
-//! for the agent and the agent's walks back into frames (zero-annotation chains). Errors about the target are typed ([`error::TargetError`], exit 1); `anyhow`
-//! is used only here at the edge. Exit codes: 0 ok, 1 target problem, 2 usage, 3 local problem.
-
-mod client;
-mod decode;
-mod demo;
-mod dwarf;
-mod error;
-mod model;
-mod ps;
-mod target;
-mod view;
+//! `asyncdump`: the command line over the inspector library (`asyncdump::…`): arguments, subcommands,
+//! output and exit codes. `anyhow` is used only here at the edge. Exit codes: 0 ok, 1 target problem,
+//! 2 usage, 3 local problem.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -22,11 +8,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::Client;
-use crate::decode::Decoder;
-use crate::error::{EXIT_LOCAL, EXIT_TARGET, TargetError};
-use crate::model::{DecodingInfo, Dump, Filter, coalesce};
-use crate::target::Target;
+use asyncdump::error::{EXIT_LOCAL, EXIT_TARGET, TargetError};
+use asyncdump::model::{Filter, coalesce};
+use asyncdump::session::{Session, SessionOptions, connect};
+use asyncdump::target::Target;
+use asyncdump::{demo, dwarf, ps, view};
 
 #[derive(Parser)]
 #[command(
@@ -130,51 +116,18 @@ fn parse_duration_ns(s: &str) -> Result<u64, String> {
     Ok((value * scale) as u64)
 }
 
-/// Connects to the target's agent, checking that a pid's socket really belongs to that pid.
-fn connect(target: &Target) -> Result<Client, TargetError> {
-    let path = target.resolve()?;
-    let client = Client::connect(&path)?;
-    if let Some(expected) = target.pid()
-        && client.handshake.pid != expected
-    {
-        let _ = std::fs::remove_file(&path);
-        return Err(TargetError::WrongProcess {
-            path,
-            expected,
-            actual: client.handshake.pid,
-        });
-    }
-    Ok(client)
-}
-
 fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
-    let mut client = connect(target)?;
-    let (mut decoder, mut decoding) = if o.no_decode {
-        let note = "chains not decoded (--no-decode): annotated frames only".to_owned();
-        (None, DecodingInfo::off(note))
-    } else {
-        plan(&mut client, o.binary.as_deref())?
+    let options = SessionOptions {
+        binary: o.binary.clone(),
+        decode: !o.no_decode,
     };
-    let walk = decoder.as_ref().map(|d| d.plan.clone());
-    let (snap, rtt) = match client.snapshot(o.all, walk) {
-        // A plan too big to send: the annotated frames are still worth a dump.
-        Err(TargetError::RequestTooLarge { bytes, max }) if decoder.is_some() => {
-            let types = decoder.take().map_or(0, |d| d.plan.types.len());
-            decoding = DecodingInfo::off(format!(
-                "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
-            ));
-            client.snapshot(o.all, None)?
-        }
-        other => other?,
-    };
+    let mut session = Session::attach(target, &options)?;
     let filter = Filter {
         all: o.all,
         type_substr: o.type_substr.clone(),
         min_age_ns: o.min_age.unwrap_or(0),
     };
-    let rtt = rtt.as_nanos() as u64;
-    let dump = Dump::build_decoded(&client.handshake, &snap, rtt, decoder.as_ref(), decoding)
-        .filter(&filter);
+    let dump = session.snapshot(o.all)?.filter(&filter);
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
     Ok(if o.json {
         view::json::render(&dump, groups.as_deref())
@@ -184,73 +137,6 @@ fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
         };
         view::text::render(&dump, groups.as_deref(), style)
     })
-}
-
-/// Loads the target's DWARF and builds the walk plan for its live tasks' root types. What keeps chains
-/// from being decoded (no debug info, another binary, no such root type) becomes the dump's note, never an
-/// error: the annotated frames are still worth printing.
-fn plan(
-    client: &mut Client,
-    binary: Option<&std::path::Path>,
-) -> Result<(Option<Decoder>, DecodingInfo), TargetError> {
-    let start = std::time::Instant::now();
-    let pid = client.handshake.pid;
-    let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
-    let path = binary.unwrap_or(&exe);
-    let off = |note: String| {
-        Ok((
-            None,
-            DecodingInfo::off(format!("chains not decoded: {note}")),
-        ))
-    };
-    let debug = match dwarf::Debug::load(path) {
-        Ok(d) => d,
-        Err(e) => return off(e.to_string()),
-    };
-    let info = client.walk_info()?;
-    // The agent reads its build-id from the notes the loader mapped: the truth about what runs, whether
-    // the file on disk was replaced, `--binary` names another build, or the pid is another namespace's.
-    let running = match info.build_id.as_deref().map(dwarf::hex) {
-        Some(id) => Some(id),
-        None if binary.is_some() => match dwarf::build_id(&exe) {
-            Ok(id) => id,
-            Err(e) => return off(format!("cannot check the running binary's build-id: {e}")),
-        },
-        None => None,
-    };
-    if running.is_some() && running != debug.build_id {
-        let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "none".into());
-        return off(format!(
-            "{} (build-id {}) is not the binary process {pid} runs (build-id {}); pass the matching build with --binary",
-            path.display(),
-            id(&debug.build_id),
-            id(&running)
-        ));
-    }
-    let bias = match dwarf::load_bias(pid, debug.vaddr_at_zero) {
-        Ok(b) => b,
-        Err(e) => return off(e.to_string()),
-    };
-    let anchors = info.root_anchors;
-    let decoder = Decoder::new(&debug, &anchors, bias, !info.runtimes.is_empty());
-    let missing = anchors.len() - decoder.roots_found;
-    let note = (missing > 0).then(|| {
-        format!(
-            "{missing} of {} root future types are not in {}'s DWARF; those tasks show annotated frames only",
-            anchors.len(),
-            debug.path.display()
-        )
-    });
-    let info = DecodingInfo {
-        enabled: true,
-        note,
-        debug_file: Some(debug.path.display().to_string()),
-        build_id: debug.build_id.clone(),
-        debug_info_bytes: debug.debug_info_bytes,
-        plan_ns: start.elapsed().as_nanos() as u64,
-        plan_types: decoder.plan.types.len(),
-    };
-    Ok((Some(decoder), info))
 }
 
 fn run(cli: Cli) -> Result<String> {

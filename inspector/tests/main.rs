@@ -12,3 +12,4 @@ mod old_tokio;
 mod protocol_abuse;
 mod ps;
 mod runtime_tasks;
+mod session;

@@ -3,7 +3,7 @@
 //! [`Decoder::new`] starts at the root future type of each live task (its root anchor, resolved through
 //! the DWARF's `Instrumented<F>::poll` instantiations) and classifies every type reachable through fields
 //! that hold the awaited future. Each type gets a [`TypePlan`] for the agent (what to read, which fields to
-//! follow) and a [`Kind`] for us (how a node of that type is shown):
+//! follow) and a `Kind` for us (how a node of that type is shown):
 //!
 //! - an async fn or block's state machine: its `__state`, and per `SuspendN` the `__awaitee` field;
 //! - pointers to futures: `Pin<Box<T>>`, `Box<T>`, `&mut T`, `Pin<Box<dyn Future>>` through the

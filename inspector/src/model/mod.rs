@@ -331,7 +331,7 @@ impl Dump {
     }
 
     /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`, and adds the tasks
-    /// only listed from registered runtimes (see [`runtime`]).
+    /// only listed from registered runtimes (see the `runtime` module).
     pub fn build_decoded(
         handshake: &Handshake,
         snap: &Snapshot,

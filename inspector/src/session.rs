@@ -1,0 +1,202 @@
+//! One attached target: a connection to its agent, kept with the DWARF plan for as many snapshots as the
+//! caller takes (`dump` takes one).
+//!
+//! The binary's debug info is loaded once, at [`Session::attach`], and checked against the build-id the
+//! agent reports. The walk plan covers the root future types of the tasks alive so far; a snapshot that
+//! finds a task of a root type the plan has not seen plans again, from the DWARF already loaded,
+//! instead of decoding that task as unknown. What keeps chains from being decoded (no debug info,
+//! another binary, a plan too big to send) is the dump's note, never an error: the annotated frames are
+//! still worth showing.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use asyncdump_protocol::Handshake;
+
+use crate::client::Client;
+use crate::decode::Decoder;
+use crate::dwarf;
+use crate::error::TargetError;
+use crate::model::{DecodingInfo, Dump};
+use crate::target::Target;
+
+/// How to attach.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// Read the DWARF from this file instead of the process's own executable.
+    pub binary: Option<PathBuf>,
+    /// Decode unannotated chains from the DWARF (`false`: annotated frames only).
+    pub decode: bool,
+}
+
+/// The target's DWARF, loaded once.
+struct Loaded {
+    debug: dwarf::Debug,
+    bias: u64,
+    load_ns: u64,
+}
+
+pub struct Session {
+    client: Client,
+    dwarf: Option<Loaded>,
+    /// The plan for `anchors`, and what the dump says about decoding.
+    decoder: Option<Decoder>,
+    anchors: Vec<u64>,
+    decoding: DecodingInfo,
+}
+
+/// Connects to the target's agent, checking that a pid's socket really belongs to that pid.
+pub fn connect(target: &Target) -> Result<Client, TargetError> {
+    let path = target.resolve()?;
+    let client = Client::connect(&path)?;
+    if let Some(expected) = target.pid()
+        && client.handshake.pid != expected
+    {
+        let _ = std::fs::remove_file(&path);
+        return Err(TargetError::WrongProcess {
+            path,
+            expected,
+            actual: client.handshake.pid,
+        });
+    }
+    Ok(client)
+}
+
+impl Session {
+    /// Connects, handshakes and, when decoding, loads the target's DWARF.
+    pub fn attach(target: &Target, options: &SessionOptions) -> Result<Session, TargetError> {
+        let mut client = connect(target)?;
+        let (dwarf, decoding) = if options.decode {
+            match load(&mut client, options.binary.as_deref())? {
+                Ok(loaded) => (Some(loaded), DecodingInfo::default()),
+                Err(note) => (
+                    None,
+                    DecodingInfo::off(format!("chains not decoded: {note}")),
+                ),
+            }
+        } else {
+            let note = "chains not decoded (--no-decode): annotated frames only".to_owned();
+            (None, DecodingInfo::off(note))
+        };
+        Ok(Session {
+            client,
+            dwarf,
+            decoder: None,
+            anchors: Vec::new(),
+            decoding,
+        })
+    }
+
+    pub fn handshake(&self) -> &Handshake {
+        &self.client.handshake
+    }
+
+    /// One snapshot, decoded with the plan (planned again first if a root type is new).
+    pub fn snapshot(&mut self, include_completed: bool) -> Result<Dump, TargetError> {
+        self.replan_if_new_roots()?;
+        let walk = self.decoder.as_ref().map(|d| d.plan.clone());
+        let (snap, rtt) = match self.client.snapshot(include_completed, walk) {
+            // A plan too big to send: the annotated frames are still worth a dump.
+            Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
+                let types = self.decoder.take().map_or(0, |d| d.plan.types.len());
+                self.dwarf = None;
+                self.decoding = DecodingInfo::off(format!(
+                    "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
+                ));
+                self.client.snapshot(include_completed, None)?
+            }
+            other => other?,
+        };
+        Ok(Dump::build_decoded(
+            &self.client.handshake,
+            &snap,
+            rtt.as_nanos() as u64,
+            self.decoder.as_ref(),
+            self.decoding.clone(),
+        ))
+    }
+
+    /// Plans the live tasks' root types, unless the plan covers them all already.
+    fn replan_if_new_roots(&mut self) -> Result<(), TargetError> {
+        let Some(loaded) = &self.dwarf else {
+            return Ok(());
+        };
+        let info = self.client.walk_info()?;
+        let new = info.root_anchors.iter().any(|a| !self.anchors.contains(a));
+        if self.decoder.is_some() && !new {
+            return Ok(());
+        }
+        let start = Instant::now();
+        for a in info.root_anchors {
+            if !self.anchors.contains(&a) {
+                self.anchors.push(a);
+            }
+        }
+        let debug = &loaded.debug;
+        let decoder = Decoder::new(debug, &self.anchors, loaded.bias, !info.runtimes.is_empty());
+        let missing = self.anchors.len() - decoder.roots_found;
+        self.decoding = DecodingInfo {
+            enabled: true,
+            note: (missing > 0).then(|| {
+                format!(
+                    "{missing} of {} root future types are not in {}'s DWARF; those tasks show annotated frames only",
+                    self.anchors.len(),
+                    debug.path.display()
+                )
+            }),
+            debug_file: Some(debug.path.display().to_string()),
+            build_id: debug.build_id.clone(),
+            debug_info_bytes: debug.debug_info_bytes,
+            plan_ns: loaded.load_ns + start.elapsed().as_nanos() as u64,
+            plan_types: decoder.plan.types.len(),
+        };
+        self.decoder = Some(decoder);
+        Ok(())
+    }
+}
+
+/// Loads the DWARF of the process `client` talks to (or of `binary`), checked against the build-id the
+/// agent reads from what the loader mapped. `Ok(Err(note))`: decoding is off, and why.
+fn load(client: &mut Client, binary: Option<&Path>) -> Result<Result<Loaded, String>, TargetError> {
+    let start = Instant::now();
+    let pid = client.handshake.pid;
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let path = binary.unwrap_or(&exe);
+    let debug = match dwarf::Debug::load(path) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let info = client.walk_info()?;
+    // The agent reads its build-id from the notes the loader mapped: the truth about what runs, whether
+    // the file on disk was replaced, `--binary` names another build, or the pid is another namespace's.
+    let running = match info.build_id.as_deref().map(dwarf::hex) {
+        Some(id) => Some(id),
+        None if binary.is_some() => match dwarf::build_id(&exe) {
+            Ok(id) => id,
+            Err(e) => {
+                return Ok(Err(format!(
+                    "cannot check the running binary's build-id: {e}"
+                )));
+            }
+        },
+        None => None,
+    };
+    if running.is_some() && running != debug.build_id {
+        let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "none".into());
+        return Ok(Err(format!(
+            "{} (build-id {}) is not the binary process {pid} runs (build-id {}); pass the matching build with --binary",
+            path.display(),
+            id(&debug.build_id),
+            id(&running)
+        )));
+    }
+    let bias = match dwarf::load_bias(pid, debug.vaddr_at_zero) {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    Ok(Ok(Loaded {
+        debug,
+        bias,
+        load_ns: start.elapsed().as_nanos() as u64,
+    }))
+}
