@@ -200,3 +200,18 @@ fn load(client: &mut Client, binary: Option<&Path>) -> Result<Result<Loaded, Str
         load_ns: start.elapsed().as_nanos() as u64,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A live view keeps the session on one thread and hands snapshots to another (the screen's).
+    #[test]
+    fn a_session_and_its_dumps_can_move_to_another_thread() {
+        fn send<T: Send + 'static>() {}
+        fn shared<T: Send + Sync + 'static>() {}
+        send::<Session>();
+        shared::<Dump>();
+        shared::<Decoder>();
+    }
+}

@@ -21,7 +21,7 @@
 //! cell, which never changes after spawn.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use asyncdump_protocol::agent_names as names;
 use asyncdump_protocol::{
@@ -46,9 +46,9 @@ enum Kind {
     /// Not shown; its children hang under the nearest shown ancestor.
     Transparent,
     /// Shown as its own line (`tokio::join!`, `tokio::time::timeout`).
-    Combinator(Rc<FrameInfo>),
+    Combinator(Arc<FrameInfo>),
     /// `tokio::select!`: like a combinator, but branches its `disabled` mask has set are not pending.
-    Select(Rc<FrameInfo>),
+    Select(Arc<FrameInfo>),
     /// The select's `disabled` mask, in the discriminant.
     SelectMask,
     /// A tuple of join/select branches: not shown.
@@ -56,7 +56,7 @@ enum Kind {
     /// `asyncdump_agent::Framed`: an annotated frame whose node is this far into the type.
     Framed { node_offset: u64 },
     /// `asyncdump_agent::JoinHandle`: a leaf whose child reads the joined task's id.
-    JoinHandle(Rc<FrameInfo>),
+    JoinHandle(Arc<FrameInfo>),
     /// A pointer into a task cell (`Arc<TaskCell>`), in the discriminant: the cell is at the value plus
     /// `plus`. Read from the copy its parent made, so it costs no read of its own.
     CellRef { plus: u64 },
@@ -66,7 +66,7 @@ enum Kind {
     /// (a [`Kind::CellRef`]) names the agent's task, whose own walk shows the chain.
     AgentRoot,
     /// `tokio::sync::oneshot::Receiver`: a leaf, whose shared state is read for the delegate only.
-    Oneshot(Rc<FrameInfo>),
+    Oneshot(Arc<FrameInfo>),
     /// The receiver's `Inner`: its state word in the discriminant.
     OneshotInner,
     /// The vtable pointer of the waker the receiver registered, in the discriminant.
@@ -74,12 +74,12 @@ enum Kind {
     /// The registered waker's data pointer: a task cell, if it is an asyncdump waker.
     WakerData,
     /// A leaf future.
-    Leaf(Rc<FrameInfo>),
+    Leaf(Arc<FrameInfo>),
 }
 
 #[derive(Debug, Clone)]
 struct StateView {
-    info: Rc<FrameInfo>,
+    info: Arc<FrameInfo>,
     /// `Returned` or `Panicked`: a finished branch of a `select!`, not part of the chain.
     done: bool,
 }
@@ -90,12 +90,12 @@ pub struct Decoder {
     kinds: Vec<Kind>,
     /// Hand-written futures followed through their fields, by plan type: named as a chain's leaf when
     /// nothing below them shows (their fields hold no future we can read further).
-    hand_written: FastMap<u32, Rc<FrameInfo>>,
+    hand_written: FastMap<u32, Arc<FrameInfo>>,
     /// How many distinct root anchors were found in the DWARF.
     pub roots_found: usize,
     /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
     /// `{{closure}}`.
-    pub root_names: FastMap<u64, Rc<str>>,
+    pub root_names: FastMap<u64, Arc<str>>,
     /// Where `asyncdump_agent`'s owned-waker vtable is in the process: a waker with it is one of ours.
     pub owned_vtable: Option<u64>,
     /// Where tokio's task waker vtable is in the process: the data pointer of such a waker is the
@@ -139,7 +139,7 @@ impl Decoder {
         for &anchor in anchors {
             if let Some(&die) = anchor.checked_sub(bias).and_then(|pc| by_pc.get(&pc)) {
                 roots.push((anchor, b.ty(die)));
-                root_names.insert(anchor, Rc::from(debug.qualified_name(die)));
+                root_names.insert(anchor, Arc::from(debug.qualified_name(die)));
             }
         }
         // A `dyn Future` may hide any future type the binary has a vtable for, so all of them are
@@ -253,17 +253,17 @@ impl Decoder {
                     (NodeStatus::Null, _) => {}
                     (NodeStatus::Fault, _) => {
                         let info = leaf(format!("unreadable future at {:#x}", n.addr));
-                        here.attach = Some(arena.push(under, Rc::new(info)));
+                        here.attach = Some(arena.push(under, Arc::new(info)));
                     }
                     (NodeStatus::UnknownVtable { vtable }, _) => {
                         let info = leaf(format!(
                             "dyn Future (vtable {vtable:#x} not in the binary's DWARF)"
                         ));
-                        here.attach = Some(arena.push(under, Rc::new(info)));
+                        here.attach = Some(arena.push(under, Arc::new(info)));
                     }
                     (_, None) => {
                         let info = leaf("a future of a type the plan does not know".into());
-                        here.attach = Some(arena.push(under, Rc::new(info)));
+                        here.attach = Some(arena.push(under, Arc::new(info)));
                     }
                     (_, Some(kind)) => match kind {
                         Kind::Transparent => {}
@@ -275,7 +275,7 @@ impl Decoder {
                                     let merged = arena.nodes[d]
                                         .info
                                         .with_suspended_at(s.info.suspended_at.clone());
-                                    arena.nodes[d].info = Rc::new(merged);
+                                    arena.nodes[d].info = Arc::new(merged);
                                 }
                                 (Some(s), None) => match under.filter(|&d| {
                                     arena.nodes[d].children.is_empty()
@@ -287,7 +287,7 @@ impl Decoder {
                                         let merged = arena.nodes[d]
                                             .info
                                             .with_suspended_at(s.info.suspended_at.clone());
-                                        arena.nodes[d].info = Rc::new(merged);
+                                        arena.nodes[d].info = Arc::new(merged);
                                         here.attach = Some(d);
                                     }
                                     None => here.attach = Some(arena.push(under, s.info.clone())),
@@ -297,7 +297,7 @@ impl Decoder {
                                         "a state machine in unknown state {:?}",
                                         n.discr
                                     ));
-                                    here.attach = Some(arena.push(under, Rc::new(info)));
+                                    here.attach = Some(arena.push(under, Arc::new(info)));
                                 }
                             }
                         }
@@ -319,7 +319,7 @@ impl Decoder {
                         Kind::Leaf(info) | Kind::Oneshot(info) => match folded_into {
                             Some(d) if arena.nodes[d].info.source != Source::Decoded => {
                                 let merged = arena.nodes[d].info.with_awaits_type(&info.name);
-                                arena.nodes[d].info = Rc::new(merged);
+                                arena.nodes[d].info = Arc::new(merged);
                             }
                             _ => here.attach = Some(arena.push(under, info.clone())),
                         },
@@ -572,7 +572,7 @@ struct Placed {
 pub struct AnnotatedFrame {
     pub id: u64,
     pub parent: Option<u64>,
-    pub info: Rc<FrameInfo>,
+    pub info: Arc<FrameInfo>,
     pub awaits: Vec<u64>,
 }
 
@@ -631,13 +631,13 @@ struct Arena {
 
 struct ArenaNode {
     parent: Option<usize>,
-    info: Rc<FrameInfo>,
+    info: Arc<FrameInfo>,
     awaits: Vec<u64>,
     children: Vec<usize>,
 }
 
 impl Arena {
-    fn push(&mut self, under: Option<usize>, info: Rc<FrameInfo>) -> usize {
+    fn push(&mut self, under: Option<usize>, info: Arc<FrameInfo>) -> usize {
         let i = self.nodes.len();
         self.nodes.push(ArenaNode {
             parent: under,
@@ -689,7 +689,7 @@ struct Builder<'a> {
     by_die: HashMap<u64, u32>,
     /// How many types are being classified, one inside the other.
     depth: usize,
-    hand_written: FastMap<u32, Rc<FrameInfo>>,
+    hand_written: FastMap<u32, Arc<FrameInfo>>,
     /// Types `classify` just followed through `descend`, for `ty` to record in `hand_written`.
     descended: FastMap<u64, ()>,
 }
@@ -723,7 +723,7 @@ impl Builder<'_> {
         };
         if self.descended.remove(&die).is_some() {
             let name = short_type(&self.debug.qualified_name(die));
-            self.hand_written.insert(t, Rc::new(leaf(name)));
+            self.hand_written.insert(t, Arc::new(leaf(name)));
         }
         self.types[t as usize] = plan;
         self.kinds[t as usize] = kind;
@@ -759,7 +759,7 @@ impl Builder<'_> {
 
     fn leaf(&self, die: u64) -> (TypePlan, Kind) {
         let name = short_type(&self.debug.qualified_name(die));
-        (TypePlan::default(), Kind::Leaf(Rc::new(leaf(name))))
+        (TypePlan::default(), Kind::Leaf(Arc::new(leaf(name))))
     }
 
     /// The data members of a structure: (name, offset, type DIE).
@@ -915,14 +915,14 @@ impl Builder<'_> {
             return self.leaf(die);
         }
         if is_generic(&name, names::JOIN_HANDLE) {
-            let info = Rc::new(leaf(short_type(&name.replacen("tokio_support::", "", 1))));
+            let info = Arc::new(leaf(short_type(&name.replacen("tokio_support::", "", 1))));
             return match self.task_id_path(die, names::JOIN_HANDLE_TASK) {
                 Some(edge) => (plan(vec![edge]), Kind::JoinHandle(info)),
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
         if name.starts_with("tokio::runtime::task::join::JoinHandle<") {
-            let info = Rc::new(leaf(short_type(&name.replacen(
+            let info = Arc::new(leaf(short_type(&name.replacen(
                 "runtime::task::join::",
                 "task::",
                 1,
@@ -958,7 +958,7 @@ impl Builder<'_> {
             return self.leaf(die);
         }
         if name.starts_with("tokio::sync::oneshot::Receiver<") {
-            let info = Rc::new(leaf(short_type(&name)));
+            let info = Arc::new(leaf(short_type(&name)));
             return match self.oneshot_path(die) {
                 Some(edge) => (plan(vec![edge]), Kind::Oneshot(info)),
                 None => (TypePlan::default(), Kind::Leaf(info)),
@@ -986,7 +986,7 @@ impl Builder<'_> {
                     } else {
                         "tokio::join!"
                     };
-                    let info = Rc::new(FrameInfo::new(label.into(), None, Source::Decoded));
+                    let info = Arc::new(FrameInfo::new(label.into(), None, Source::Decoded));
                     let mut edges = Vec::new();
                     // The mask first: the walk then reaches it before the branches, which sit deeper.
                     if let Some(edge) =
@@ -1114,7 +1114,7 @@ impl Builder<'_> {
             always: edges,
             ..TypePlan::default()
         };
-        Some((plan, Kind::Combinator(Rc::new(info))))
+        Some((plan, Kind::Combinator(Arc::new(info))))
     }
 
     /// Any other hand-written future (pin-project structs and enums of hyper, axum, tower, ...): not
@@ -1217,7 +1217,7 @@ impl Builder<'_> {
             ..TypePlan::default()
         };
         let info = FrameInfo::new(label.into(), None, Source::Decoded);
-        (plan, Kind::Combinator(Rc::new(info)))
+        (plan, Kind::Combinator(Arc::new(info)))
     }
 
     fn coroutine(&mut self, m: crate::dwarf::StateMachine) -> (TypePlan, Kind) {
@@ -1238,7 +1238,7 @@ impl Builder<'_> {
             states.insert(
                 s.discr,
                 StateView {
-                    info: Rc::new(info),
+                    info: Arc::new(info),
                     done: matches!(s.name.as_str(), "Returned" | "Panicked"),
                 },
             );

@@ -16,13 +16,13 @@ use asyncdump_protocol::{
     SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
 };
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::Builder;
 use crate::model::FastMap;
 
 /// The future type of each task type, by the address of its `raw::poll`.
-pub type TaskTypes = FastMap<u64, Rc<str>>;
+pub type TaskTypes = FastMap<u64, Arc<str>>;
 
 /// Most tasks the agent lists per runtime.
 pub const MAX_TASKS: u32 = 200_000;
@@ -255,7 +255,7 @@ impl Builder<'_> {
             };
             let stage_ty = self.ty(stage);
             let poll_fn = poll.low_pc.wrapping_add(bias);
-            names.insert(poll_fn, Rc::from(name));
+            names.insert(poll_fn, Arc::from(name));
             out.push(TaskLayout {
                 poll_fn,
                 stage_offset: off as u32,

@@ -11,7 +11,7 @@
 //! with [`JSON_VERSION`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
 
@@ -106,8 +106,8 @@ pub struct TaskView {
     pub wakes: Option<u64>,
     /// Time since the last wake, if it was ever woken.
     pub last_wake_ago_ns: Option<u64>,
-    pub spawned_at: Option<Rc<Loc>>,
-    pub root_type: Rc<str>,
+    pub spawned_at: Option<Arc<Loc>>,
+    pub root_type: Arc<str>,
     pub capture: CaptureView,
     /// Frames the task root awaits directly; each holds its children down to the leaves.
     pub frames: Vec<FrameNode>,
@@ -172,7 +172,7 @@ pub enum CaptureView {
 pub struct FrameNode {
     /// Name, location and source, shared by every frame of the same kind in the dump.
     #[serde(flatten)]
-    pub meta: Rc<FrameInfo>,
+    pub meta: Arc<FrameInfo>,
     /// Tasks whose JoinHandle this frame awaits (cross-task edges).
     pub awaits_tasks: Vec<u64>,
     pub children: Vec<FrameNode>,
@@ -305,8 +305,8 @@ pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Values shared by many tasks, built once per snapshot.
 struct Shared {
-    metas: Vec<Rc<FrameInfo>>,
-    sites: Vec<(Rc<Loc>, Rc<str>)>,
+    metas: Vec<Arc<FrameInfo>>,
+    sites: Vec<(Arc<Loc>, Arc<str>)>,
 }
 
 impl DecodingInfo {
@@ -344,7 +344,7 @@ impl Dump {
                 .frame_metas
                 .iter()
                 .map(|m| {
-                    Rc::new(FrameInfo::new(
+                    Arc::new(FrameInfo::new(
                         m.name.clone(),
                         Some(loc(&m.location)),
                         match m.source {
@@ -357,7 +357,7 @@ impl Dump {
             sites: snap
                 .spawn_sites
                 .iter()
-                .map(|s| (Rc::new(loc(&s.location)), Rc::from(s.root_type.as_str())))
+                .map(|s| (Arc::new(loc(&s.location)), Arc::from(s.root_type.as_str())))
                 .collect(),
         };
         let by_id: FastMap<u64, usize> = snap
@@ -652,8 +652,8 @@ pub struct Group {
     pub count: usize,
     pub task_ids: Vec<u64>,
     pub state: State,
-    pub spawned_at: Option<Rc<Loc>>,
-    pub root_type: Rc<str>,
+    pub spawned_at: Option<Arc<Loc>>,
+    pub root_type: Arc<str>,
     /// The range of time in their state, of the tasks whose time the agent knows.
     pub min_age_ns: Option<u64>,
     pub max_age_ns: Option<u64>,

@@ -8,7 +8,7 @@
 //! the handle (its header pointer names the awaited task), and the awaited task's join waker names the
 //! awaiting task (tokio's waker points at the task header, the agent's at its cell).
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use asyncdump_protocol::{RuntimeFlavor, RuntimeTask, Snapshot, StateBits, Walk};
 use serde::Serialize;
@@ -128,7 +128,7 @@ impl<'a> Listed<'a> {
         };
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
-            .unwrap_or_else(|| Rc::from("a future type the DWARF does not name"));
+            .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
         TaskView {
             id: key,
             agent_id: None,
