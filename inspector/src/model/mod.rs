@@ -427,15 +427,27 @@ impl Dump {
 
     /// Keeps the tasks `filter` selects. Header counts and deadlocks still describe the whole process.
     pub fn filter(mut self, filter: &Filter) -> Dump {
-        self.tasks.retain(|t| {
-            (filter.all || t.state.suspended())
-                && t.state_age_ns.unwrap_or(0) >= filter.min_age_ns
-                && filter
-                    .type_substr
-                    .as_deref()
-                    .is_none_or(|s| t.root_type.contains(s) || any_frame(&t.frames, s))
-        });
+        self.tasks.retain(|t| filter.matches(t));
         self
+    }
+
+    /// The tasks `filter` selects, leaving the dump whole (a live view filters the same state again as
+    /// the filter changes).
+    pub fn matching<'a>(&'a self, filter: &'a Filter) -> impl Iterator<Item = &'a TaskView> + 'a {
+        self.tasks.iter().filter(|t| filter.matches(t))
+    }
+}
+
+impl Filter {
+    /// Whether `t` is selected: suspended (unless `all`), in its state long enough, and with the
+    /// substring in its root type or a frame's name.
+    pub fn matches(&self, t: &TaskView) -> bool {
+        (self.all || t.state.suspended())
+            && t.state_age_ns.unwrap_or(0) >= self.min_age_ns
+            && self
+                .type_substr
+                .as_deref()
+                .is_none_or(|s| t.root_type.contains(s) || any_frame(&t.frames, s))
     }
 }
 
@@ -886,7 +898,12 @@ pub(crate) mod tests {
             type_substr: Some("handl".into()),
             ..Default::default()
         };
-        assert_eq!(ids(dump.filter(&typed)), [1, 3, 4]);
+        assert_eq!(ids(dump.clone().filter(&typed)), [1, 3, 4]);
+        // Matching leaves the dump whole: the same state filtered again, another way.
+        let matching = |f: &Filter| dump.matching(f).map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(matching(&old), [1, 4]);
+        assert_eq!(matching(&typed), [1, 3, 4]);
+        assert_eq!(dump.tasks.len(), 4);
     }
 
     #[test]
