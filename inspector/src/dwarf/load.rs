@@ -1,0 +1,168 @@
+//! Reading a binary from disk: its bytes, its build-id, where it is mapped in a process (the load bias),
+//! and, when it has no type info, its separate debug file, looked up by build-id
+//! (`/usr/lib/debug/.build-id/xx/yyyy.debug`) or `.gnu_debuglink` (beside the binary, in its `.debug/`,
+//! and under `/usr/lib/debug`), as gdb does; `$ASYNCDUMP_DEBUG_DIR` replaces `/usr/lib/debug`.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use gimli::RunTimeEndian;
+use object::{Object, ObjectSection, ObjectSegment};
+
+use super::{Debug, DwarfError};
+
+/// The load bias of a running process's executable: where its first mapping at file offset 0 starts, less
+/// `vaddr_at_zero`, the virtual address the ELF file gives that offset ([`Debug::vaddr_at_zero`]; zero
+/// for most PIE executables).
+pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError> {
+    // By inode, not path: a path may hold spaces, and an executable replaced on disk shows as
+    // `path (deleted)`, while `/proc/PID/exe` still opens (and stats as) the running image.
+    let exe = format!("/proc/{pid}/exe");
+    let bad = |detail: String| DwarfError::Object {
+        path: PathBuf::from(&exe),
+        detail,
+    };
+    let vaddr_at_zero = vaddr_at_zero.ok_or_else(|| bad("no loadable segment".into()))?;
+    let inode = std::os::unix::fs::MetadataExt::ino(
+        &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
+    );
+    let maps =
+        std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| bad(e.to_string()))?;
+    let start = maps
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (range, offset, ino) = (f.first()?, f.get(2)?, f.get(4)?);
+            let at_zero =
+                u64::from_str_radix(offset, 16).ok()? == 0 && ino.parse::<u64>().ok()? == inode;
+            at_zero
+                .then(|| u64::from_str_radix(range.split('-').next()?, 16).ok())
+                .flatten()
+        })
+        .next()
+        .ok_or_else(|| {
+            bad(format!(
+                "no mapping of {exe} (inode {inode}) in process {pid}"
+            ))
+        })?;
+    Ok(start.saturating_sub(vaddr_at_zero))
+}
+
+/// The virtual address the first `PT_LOAD` gives file offset 0.
+fn vaddr_at_zero(obj: &object::File<'_>) -> Option<u64> {
+    let first = obj.segments().next()?;
+    Some(first.address().saturating_sub(first.file_range().0))
+}
+
+/// The GNU build-id of an ELF file, hex; `None` if it has none.
+pub fn build_id(path: &Path) -> Result<Option<String>, DwarfError> {
+    let bytes = read(path)?;
+    let obj = parse(path, &bytes)?;
+    Ok(obj.build_id().ok().flatten().map(hex))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
+    std::fs::read(path).map_err(|source| DwarfError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<object::File<'a>, DwarfError> {
+    object::File::parse(bytes).map_err(|e| DwarfError::Object {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+/// The directories separate debug files live under: `$ASYNCDUMP_DEBUG_DIR` (colon-separated, like gdb's
+/// `debug-file-directory`) if set, else `/usr/lib/debug`.
+fn debug_dirs() -> Vec<PathBuf> {
+    match std::env::var_os("ASYNCDUMP_DEBUG_DIR") {
+        Some(dirs) => std::env::split_paths(&dirs).collect(),
+        None => vec![PathBuf::from("/usr/lib/debug")],
+    }
+}
+
+/// Where a separate debug file for `exe` may be, most specific first: by build-id under each debug
+/// directory, then by `.gnu_debuglink` beside the executable, in its `.debug/`, and under each debug
+/// directory.
+fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
+    let dirs = debug_dirs();
+    let mut out = Vec::new();
+    if let Some(id) = obj.build_id().ok().flatten().filter(|id| id.len() > 1) {
+        let id = hex(id);
+        for d in &dirs {
+            out.push(d.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..])));
+        }
+    }
+    if let Some((name, _crc)) = obj.gnu_debuglink().ok().flatten() {
+        let name = Path::new(std::str::from_utf8(name).unwrap_or_default());
+        let real = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_owned());
+        let dir = real.parent().unwrap_or(Path::new("/"));
+        out.push(dir.join(name));
+        out.push(dir.join(".debug").join(name));
+        for d in &dirs {
+            out.push(d.join(dir.strip_prefix("/").unwrap_or(dir)).join(name));
+        }
+    }
+    out
+}
+
+impl Debug {
+    /// Loads the DWARF of the executable at `path`, or of its separate debug file when the executable
+    /// itself has no type info. The debug file must have the executable's build-id.
+    pub fn load(path: &Path) -> Result<Debug, DwarfError> {
+        let bytes = read(path)?;
+        let obj = parse(path, &bytes)?;
+        let build_id = obj.build_id().ok().flatten().map(hex);
+        let at_zero = vaddr_at_zero(&obj);
+        let found = match from_object(path, &obj, build_id.clone()) {
+            Err(DwarfError::NoTypes { .. }) => debug_file_candidates(path, &obj)
+                .iter()
+                .find_map(|candidate| {
+                    let bytes = std::fs::read(candidate).ok()?;
+                    let dobj = object::File::parse(&*bytes).ok()?;
+                    if dobj.build_id().ok().flatten().map(hex) != build_id {
+                        return None;
+                    }
+                    from_object(candidate, &dobj, build_id.clone()).ok()
+                })
+                .ok_or_else(|| DwarfError::NoTypes {
+                    path: path.to_owned(),
+                }),
+            other => other,
+        };
+        // From the executable in every case: a separate debug file is not what is mapped.
+        found.map(|d| Debug {
+            vaddr_at_zero: at_zero,
+            ..d
+        })
+    }
+}
+
+/// The DWARF of an object file, its sections decompressed as they are asked for.
+fn from_object(
+    path: &Path,
+    obj: &object::File<'_>,
+    build_id: Option<String>,
+) -> Result<Debug, DwarfError> {
+    let endian = if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let sections = |name: &str| -> Option<Cow<'_, [u8]>> {
+        obj.section_by_name(name)
+            .and_then(|s| s.uncompressed_data().ok())
+    };
+    Debug::from_sections(path, endian, &sections, build_id)
+}

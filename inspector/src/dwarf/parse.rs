@@ -1,0 +1,481 @@
+//! Reading DIEs: every DIE outside function bodies, with the few attributes `decode` needs, into
+//! [`Debug`]'s flat node table, from DWARF sections given as bytes. Subprograms are skipped but for the
+//! ones whose addresses the plans need (root anchors, tokio's `raw::poll` and `clone_arc_raw`), and impl
+//! blocks are named after what they implement, from their functions' demangled linkage names.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset, constants};
+
+use super::{Debug, DwarfError, FastMap, Node, Offsets, Reader, qualified};
+
+/// The DWARF sections of one file, by name (`.debug_info`, ...), decompressed; `None` for a section the
+/// file lacks. Kept apart from file I/O (`load`) so that the DIE reading works on any bytes.
+pub(crate) type Sections<'d> = dyn Fn(&str) -> Option<Cow<'d, [u8]>> + 'd;
+
+impl Debug {
+    /// Reads the DIEs of `sections` (in `endian` byte order) into the node table. `path` names the file
+    /// in errors; `build_id` is the executable's.
+    pub(crate) fn from_sections(
+        path: &Path,
+        endian: RunTimeEndian,
+        sections: &Sections<'_>,
+        build_id: Option<String>,
+    ) -> Result<Debug, DwarfError> {
+        let debug_info_bytes = std::cell::Cell::new(0u64);
+        let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+            let data = sections(id.name()).unwrap_or(Cow::Borrowed(&[]));
+            if id == gimli::SectionId::DebugInfo {
+                debug_info_bytes.set(data.len() as u64);
+            }
+            Ok(data)
+        };
+        let sections = gimli::DwarfSections::load(load).map_err(|e| DwarfError::Dwarf {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
+        let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
+        let debug_info_bytes = debug_info_bytes.get();
+        let bad = |e: gimli::Error| DwarfError::Dwarf {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        };
+
+        let mut nodes: Vec<Node> = Vec::new();
+        // About one DIE per 10 bytes of .debug_info: reserve once rather than grow (and copy) a huge table.
+        let mut by_offset = Offsets(Vec::with_capacity(debug_info_bytes as usize / 10));
+        nodes.reserve(debug_info_bytes as usize / 10);
+        let mut files: Vec<Vec<String>> = Vec::new();
+        let mut saw_types = false;
+        let mut impls: FastMap<String, String> = FastMap::default();
+        let mut units = dwarf.units();
+        while let Some(header) = units.next().map_err(bad)? {
+            let unit = dwarf.unit(header).map_err(bad)?;
+            let unit_index = files.len();
+            files.push(unit_files(&dwarf, &unit));
+            let base = unit.header.offset().0 as u64;
+            let mut stack: Vec<usize> = Vec::new();
+            // Inside a subprogram that is not an anchor (its parameters, locals, blocks, inlined calls:
+            // most DIEs of a binary), nothing is of use: skip down to this depth.
+            let mut skip_below: Option<usize> = None;
+            let mut entries = unit.entries();
+            while let Some(entry) = entries.next_dfs().map_err(bad)? {
+                let depth = entry.depth().max(0) as usize;
+                match skip_below {
+                    Some(d) if depth > d => continue,
+                    _ => skip_below = None,
+                }
+                stack.truncate(depth);
+                let anchor = entry.tag() == constants::DW_TAG_subprogram
+                    && entry
+                        .attr_value(constants::DW_AT_linkage_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| is_anchor(&s));
+                let task_poll = entry.tag() == constants::DW_TAG_subprogram
+                    && !anchor
+                    && in_namespace(&nodes, &stack, TOKIO_RAW)
+                    && entry
+                        .attr_value(constants::DW_AT_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| s.starts_with(b"poll<"));
+                let wake_clone = entry.tag() == constants::DW_TAG_subprogram
+                    && !anchor
+                    && in_namespace(&nodes, &stack, TOKIO_WAKE)
+                    && entry
+                        .attr_value(constants::DW_AT_name)
+                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                        .is_some_and(|s| s.starts_with(b"clone_arc_raw<"));
+                if entry.tag() == constants::DW_TAG_subprogram
+                    && !anchor
+                    && !task_poll
+                    && !wake_clone
+                {
+                    skip_below = Some(depth);
+                    name_impl(&nodes, &stack, &mut impls, || {
+                        entry
+                            .attr_value(constants::DW_AT_linkage_name)
+                            .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                            .map(|s| s.to_string_lossy().into_owned())
+                    });
+                    continue;
+                }
+                let offset = base + entry.offset().0 as u64;
+                let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
+                    Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
+                    Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
+                    _ => None,
+                };
+                let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
+                let name = entry
+                    .attr_value(constants::DW_AT_name)
+                    .and_then(|v| dwarf.attr_string(&unit, v).ok())
+                    .map(|s| s.to_string_lossy().into_owned());
+                saw_types |= entry.tag() == constants::DW_TAG_structure_type;
+                let addr = match entry.attr_value(constants::DW_AT_location) {
+                    Some(AttributeValue::Exprloc(e))
+                        if entry.tag() == constants::DW_TAG_variable =>
+                    {
+                        // Only the plain `DW_OP_addr X` form statics use.
+                        let b = e.0.slice();
+                        (b.len() == 9 && b[0] == constants::DW_OP_addr.0).then(|| {
+                            let mut a = [0u8; 8];
+                            a.copy_from_slice(&b[1..9]);
+                            match endian {
+                                RunTimeEndian::Little => u64::from_le_bytes(a),
+                                RunTimeEndian::Big => u64::from_be_bytes(a),
+                            }
+                        })
+                    }
+                    _ => None,
+                };
+                let node = Node {
+                    offset,
+                    unit: unit_index,
+                    tag: entry.tag(),
+                    name,
+                    parent: stack.last().copied(),
+                    byte_size: udata(entry.attr_value(constants::DW_AT_byte_size)),
+                    member_offset: udata(entry.attr_value(constants::DW_AT_data_member_location)),
+                    type_ref: unit_ref(entry.attr_value(constants::DW_AT_type)),
+                    discr_ref: unit_ref(entry.attr_value(constants::DW_AT_discr)),
+                    discr_value: udata(entry.attr_value(constants::DW_AT_discr_value)),
+                    decl_file: match entry.attr_value(constants::DW_AT_decl_file) {
+                        Some(AttributeValue::FileIndex(i)) => Some(i),
+                        other => udata(other),
+                    },
+                    decl_line: udata(entry.attr_value(constants::DW_AT_decl_line)),
+                    low_pc: match entry.attr_value(constants::DW_AT_low_pc) {
+                        Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
+                        _ => None,
+                    },
+                    anchor,
+                    task_poll,
+                    wake_clone,
+                    artificial: matches!(
+                        entry.attr_value(constants::DW_AT_artificial),
+                        Some(AttributeValue::Flag(true))
+                    ),
+                    containing_type: unit_ref(entry.attr_value(constants::DW_AT_containing_type)),
+                    addr,
+                    children: Vec::new(),
+                };
+                let idx = nodes.len();
+                if let Some(&p) = stack.last() {
+                    nodes[p].children.push(idx);
+                }
+                nodes.push(node);
+                by_offset.0.push(offset);
+                stack.push(idx);
+            }
+        }
+        rename_impls(&mut nodes, &impls);
+        if !saw_types {
+            return Err(DwarfError::NoTypes {
+                path: path.to_owned(),
+            });
+        }
+        let vtables = nodes
+            .iter()
+            .filter(|n| {
+                n.tag == constants::DW_TAG_variable
+                    && n.name
+                        .as_deref()
+                        .is_some_and(|s| s.ends_with(" as core::future::future::Future>::{vtable}"))
+            })
+            .filter_map(|n| {
+                let ty = &nodes[by_offset.get(&n.type_ref?)?];
+                Some((n.addr?, ty.containing_type?))
+            })
+            .collect();
+        Ok(Debug {
+            path: path.to_owned(),
+            build_id,
+            debug_info_bytes,
+            vaddr_at_zero: None,
+            nodes,
+            by_offset,
+            files,
+            vtables,
+        })
+    }
+}
+
+/// The namespaces of tokio's `raw::poll`, innermost last.
+const TOKIO_RAW: &[&str] = &["tokio", "runtime", "task", "raw"];
+/// The namespaces of tokio's wakers made from an `Arc`.
+const TOKIO_WAKE: &[&str] = &["tokio", "util", "wake"];
+
+/// Whether the DIEs on `stack` (the current DIE's ancestors, outermost first) end in the namespaces `path`.
+fn in_namespace(nodes: &[Node], stack: &[usize], path: &[&str]) -> bool {
+    stack.len() > path.len()
+        && stack[stack.len() - path.len()..]
+            .iter()
+            .zip(path)
+            .all(|(&i, want)| {
+                nodes[i].tag == constants::DW_TAG_namespace
+                    && nodes[i].name.as_deref() == Some(*want)
+            })
+}
+
+/// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`,
+/// under legacy or v0 mangling. Only names that mention both the crate and the type are demangled.
+fn is_anchor(linkage: &[u8]) -> bool {
+    let has = |needle: &[u8]| linkage.windows(needle.len()).any(|w| w == needle);
+    if !has(b"asyncdump_agent") || !has(b"Instrumented") {
+        return false;
+    }
+    let Ok(linkage) = std::str::from_utf8(linkage) else {
+        return false;
+    };
+    rustc_demangle::try_demangle(linkage)
+        .is_ok_and(|d| asyncdump_protocol::agent_names::is_anchor(&format!("{d:#}")))
+}
+
+/// File names of a unit's line program, by DWARF file index (directory joined when relative).
+fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) -> Vec<String> {
+    let Some(program) = &unit.line_program else {
+        return Vec::new();
+    };
+    let header = program.header();
+    let string = |v| {
+        dwarf
+            .attr_string(unit, v)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    // DWARF 5 numbers files from 0, earlier versions from 1: ask for each index the header can answer.
+    let count = header.file_names().len() as u64 + 1;
+    (0..count)
+        .map(|i| {
+            header
+                .file(i)
+                .and_then(|f| {
+                    let name = string(f.path_name())?;
+                    match f.directory(header).and_then(string) {
+                        Some(dir) if !name.starts_with('/') => Some(format!("{dir}/{name}")),
+                        _ => Some(name),
+                    }
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Finds the name of an impl block's namespace (`{impl#3}`, which says nothing): what it implements, as
+/// people write it: `Mutex` for `impl<T> Mutex<T>`, `<F as Handler>` for `impl Handler for F`. The
+/// demangled linkage name of a function inside it (`linkage`, asked for only while the namespace is
+/// still unnamed) says which: `tokio::sync::mutex::Mutex<T>::lock`, `<F as axum::handler::Handler<..>>::call`.
+fn name_impl(
+    nodes: &[Node],
+    stack: &[usize],
+    impls: &mut FastMap<String, String>,
+    linkage: impl FnOnce() -> Option<String>,
+) {
+    // The nearest enclosing impl namespace, through namespaces only: the function may be the impl's
+    // own (`{impl#3}::f`) or an async fn's poll inside it (`{impl#3}::f::{async_fn#0}`).
+    let is_impl = |n: &Node| n.name.as_deref().is_some_and(|s| s.starts_with("{impl#"));
+    let Some(&ns) = stack
+        .iter()
+        .rev()
+        .take_while(|&&i| nodes[i].tag == constants::DW_TAG_namespace)
+        .find(|&&i| is_impl(&nodes[i]))
+    else {
+        return;
+    };
+    // By qualified path: the same impl's namespace appears again in every unit that uses its types,
+    // often without any of its functions.
+    let path = qualified(nodes, ns);
+    if impls.contains_key(&path) {
+        return;
+    }
+    let Some(mangled) = linkage() else { return };
+    let demangled = format!("{:#}", rustc_demangle::demangle(&mangled));
+    let prefix = path
+        .rsplit_once("::")
+        .map_or(String::new(), |(p, _)| format!("{p}::"));
+    if let Some(name) = impl_name(&demangled, &prefix) {
+        impls.insert(path, name);
+    }
+}
+
+/// Applies the names [`name_impl`] found to every unit's copy of each impl namespace.
+fn rename_impls(nodes: &mut [Node], impls: &FastMap<String, String>) {
+    let renames: Vec<(usize, String)> = (0..nodes.len())
+        .filter(|&i| {
+            nodes[i].tag == constants::DW_TAG_namespace
+                && nodes[i]
+                    .name
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with("{impl#"))
+        })
+        .filter_map(|i| Some((i, impls.get(&qualified(nodes, i))?.clone())))
+        .collect();
+    for (i, name) in renames {
+        nodes[i].name = Some(name);
+    }
+}
+
+/// What an impl block implements, from the demangled path of a function in it (legacy or v0 mangling):
+/// `<T as Trait>` with both named by their last segment, or the inherent type's last segment, without
+/// generic arguments.
+fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
+    let last = |path: &str| {
+        let path = path.split('<').next().unwrap_or(path).trim();
+        path.rsplit("::").next().unwrap_or(path).to_owned()
+    };
+    if let Some(rest) = demangled.strip_prefix('<') {
+        let inner = &rest[..matching_close(rest)?];
+        return Some(match split_top_level(inner, " as ") {
+            Some((ty, tr)) => format!("<{} as {}>", last(ty), last(tr)),
+            // v0 mangling spells an inherent impl's path `<Type<Args>>::f`.
+            None => last(inner),
+        });
+    }
+    let rest = demangled.strip_prefix(namespace)?;
+    let end = rest.find(['<', ':']).unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_owned())
+}
+
+/// The index in `s` of the `>` that closes a `<` opened just before `s`.
+fn matching_close(s: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if i > 0 && s[..i].ends_with('-') => {} // `->` in a fn type
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `s` split at the first `sep` outside any `<...>`.
+fn split_top_level<'s>(s: &'s str, sep: &str) -> Option<(&'s str, &'s str)> {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if !s[..i].ends_with('-') => depth -= 1,
+            _ if depth == 0 && s[i..].starts_with(sep) => {
+                return Some((&s[..i], &s[i + sep.len()..]));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::impl_name;
+
+    #[test]
+    fn impl_blocks_are_named_after_what_they_implement() {
+        assert_eq!(
+            impl_name(
+                "tokio::sync::mutex::Mutex<T>::lock::{{closure}}",
+                "tokio::sync::mutex::"
+            ),
+            Some("Mutex".into())
+        );
+        assert_eq!(
+            impl_name(
+                "<F as axum::handler::Handler<(M, T1), S>>::call::{{closure}}",
+                "axum::handler::"
+            ),
+            Some("<F as Handler>".into())
+        );
+        assert_eq!(
+            impl_name("<fn() -> u8 as core::ops::Fn<()>>::call", "core::ops::"),
+            Some("<fn() -> u8 as Fn>".into()),
+            "a `->` is not a closing bracket"
+        );
+        assert_eq!(
+            impl_name(
+                "<tokio::sync::mpsc::bounded::Receiver<()>>::recv::{closure#0}",
+                "tokio::sync::mpsc::bounded::"
+            ),
+            Some("Receiver".into()),
+            "v0 mangling"
+        );
+        assert_eq!(impl_name("other::path::f", "mini_redis::server::"), None);
+    }
+}
+
+#[cfg(test)]
+mod built {
+    use std::borrow::Cow;
+    use std::path::Path;
+    use std::process::Command;
+
+    use gimli::RunTimeEndian;
+    use object::{Object, ObjectSection};
+
+    use crate::dwarf::Debug;
+
+    const SOURCE: &str = "\
+struct Wait;
+impl Wait {
+    async fn on(&self) { leaf().await }
+}
+async fn leaf() {}
+async fn outer() {
+    Wait.on().await;
+}
+fn main() {
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let _ = std::pin::pin!(outer()).poll(&mut cx);
+}
+";
+
+    /// Compiles `SOURCE` with full debug info into a fresh directory and reads its DWARF sections
+    /// straight from the file's bytes, without `load`'s file handling.
+    fn parsed() -> Debug {
+        let dir = std::env::temp_dir().join(format!("asyncdump-parse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tiny.rs"), SOURCE).unwrap();
+        let status = Command::new("rustc")
+            .args(["--edition", "2021", "-C", "debuginfo=2", "-o"])
+            .arg(dir.join("tiny"))
+            .arg(dir.join("tiny.rs"))
+            .status()
+            .expect("run rustc");
+        assert!(status.success());
+        let bytes = std::fs::read(dir.join("tiny")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let obj = object::File::parse(&*bytes).unwrap();
+        let sections = |name: &str| -> Option<Cow<'_, [u8]>> {
+            obj.section_by_name(name)
+                .and_then(|s| s.uncompressed_data().ok())
+        };
+        Debug::from_sections(Path::new("tiny"), RunTimeEndian::Little, &sections, None).unwrap()
+    }
+
+    #[test]
+    fn the_dies_of_a_small_built_binary_give_its_state_machines_and_impl_names() {
+        let debug = parsed();
+        let index = debug.index();
+        let outer = index
+            .machines
+            .iter()
+            .find(|m| m.name == "tiny::outer::{async_fn_env#0}")
+            .expect("outer's state machine");
+        let suspend = outer
+            .states
+            .iter()
+            .find(|s| s.name == "Suspend0")
+            .expect("outer's one await");
+        assert_eq!((suspend.file.ends_with("tiny.rs"), suspend.line), (true, 7));
+        let awaits = suspend.awaitee.as_ref().expect("what it awaits");
+        // The impl block is named after its type, not `{impl#0}`.
+        assert_eq!(awaits.type_name, "tiny::Wait::on::{async_fn_env#0}");
+    }
+}
