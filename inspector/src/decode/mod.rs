@@ -672,6 +672,7 @@ impl Arena {
                 .filter_map(|&c| built[c].take())
                 .collect();
             built[i] = Some(FrameNode {
+                id: 0,
                 meta,
                 awaits_tasks,
                 children,

@@ -170,6 +170,12 @@ pub enum CaptureView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct FrameNode {
+    /// Stable across snapshots while the chain above it stays the same: from its parent's id, its name
+    /// and location, and which of its like-named siblings it is (not from the await it is suspended
+    /// at, which moves as it runs). A view keeps its selection by `(task id, frame id)`; identical
+    /// chains have identical ids, so coalescing is unaffected.
+    #[serde(skip)]
+    pub id: u64,
     /// Name, location and source, shared by every frame of the same kind in the dump.
     #[serde(flatten)]
     pub meta: Arc<FrameInfo>,
@@ -396,6 +402,9 @@ impl Dump {
             .collect();
         tasks.extend(listed.views(decoder));
         listed.join_edges(&mut tasks, decoder);
+        for t in &mut tasks {
+            assign_frame_ids(&mut t.frames);
+        }
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         Dump {
             format: "asyncdump-dump",
@@ -448,6 +457,22 @@ impl Filter {
                 .type_substr
                 .as_deref()
                 .is_none_or(|s| t.root_type.contains(s) || any_frame(&t.frames, s))
+    }
+}
+
+/// Gives every frame of a chain its stable id (see [`FrameNode::id`]). Iterative: chains may be deep.
+fn assign_frame_ids(frames: &mut [FrameNode]) {
+    use std::hash::BuildHasher;
+    let mut stack: Vec<(&mut [FrameNode], u64)> = vec![(frames, 0)];
+    while let Some((level, parent)) = stack.pop() {
+        let mut seen: FastMap<u64, u64> = FastMap::default();
+        for f in level.iter_mut() {
+            let what = rustc_hash::FxBuildHasher.hash_one((&f.meta.name, &f.meta.location));
+            let nth = seen.entry(what).or_insert(0);
+            f.id = rustc_hash::FxBuildHasher.hash_one((parent, what, *nth));
+            *nth += 1;
+            stack.push((&mut f.children, f.id));
+        }
     }
 }
 
@@ -591,6 +616,7 @@ fn build_tree(
         stack.push((
             f.id,
             FrameNode {
+                id: 0,
                 meta,
                 awaits_tasks: awaits,
                 children: Vec::new(),
@@ -835,6 +861,39 @@ pub(crate) mod tests {
         let b = Dump::build(&handshake(), &sample(), 0);
         assert_eq!(a.tasks[0].frames, b.tasks[0].frames);
         assert!(a.tasks[0].delegate.is_some() && b.tasks[0].delegate.is_none());
+    }
+
+    #[test]
+    fn frame_ids_stay_put_across_snapshots_and_tell_siblings_apart() {
+        let ids = |d: &Dump| {
+            let root = &d.tasks[0].frames[0];
+            let kids: Vec<u64> = root.children.iter().map(|c| c.id).collect();
+            (root.id, kids, root.children[0].children[0].id)
+        };
+        let first = Dump::build(&handshake(), &sample(), 0);
+        // A later snapshot: the agent's frame node addresses differ, the chain does not.
+        let mut later = sample();
+        for f in &mut later.tasks[0].frames {
+            f.id += 1000;
+            f.parent = f.parent.map(|p| p + 1000);
+        }
+        let second = Dump::build(&handshake(), &later, 0);
+        assert_eq!(ids(&first), ids(&second));
+        let (root, kids, leaf) = ids(&first);
+        let mut all = vec![root, leaf];
+        all.extend(kids);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 4, "every frame its own id");
+        // The same frame under another parent is another frame.
+        let mut moved = sample();
+        let recv = moved.tasks[0].frames.remove(2);
+        moved.tasks[0].frames.push(Frame {
+            parent: Some(13),
+            ..recv
+        });
+        let third = Dump::build(&handshake(), &moved, 0);
+        assert_ne!(third.tasks[0].frames[0].children[1].children[0].id, leaf);
     }
 
     fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
