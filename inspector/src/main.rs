@@ -2,7 +2,6 @@
 //! output and exit codes. `anyhow` is used only here at the edge. Exit codes: 0 ok, 1 target problem,
 //! 2 usage, 3 local problem.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -116,7 +115,8 @@ fn parse_duration_ns(s: &str) -> Result<u64, String> {
     Ok((value * scale) as u64)
 }
 
-fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
+/// Writes the dump of `target` to `out` as it renders.
+fn dump(target: &Target, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()> {
     let options = SessionOptions {
         binary: o.binary.clone(),
         decode: !o.no_decode,
@@ -129,41 +129,45 @@ fn dump(target: &Target, o: &DumpOptions) -> Result<String> {
     };
     let dump = session.snapshot(o.all)?.filter(&filter);
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
-    Ok(if o.json {
-        view::json::render(&dump, groups.as_deref())
+    if o.json {
+        out.write_str(&view::json::render(&dump, groups.as_deref()))?;
     } else {
         let style = view::text::Style {
             full_paths: o.full_paths,
         };
-        view::text::render(&dump, groups.as_deref(), style)
-    })
+        view::text::write(out, &dump, groups.as_deref(), style);
+    }
+    Ok(())
 }
 
-fn run(cli: Cli) -> Result<String> {
+/// Runs one command, writing what it prints to `out`.
+fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
     match cli.command {
         Command::Ps { json } => {
             let listing = ps::scan();
-            Ok(if json {
-                serde_json::to_string_pretty(&listing).expect("listing serialises") + "\n"
+            if json {
+                let doc = serde_json::to_string_pretty(&listing).expect("listing serialises");
+                writeln!(out, "{doc}")?;
             } else {
-                ps::render(&listing)
-            })
+                out.write_str(&ps::render(&listing))?;
+            }
         }
-        Command::Dump { target, options } => dump(&Target::parse(&target), &options),
-        Command::Index { binary, pid, json } => index(binary, pid, json),
+        Command::Dump { target, options } => dump(&Target::parse(&target), &options, out)?,
+        Command::Index { binary, pid, json } => out.write_str(&index(binary, pid, json)?)?,
         Command::Demo { options } => {
             let (fixture, pid) = demo::start()?;
-            let out = dump(&Target::Pid(pid), &options)?;
-            drop(fixture);
-            if options.json {
-                return Ok(out);
+            if !options.json {
+                write!(
+                    out,
+                    "asyncdump demo: started the bundled fixture `demo_service` (pid {pid}); its dump follows.\n\
+                     Try it yourself: `asyncdump dump <PID>` on any program that calls asyncdump_agent::init().\n\n"
+                )?;
             }
-            Ok(format!(
-                "asyncdump demo: started the bundled fixture `demo_service` (pid {pid}); its dump follows.\n\
-                 Try it yourself: `asyncdump dump <PID>` on any program that calls asyncdump_agent::init().\n\n{out}"
-            ))
+            dump(&Target::Pid(pid), &options, out)?;
+            drop(fixture);
         }
     }
+    Ok(())
 }
 
 /// A live task and the root future type its `root_anchor` resolves to.
@@ -275,7 +279,15 @@ fn main() -> ExitCode {
     // Decoding and printing a large snapshot is CPU work; on a busy machine the target must win, not us.
     // SAFETY: setpriority on our own process (who = 0) passes no memory; failure leaves the priority as is.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
-    let result = run(cli).and_then(|out| Ok(std::io::stdout().lock().write_all(out.as_bytes())?));
+    // Written as it renders: a dump of 100,000 tasks need not be held whole before the first line.
+    let mut out = view::IoWriter::new(std::io::BufWriter::new(std::io::stdout().lock()));
+    let ran = run(cli, &mut out);
+    // A write that failed shows in `run` as a bare formatting error: the I/O error behind it says more.
+    let result = match (ran, out.finish()) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(e), Ok(())) => Err(e),
+        (_, Err(io)) => Err(io.into()),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

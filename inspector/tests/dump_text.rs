@@ -293,3 +293,28 @@ fn a_process_whose_every_worker_is_blocked_still_answers() {
         "{text}"
     );
 }
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_dump_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    // 5,000 tasks print far more than a pipe holds, so the dump is still writing when the reader goes.
+    let fx = Fixture::start("many_tasks", &["--tasks", "5000"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
+        .args(["dump", &fx.pid.to_string(), "--no-decode"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(
+        first.starts_with(&format!("pid {} (many_tasks)", fx.pid)),
+        "{first}"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "like `| head`: {:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

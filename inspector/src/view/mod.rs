@@ -4,6 +4,40 @@ pub mod json;
 pub mod names;
 pub mod text;
 
+/// Text renderers write to any `fmt::Write`; this one passes it on to an `io::Write` (standard output,
+/// a file) as it goes, instead of building the whole text first. The first I/O error is kept for
+/// [`IoWriter::finish`], and later writes fail at once.
+pub struct IoWriter<W: std::io::Write> {
+    inner: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> IoWriter<W> {
+    pub fn new(inner: W) -> Self {
+        IoWriter { inner, error: None }
+    }
+
+    /// Flushes, and returns the first error any write met.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => self.inner.flush(),
+        }
+    }
+}
+
+impl<W: std::io::Write> std::fmt::Write for IoWriter<W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.error.is_some() {
+            return Err(std::fmt::Error);
+        }
+        self.inner.write_all(s.as_bytes()).map_err(|e| {
+            self.error = Some(e);
+            std::fmt::Error
+        })
+    }
+}
+
 /// A human duration with three significant digits: `870ns`, `12.3µs`, `4.56ms`, `1.23s`, `2m05s`, `3h04m`.
 pub fn duration(ns: u64) -> String {
     Dur(ns).to_string()

@@ -65,9 +65,18 @@ impl Style {
     }
 }
 
+/// The dump as text, in a `String` (see [`write`]).
 pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
     let mut out = String::with_capacity(256 * dump.tasks.len().max(1));
-    header(&mut out, dump);
+    write(&mut out, dump, groups, style);
+    out
+}
+
+/// Writes the dump as text to `out` as it goes: the header, the wait cycles, then each task (or each
+/// group of identical chains, with `groups`). Errors of `out` are for its owner to keep (see
+/// [`crate::view::IoWriter`]); writing stops mattering after the first.
+pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
+    header(out, dump);
     let labels = Labels(
         dump.tasks
             .iter()
@@ -89,7 +98,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
         let _ = writeln!(out, "  {}", named.join(" awaits "));
     }
     if !dump.deadlocks.is_empty() {
-        out.push('\n');
+        let _ = out.write_char('\n');
     }
     match groups {
         Some(groups) => {
@@ -108,35 +117,34 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
                         let _ = write!(out, "–{}", Dur(max));
                     }
                 }
-                out.push('\n');
+                let _ = out.write_char('\n');
                 spawned(
-                    &mut out,
+                    out,
                     g.spawned_at.as_deref(),
                     None,
                     &g.root_type,
                     None,
                     style,
                 );
-                frames(&mut out, &g.frames, &g.awaits_tasks, &labels, style);
-                out.push('\n');
+                frames(out, &g.frames, &g.awaits_tasks, &labels, style);
+                let _ = out.write_char('\n');
             }
         }
         None => {
             for t in &dump.tasks {
-                task(&mut out, t, &labels, style);
-                out.push('\n');
+                task(out, t, &labels, style);
+                let _ = out.write_char('\n');
             }
         }
     }
     if dump.tasks.is_empty() {
-        out.push_str(
+        let _ = out.write_str(
             "no task matches (suspended tasks only by default; --all shows running and completed ones)\n",
         );
     }
-    out
 }
 
-fn header(out: &mut String, d: &Dump) {
+fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     let (p, s) = (&d.process, &d.snapshot);
     let _ = writeln!(
         out,
@@ -186,7 +194,7 @@ fn header(out: &mut String, d: &Dump) {
                         r.skipped
                     );
                 }
-                out.push('\n');
+                let _ = out.write_char('\n');
             }
         }
     }
@@ -235,7 +243,7 @@ fn age_word(s: State) -> &'static str {
     }
 }
 
-fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
+fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style: Style) {
     let _ = write!(out, "{} · {}", labels.of(t.id), state_word(t.state));
     if let Some(th) = &t.thread {
         let _ = write!(
@@ -259,9 +267,12 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
                 let _ = write!(out, " (last {} ago)", Dur(ago));
             }
         }
-        _ => out.push_str(" · not spawned through the agent: no name, timings or spawn site"),
+        _ => {
+            let _ =
+                out.write_str(" · not spawned through the agent: no name, timings or spawn site");
+        }
     }
-    out.push('\n');
+    let _ = out.write_char('\n');
     spawned(
         out,
         t.spawned_at.as_deref(),
@@ -275,7 +286,7 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
         if !by.path.is_empty() {
             let _ = write!(out, " at {}", by.path.join(" → "));
         }
-        out.push('\n');
+        let _ = out.write_char('\n');
     }
     match t.capture {
         CaptureView::Fresh => {}
@@ -287,7 +298,8 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
             );
         }
         CaptureView::Unavailable => {
-            out.push_str("  frames unavailable: the task was running throughout this snapshot\n");
+            let _ = out
+                .write_str("  frames unavailable: the task was running throughout this snapshot\n");
         }
     }
     if let Some(note) = &t.decode_note {
@@ -296,7 +308,9 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
     frames(out, &t.frames, &t.awaits_tasks, labels, style);
     match &t.delegate {
         None if t.agent_id.is_none() => {} // only the agent sees the waker
-        None => out.push_str("  delegate: none\n"),
+        None => {
+            let _ = out.write_str("  delegate: none\n");
+        }
         Some(d) => {
             let s = if d.clones == 1 { "" } else { "s" };
             let _ = writeln!(
@@ -322,9 +336,11 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
         }
         match (d.registered, d.waker_of, d.foreign_vtable) {
             (false, _, _) => {
-                out.push_str("has no waker registered: nothing wakes the task through it")
+                let _ = out.write_str("has no waker registered: nothing wakes the task through it");
             }
-            (true, Some(id), _) if id == t.id => out.push_str("holds this task's waker"),
+            (true, Some(id), _) if id == t.id => {
+                let _ = out.write_str("holds this task's waker");
+            }
             (true, Some(id), _) => {
                 let _ = write!(
                     out,
@@ -338,21 +354,23 @@ fn task(out: &mut String, t: &TaskView, labels: &Labels<'_>, style: Style) {
                     "holds a waker that is neither the agent's nor tokio's (vtable {vt:#x})"
                 );
             }
-            (true, None, None) => out.push_str("holds a waker"),
+            (true, None, None) => {
+                let _ = out.write_str("holds a waker");
+            }
         }
         if d.value_sent {
-            out.push_str(" · a value was already sent");
+            let _ = out.write_str(" · a value was already sent");
         }
         if d.closed {
-            out.push_str(" · its sender is gone");
+            let _ = out.write_str(" · its sender is gone");
         }
-        out.push('\n');
+        let _ = out.write_char('\n');
     }
 }
 
 /// `spawned 2s ago at FILE:LINE:COL · tokio task 5 · root TYPE`, with what is known of each.
-fn spawned(
-    out: &mut String,
+fn spawned<W: Write + ?Sized>(
+    out: &mut W,
     at: Option<&Loc>,
     tokio_id: Option<u64>,
     root_type: &str,
@@ -361,7 +379,7 @@ fn spawned(
 ) {
     match at {
         Some(at) => {
-            out.push_str("  spawned");
+            let _ = out.write_str("  spawned");
             if let Some(age) = age_ns {
                 let _ = write!(out, " {} ago", Dur(age));
             }
@@ -373,7 +391,9 @@ fn spawned(
                 at.column
             );
         }
-        None => out.push_str("  "),
+        None => {
+            let _ = out.write_str("  ");
+        }
     }
     if let Some(id) = tokio_id {
         let _ = write!(out, "tokio task {id} · ");
@@ -382,8 +402,8 @@ fn spawned(
     let _ = writeln!(out, "root {}", short(&display_name(root_type)));
 }
 
-fn frames(
-    out: &mut String,
+fn frames<W: Write + ?Sized>(
+    out: &mut W,
     nodes: &[FrameNode],
     root_awaits: &[u64],
     labels: &Labels<'_>,
@@ -398,7 +418,7 @@ fn frames(
         let pad = 2 * depth;
         let _ = write!(out, "{:pad$}", "");
         frame_line(out, &n.meta, style);
-        out.push('\n');
+        let _ = out.write_char('\n');
         for &id in &n.awaits_tasks {
             let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
         }
@@ -409,14 +429,14 @@ fn frames(
 /// One frame: `name at file:line:column` for annotated frames (with the await they are suspended at,
 /// when decoding saw it); `name at file:line [decoded]` for decoded ones, at the await; `awaiting TYPE`
 /// for the leaf a chain ends in.
-fn frame_line(out: &mut String, m: &FrameInfo, style: Style) {
+fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
     let path = |file| style.path(file);
     match m.source {
         Source::Awaitee => {
             let _ = write!(out, "awaiting {}", short(&m.name));
         }
         Source::Decoded => {
-            out.push_str(&short(&m.name));
+            let _ = out.write_str(&short(&m.name));
             match (&m.suspended_at, &m.location) {
                 // An await a macro generated (`join!`, `select!`): DWARF gives the macro's own source
                 // line, so lead with the fn, in the user's file.
@@ -444,10 +464,10 @@ fn frame_line(out: &mut String, m: &FrameInfo, style: Style) {
                 }
                 (None, None) => {}
             }
-            out.push_str(" [decoded]");
+            let _ = out.write_str(" [decoded]");
         }
         Source::AnnotatedFn | Source::Labelled => {
-            out.push_str(&short(&m.name));
+            let _ = out.write_str(&short(&m.name));
             if let Some(l) = &m.location {
                 let _ = write!(out, " at {}:{}:{}", path(&l.file), l.line, l.column);
             }
