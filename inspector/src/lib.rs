@@ -20,3 +20,4 @@ pub mod ps;
 pub mod session;
 pub mod target;
 pub mod view;
+pub mod watch;

@@ -52,8 +52,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Start a bundled fixture program and dump it.
+    /// Watch a process's tasks and chains live in the terminal (`?` lists the keys).
+    Watch {
+        /// Process id, or the path of an agent socket.
+        target: String,
+        /// Time between snapshots (e.g. 250ms, 1s).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "250ms")]
+        interval: u64,
+        /// Include running and recently completed tasks, not only suspended ones.
+        #[arg(long)]
+        all: bool,
+        /// Read the DWARF from this file instead of the process's own executable.
+        #[arg(long, value_name = "PATH")]
+        binary: Option<std::path::PathBuf>,
+        /// Show annotated frames only: do not decode unannotated chains from DWARF.
+        #[arg(long)]
+        no_decode: bool,
+    },
+    /// Start a bundled fixture program and dump it (or, with --watch, watch it).
     Demo {
+        /// Open the demo in the live view instead of printing one dump.
+        #[arg(long)]
+        watch: bool,
         #[command(flatten)]
         options: DumpOptions,
     },
@@ -140,6 +160,27 @@ fn dump(target: &Target, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Resu
     Ok(())
 }
 
+fn watch(
+    target: &Target,
+    interval_ns: u64,
+    all: bool,
+    binary: Option<std::path::PathBuf>,
+    no_decode: bool,
+) -> Result<()> {
+    let options = asyncdump::watch::WatchOptions {
+        session: SessionOptions {
+            binary,
+            decode: !no_decode,
+        },
+        interval: std::time::Duration::from_nanos(interval_ns.max(10_000_000)),
+        all,
+    };
+    asyncdump::watch::run(target, &options).map_err(|e| match e {
+        asyncdump::watch::WatchError::Target(t) => anyhow::Error::new(t),
+        other => anyhow::Error::new(other),
+    })
+}
+
 /// Runs one command, writing what it prints to `out`.
 fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
     match cli.command {
@@ -154,7 +195,28 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
         }
         Command::Dump { target, options } => dump(&Target::parse(&target), &options, out)?,
         Command::Index { binary, pid, json } => out.write_str(&index(binary, pid, json)?)?,
-        Command::Demo { options } => {
+        Command::Watch {
+            target,
+            interval,
+            all,
+            binary,
+            no_decode,
+        } => watch(&Target::parse(&target), interval, all, binary, no_decode)?,
+        Command::Demo {
+            watch: true,
+            options,
+        } => {
+            let (fixture, pid) = demo::start()?;
+            watch(
+                &Target::Pid(pid),
+                250_000_000,
+                options.all,
+                None,
+                options.no_decode,
+            )?;
+            drop(fixture);
+        }
+        Command::Demo { options, .. } => {
             let (fixture, pid) = demo::start()?;
             if !options.json {
                 write!(

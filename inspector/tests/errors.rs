@@ -146,6 +146,18 @@ fn usage_errors_exit_with_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a unit"));
 }
 
+#[test]
+fn watch_without_a_terminal_says_so_and_leaves_the_target_alone() {
+    let mut fx = Fixture::start("deadlock", &[]);
+    // `asyncdump(...)` captures standard output: a pipe, not a terminal.
+    let out = asyncdump(&["watch", &fx.pid.to_string()]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("standard output is not one"), "{err}");
+    assert!(out.stdout.is_empty(), "no escape codes written");
+    assert!(fx.is_alive());
+}
+
 /// A fresh private directory under the system temp dir.
 pub fn tempdir() -> std::path::PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -13,3 +13,4 @@ mod protocol_abuse;
 mod ps;
 mod runtime_tasks;
 mod session;
+mod watch;

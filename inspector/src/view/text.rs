@@ -65,7 +65,27 @@ impl Style {
     }
 }
 
-/// The dump as text, in a `String` (see [`write`]).
+/// One task's section of a dump (header, spawn line, chain, edges, delegates), as `dump` prints it:
+/// the live view's detail pane says the same things in the same words.
+pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, style: Style) {
+    task(out, t, &labels_of(dump), style);
+}
+
+/// A task as the dump names it: `task 3 "name"` or `tokio task 7`.
+pub fn task_label(t: &TaskView) -> String {
+    Label(t.id, t.name.as_deref()).to_string()
+}
+
+fn labels_of(dump: &Dump) -> Labels<'_> {
+    Labels(
+        dump.tasks
+            .iter()
+            .map(|t| (t.id, t.name.as_deref()))
+            .collect(),
+    )
+}
+
+/// The dump as text, in a `String` (see [`write()`]).
 pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
     let mut out = String::with_capacity(256 * dump.tasks.len().max(1));
     write(&mut out, dump, groups, style);
@@ -77,12 +97,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
 /// [`crate::view::IoWriter`]); writing stops mattering after the first.
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
     header(out, dump);
-    let labels = Labels(
-        dump.tasks
-            .iter()
-            .map(|t| (t.id, t.name.as_deref()))
-            .collect(),
-    );
+    let labels = labels_of(dump);
     for cycle in &dump.deadlocks {
         let ids: Vec<String> = cycle
             .iter()
@@ -226,7 +241,8 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     );
 }
 
-fn state_word(s: State) -> &'static str {
+/// A task's state in the words `dump` prints it with (also the live view's).
+pub fn state_word(s: State) -> &'static str {
     match s {
         State::Idle => "idle",
         State::Scheduled => "scheduled",

@@ -1,0 +1,45 @@
+//! The connection side of the live view: a thread that owns the [`Session`] and takes a snapshot every
+//! interval, sending each to the screen's thread. The screen never waits on the target; a target that
+//! stops answering shows as disconnected while the last state stays on screen.
+
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread;
+use std::time::Duration;
+
+use crate::model::Dump;
+use crate::session::Session;
+
+/// What the feed sends.
+pub enum Update {
+    Snapshot(Box<Dump>),
+    /// The connection is gone, and why; nothing follows.
+    Lost(String),
+}
+
+/// Starts the feed. It ends when the receiver is dropped, or after `Lost`.
+pub fn start(mut session: Session, every: Duration, include_completed: bool) -> Receiver<Update> {
+    // One update in flight: a screen that falls behind gets the newest state, not a backlog.
+    let (tx, rx) = sync_channel(1);
+    thread::Builder::new()
+        .name("asyncdump-feed".into())
+        .spawn(move || feed(&mut session, &tx, every, include_completed))
+        .expect("spawn the feed thread");
+    rx
+}
+
+fn feed(session: &mut Session, tx: &SyncSender<Update>, every: Duration, all: bool) {
+    loop {
+        let update = match session.snapshot(all) {
+            Ok(dump) => Update::Snapshot(Box::new(dump)),
+            Err(e) => {
+                let _ = tx.send(Update::Lost(e.to_string()));
+                return;
+            }
+        };
+        match tx.try_send(update) {
+            Ok(()) | Err(TrySendError::Full(_)) => {}
+            Err(TrySendError::Disconnected(_)) => return,
+        }
+        thread::sleep(every);
+    }
+}

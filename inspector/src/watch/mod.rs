@@ -1,0 +1,121 @@
+//! `asyncdump watch`: the live view. A feed thread ([`feed`]) keeps the target's [`Session`] and
+//! snapshots it every interval; the screen's thread keeps the [`state::App`], maps keys to it and draws
+//! it ([`view`]) with ratatui on crossterm. State, view, input and connection are apart: the state knows
+//! nothing of the terminal, and is what the tests drive.
+//!
+//! The terminal is restored on quit, on Ctrl-C (a key in raw mode) and on a panic (ratatui's hook
+//! restores it before the panic prints).
+
+pub mod feed;
+pub mod state;
+pub mod view;
+
+use std::sync::mpsc::TryRecvError;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use crate::error::TargetError;
+use crate::session::{Session, SessionOptions};
+use crate::target::Target;
+use feed::Update;
+use state::{App, Key};
+
+/// How to watch.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    pub session: SessionOptions,
+    /// Time between snapshots.
+    pub interval: Duration,
+    /// Also list running and recently completed tasks.
+    pub all: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("the terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+    #[error(
+        "watch draws in a terminal, and standard output is not one (use `asyncdump dump` in scripts)"
+    )]
+    NotATerminal,
+}
+
+/// Attaches to `target` and runs the live view until the user quits.
+pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
+    let session = Session::attach(target, &options.session)?;
+    let updates = feed::start(session, options.interval, options.all);
+    let mut app = App::new(Instant::now());
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(WatchError::NotATerminal);
+    }
+    let mut terminal = ratatui::try_init()?;
+    let result = (|| -> std::io::Result<()> {
+        loop {
+            loop {
+                match updates.try_recv() {
+                    Ok(Update::Snapshot(dump)) => app.update(*dump, Instant::now()),
+                    Ok(Update::Lost(why)) => app.disconnected(why),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            terminal.draw(|f| view::draw(f, &app, Instant::now()))?;
+            if app.quit {
+                return Ok(());
+            }
+            // Redrawn at least every 100 ms (the status bar's ages move), and at once on a key.
+            if event::poll(Duration::from_millis(100))?
+                && let Event::Key(k) = event::read()?
+                && let Some(key) = key_of(k)
+            {
+                app.key(key);
+            }
+        }
+    })();
+    ratatui::restore();
+    Ok(result?)
+}
+
+/// The state's key for a terminal key press.
+fn key_of(k: KeyEvent) -> Option<Key> {
+    if k.kind != KeyEventKind::Press {
+        return None;
+    }
+    Some(match k.code {
+        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => Key::Quit,
+        KeyCode::Up | KeyCode::Char('k') => Key::Up,
+        KeyCode::Down | KeyCode::Char('j') => Key::Down,
+        KeyCode::Home | KeyCode::Char('g') => Key::Top,
+        KeyCode::End | KeyCode::Char('G') => Key::Bottom,
+        KeyCode::Enter => Key::Follow,
+        KeyCode::Backspace => Key::Back,
+        KeyCode::Char(' ') => Key::Pause,
+        KeyCode::Char('?') => Key::Help,
+        KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_as_the_help_lists_them() {
+        let press = |code, modifiers| key_of(KeyEvent::new(code, modifiers));
+        let none = KeyModifiers::NONE;
+        assert_eq!(press(KeyCode::Char('j'), none), Some(Key::Down));
+        assert_eq!(press(KeyCode::Up, none), Some(Key::Up));
+        assert_eq!(press(KeyCode::Enter, none), Some(Key::Follow));
+        assert_eq!(press(KeyCode::Backspace, none), Some(Key::Back));
+        assert_eq!(press(KeyCode::Char(' '), none), Some(Key::Pause));
+        assert_eq!(
+            press(KeyCode::Char('c'), KeyModifiers::CONTROL),
+            Some(Key::Quit)
+        );
+        assert_eq!(press(KeyCode::Char('q'), none), Some(Key::Quit));
+        assert_eq!(press(KeyCode::Char('x'), none), None);
+    }
+}

@@ -1,0 +1,305 @@
+//! What the live view shows and how keys change it: no terminal, no ratatui, so every key is tested on
+//! the state alone.
+//!
+//! The selection is a task id, not a row: it survives updates that add or remove tasks above it. When the
+//! selected task is gone, the row it was on is selected instead. Following an edge (Enter) pushes the
+//! current task on a stack that Backspace pops.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::model::{Dump, FrameNode, TaskView};
+
+/// A key, as the state understands it (the terminal's key events are mapped to these in `input`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Up,
+    Down,
+    Top,
+    Bottom,
+    /// Follow the selected task's edge: to the task it awaits, or else the one awaiting it.
+    Follow,
+    Back,
+    Pause,
+    Help,
+    Quit,
+}
+
+/// Where the data comes from, as the status bar says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    Connecting,
+    Connected,
+    Disconnected(String),
+}
+
+pub struct App {
+    /// What is on screen: the newest update, or the one on screen when paused.
+    shown: Option<Arc<Dump>>,
+    /// The newest update, kept while paused.
+    newest: Option<Arc<Dump>>,
+    pub selected: Option<u64>,
+    /// The row of the selection, for when the selected task goes away.
+    row: usize,
+    back: Vec<u64>,
+    pub paused: bool,
+    pub help: bool,
+    pub quit: bool,
+    pub link: Link,
+    pub updates: u64,
+    pub last_update: Option<Instant>,
+    pub started: Instant,
+}
+
+impl App {
+    pub fn new(now: Instant) -> App {
+        App {
+            shown: None,
+            newest: None,
+            selected: None,
+            row: 0,
+            back: Vec::new(),
+            paused: false,
+            help: false,
+            quit: false,
+            link: Link::Connecting,
+            updates: 0,
+            last_update: None,
+            started: now,
+        }
+    }
+
+    /// The dump on screen.
+    pub fn dump(&self) -> Option<&Dump> {
+        self.shown.as_deref()
+    }
+
+    /// The rows of the task table, in the dump's order.
+    pub fn rows(&self) -> &[TaskView] {
+        self.shown.as_deref().map_or(&[], |d| &d.tasks)
+    }
+
+    /// The selected task, if it is on screen.
+    pub fn selected_task(&self) -> Option<&TaskView> {
+        let id = self.selected?;
+        self.rows().iter().find(|t| t.id == id)
+    }
+
+    /// A new snapshot arrived.
+    pub fn update(&mut self, dump: Dump, now: Instant) {
+        self.link = Link::Connected;
+        self.updates += 1;
+        self.last_update = Some(now);
+        self.newest = Some(Arc::new(dump));
+        if !self.paused {
+            self.show_newest();
+        }
+    }
+
+    /// The target went away or stopped answering: the last state stays on screen.
+    pub fn disconnected(&mut self, why: String) {
+        self.link = Link::Disconnected(why);
+    }
+
+    /// Updates per second since the first one.
+    pub fn rate(&self, now: Instant) -> f64 {
+        let secs = now.duration_since(self.started).as_secs_f64().max(0.001);
+        self.updates as f64 / secs
+    }
+
+    /// How long ago the newest update came.
+    pub fn age(&self, now: Instant) -> Option<Duration> {
+        self.last_update.map(|t| now.duration_since(t))
+    }
+
+    pub fn key(&mut self, key: Key) {
+        if self.help && key != Key::Quit {
+            self.help = false;
+            return;
+        }
+        match key {
+            Key::Up => self.select_row(self.row.saturating_sub(1)),
+            Key::Down => self.select_row(self.row + 1),
+            Key::Top => self.select_row(0),
+            Key::Bottom => self.select_row(usize::MAX),
+            Key::Follow => self.follow(),
+            Key::Back => {
+                if let Some(id) = self.back.pop() {
+                    self.select_id(id);
+                }
+            }
+            Key::Pause => {
+                self.paused = !self.paused;
+                if !self.paused {
+                    self.show_newest();
+                }
+            }
+            Key::Help => self.help = true,
+            Key::Quit => self.quit = true,
+        }
+    }
+
+    fn show_newest(&mut self) {
+        self.shown = self.newest.clone();
+        match self.selected {
+            Some(id) if self.rows().iter().any(|t| t.id == id) => self.select_id(id),
+            // Gone (or nothing selected yet): the same row, or the last one.
+            _ => self.select_row(self.row),
+        }
+    }
+
+    fn select_row(&mut self, row: usize) {
+        let rows = self.rows();
+        if rows.is_empty() {
+            self.selected = None;
+            self.row = 0;
+            return;
+        }
+        let row = row.min(rows.len() - 1);
+        self.selected = Some(rows[row].id);
+        self.row = row;
+    }
+
+    fn select_id(&mut self, id: u64) {
+        if let Some(row) = self.rows().iter().position(|t| t.id == id) {
+            self.selected = Some(id);
+            self.row = row;
+        }
+    }
+
+    /// To the first task the selected one awaits (from its chain, root first), or else to the one that
+    /// awaits it.
+    fn follow(&mut self) {
+        let Some(t) = self.selected_task() else {
+            return;
+        };
+        let target = first_awaited(&t.frames)
+            .or_else(|| t.awaits_tasks.first().copied())
+            .or_else(|| t.awaited_by.as_ref().map(|a| a.task));
+        let from = t.id;
+        if let Some(to) = target.filter(|to| self.rows().iter().any(|t| t.id == *to)) {
+            self.back.push(from);
+            self.select_id(to);
+        }
+    }
+}
+
+/// The first task any frame of `frames` awaits, in pre-order.
+fn first_awaited(frames: &[FrameNode]) -> Option<u64> {
+    let mut stack: Vec<&FrameNode> = frames.iter().rev().collect();
+    while let Some(f) = stack.pop() {
+        if let Some(&t) = f.awaits_tasks.first() {
+            return Some(t);
+        }
+        stack.extend(f.children.iter().rev());
+    }
+    None
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::model::tests::{handshake, sample};
+    use asyncdump_protocol::Snapshot;
+
+    /// Three tasks: 1 awaits 2 (through its JoinHandle), 3 is on its own.
+    pub(crate) fn three() -> Snapshot {
+        let mut s = sample();
+        let mut second = s.tasks[0].clone();
+        second.id = 2;
+        second.awaited_by = Some(asyncdump_protocol::Awaiter {
+            task: 1,
+            frame: Some(12),
+        });
+        let mut third = s.tasks[0].clone();
+        third.id = 3;
+        s.tasks.push(second);
+        s.tasks.push(third);
+        s
+    }
+
+    fn app_with(s: &Snapshot) -> App {
+        let now = Instant::now();
+        let mut app = App::new(now);
+        app.update(Dump::build(&handshake(), s, 0), now);
+        app
+    }
+
+    #[test]
+    fn the_first_task_is_selected_and_arrows_move_within_the_table() {
+        let mut app = app_with(&three());
+        assert_eq!(app.selected, Some(1));
+        app.key(Key::Up);
+        assert_eq!(app.selected, Some(1), "stays at the top");
+        app.key(Key::Down);
+        app.key(Key::Down);
+        app.key(Key::Down);
+        assert_eq!(app.selected, Some(3), "stays at the bottom");
+        app.key(Key::Top);
+        assert_eq!(app.selected, Some(1));
+    }
+
+    #[test]
+    fn the_selection_follows_its_task_through_updates() {
+        let mut app = app_with(&three());
+        app.key(Key::Bottom);
+        assert_eq!(app.selected, Some(3));
+        // Task 1 completes and leaves the table: task 3 moves up a row and stays selected.
+        let mut s = three();
+        s.tasks.remove(0);
+        app.update(Dump::build(&handshake(), &s, 0), Instant::now());
+        assert_eq!(app.selected, Some(3));
+        // Task 3 goes too: the row it was on is selected.
+        s.tasks.pop();
+        app.update(Dump::build(&handshake(), &s, 0), Instant::now());
+        assert_eq!(app.selected, Some(2));
+    }
+
+    #[test]
+    fn enter_follows_the_edge_and_backspace_returns() {
+        let mut app = app_with(&three());
+        app.key(Key::Follow);
+        assert_eq!(app.selected, Some(2), "task 1's frame awaits task 2");
+        app.key(Key::Follow);
+        assert_eq!(app.selected, Some(1), "task 2 is awaited by task 1");
+        app.key(Key::Back);
+        assert_eq!(app.selected, Some(2));
+        app.key(Key::Back);
+        assert_eq!(app.selected, Some(1));
+        app.key(Key::Back);
+        assert_eq!(app.selected, Some(1), "nothing left to go back to");
+    }
+
+    #[test]
+    fn pause_holds_the_screen_while_updates_keep_coming() {
+        let mut app = app_with(&three());
+        app.key(Key::Pause);
+        let mut s = three();
+        s.tasks.truncate(1);
+        app.update(Dump::build(&handshake(), &s, 0), Instant::now());
+        assert_eq!(app.rows().len(), 3, "held");
+        assert_eq!(app.updates, 2, "still counted");
+        app.key(Key::Pause);
+        assert_eq!(app.rows().len(), 1, "the newest shows on resume");
+    }
+
+    #[test]
+    fn help_closes_on_any_key_and_quit_quits() {
+        let mut app = app_with(&three());
+        app.key(Key::Help);
+        assert!(app.help);
+        app.key(Key::Down);
+        assert!(!app.help);
+        assert_eq!(app.selected, Some(1), "the key only closed the help");
+        app.key(Key::Quit);
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn a_disconnect_keeps_the_last_state() {
+        let mut app = app_with(&three());
+        app.disconnected("the agent closed the connection".into());
+        assert_eq!(app.rows().len(), 3);
+        assert!(matches!(app.link, Link::Disconnected(_)));
+    }
+}
