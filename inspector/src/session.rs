@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use asyncdump_protocol::Handshake;
+use asyncdump_protocol::{Handshake, WalkInfo};
 
 use crate::client::Client;
 use crate::decode::Decoder;
@@ -34,6 +34,8 @@ struct Loaded {
     debug: dwarf::Debug,
     bias: u64,
     load_ns: u64,
+    /// What the agent said while the DWARF was checked, for the first plan (asked again later).
+    info: Option<WalkInfo>,
 }
 
 pub struct Session {
@@ -118,10 +120,13 @@ impl Session {
 
     /// Plans the live tasks' root types, unless the plan covers them all already.
     fn replan_if_new_roots(&mut self) -> Result<(), TargetError> {
-        let Some(loaded) = &self.dwarf else {
+        let Some(loaded) = &mut self.dwarf else {
             return Ok(());
         };
-        let info = self.client.walk_info()?;
+        let info = match loaded.info.take() {
+            Some(info) => info,
+            None => self.client.walk_info()?,
+        };
         let new = info.root_anchors.iter().any(|a| !self.anchors.contains(a));
         if self.decoder.is_some() && !new {
             return Ok(());
@@ -198,6 +203,7 @@ fn load(client: &mut Client, binary: Option<&Path>) -> Result<Result<Loaded, Str
         debug,
         bias,
         load_ns: start.elapsed().as_nanos() as u64,
+        info: Some(info),
     }))
 }
 
