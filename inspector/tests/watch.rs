@@ -38,6 +38,15 @@ impl Tmux {
         assert!(status.success());
     }
 
+    /// Types `text` as it is (`send-keys -l`: "right" is not the arrow key).
+    fn text(&self, text: &str) {
+        let status = Command::new("tmux")
+            .args(["send-keys", "-l", "-t", &self.0, text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["capture-pane", "-p", "-t", &self.0])
@@ -69,7 +78,7 @@ impl Drop for Tmux {
 }
 
 #[test]
-fn watch_follows_the_deadlock_edge_and_back_and_quits_leaving_the_terminal_as_it_was() {
+fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_terminal_as_it_was() {
     let fx = Fixture::start("deadlock", &[]);
     let tmux = Tmux::start(&format!(
         "{} watch {}; echo watch-exited-$?; sleep 60",
@@ -93,6 +102,13 @@ fn watch_follows_the_deadlock_edge_and_back_and_quits_leaving_the_terminal_as_it
     tmux.keys("BSpace");
     tmux.until("Backspace returns to task 1", |s| {
         s.contains("▶ 1") && s.contains("task 1 \"left\" · idle")
+    });
+    tmux.text("/right");
+    tmux.keys("Enter");
+    tmux.until("/ keeps the task named right", |s| {
+        s.contains("search \"right\": 1 shown")
+            && s.contains("▶ 2")
+            && !s.lines().any(|l| l.starts_with("  1 "))
     });
     tmux.keys("?");
     tmux.until("? lists the keys", |s| s.contains("keys (any key closes)"));

@@ -476,6 +476,36 @@ fn assign_frame_ids(frames: &mut [FrameNode]) {
     }
 }
 
+impl TaskView {
+    /// Whether `text` is in the task's name, root type, spawn site, or any frame's name or file
+    /// (case-insensitive), for a live view's `/` search. `lower` is `text` in lower case.
+    pub fn mentions(&self, lower: &str) -> bool {
+        let has = |s: &str| s.to_lowercase().contains(lower);
+        self.name.as_deref().is_some_and(has)
+            || has(&self.root_type)
+            || self.spawned_at.as_deref().is_some_and(|l| has(&l.file))
+            || frames_mention(&self.frames, &has)
+    }
+}
+
+/// Iterative: chains may be deep.
+fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
+    let mut stack: Vec<&FrameNode> = frames.iter().collect();
+    while let Some(f) = stack.pop() {
+        let m = &f.meta;
+        let files = [&m.location, &m.suspended_at];
+        if has(&m.name)
+            || files
+                .iter()
+                .any(|l| l.as_ref().is_some_and(|l| has(&l.file)))
+        {
+            return true;
+        }
+        stack.extend(&f.children);
+    }
+    false
+}
+
 fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
     frames
         .iter()

@@ -68,7 +68,7 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
             // Redrawn at least every 100 ms (the status bar's ages move), and at once on a key.
             if event::poll(Duration::from_millis(100))?
                 && let Event::Key(k) = event::read()?
-                && let Some(key) = key_of(k)
+                && let Some(key) = key_of(k, app.typing)
             {
                 app.key(key);
             }
@@ -78,13 +78,23 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
     Ok(result?)
 }
 
-/// The state's key for a terminal key press.
-fn key_of(k: KeyEvent) -> Option<Key> {
+/// The state's key for a terminal key press; while a search is typed, characters are its text.
+fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
     if k.kind != KeyEventKind::Press {
         return None;
     }
+    if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
+        return Some(Key::Quit);
+    }
+    if typing {
+        return match k.code {
+            KeyCode::Char(c) => Some(Key::Char(c)),
+            KeyCode::Backspace => Some(Key::Erase),
+            KeyCode::Enter | KeyCode::Esc => Some(Key::Done),
+            _ => None,
+        };
+    }
     Some(match k.code {
-        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => Key::Quit,
         KeyCode::Up | KeyCode::Char('k') => Key::Up,
         KeyCode::Down | KeyCode::Char('j') => Key::Down,
         KeyCode::Home | KeyCode::Char('g') => Key::Top,
@@ -93,6 +103,9 @@ fn key_of(k: KeyEvent) -> Option<Key> {
         KeyCode::Backspace => Key::Back,
         KeyCode::Char(' ') => Key::Pause,
         KeyCode::Char('?') => Key::Help,
+        KeyCode::Char('/') => Key::Search,
+        KeyCode::Char('o') => Key::NextSort,
+        KeyCode::Char('r') => Key::Reverse,
         KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
         _ => return None,
     })
@@ -104,7 +117,7 @@ mod tests {
 
     #[test]
     fn keys_map_as_the_help_lists_them() {
-        let press = |code, modifiers| key_of(KeyEvent::new(code, modifiers));
+        let press = |code, modifiers| key_of(KeyEvent::new(code, modifiers), false);
         let none = KeyModifiers::NONE;
         assert_eq!(press(KeyCode::Char('j'), none), Some(Key::Down));
         assert_eq!(press(KeyCode::Up, none), Some(Key::Up));
@@ -117,5 +130,11 @@ mod tests {
         );
         assert_eq!(press(KeyCode::Char('q'), none), Some(Key::Quit));
         assert_eq!(press(KeyCode::Char('x'), none), None);
+        assert_eq!(press(KeyCode::Char('/'), none), Some(Key::Search));
+        // While a search is typed, letters are its text and Enter ends it.
+        let typed = |code| key_of(KeyEvent::new(code, none), true);
+        assert_eq!(typed(KeyCode::Char('q')), Some(Key::Char('q')));
+        assert_eq!(typed(KeyCode::Backspace), Some(Key::Erase));
+        assert_eq!(typed(KeyCode::Enter), Some(Key::Done));
     }
 }

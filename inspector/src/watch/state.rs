@@ -1,9 +1,10 @@
 //! What the live view shows and how keys change it: no terminal, no ratatui, so every key is tested on
 //! the state alone.
 //!
-//! The selection is a task id, not a row: it survives updates that add or remove tasks above it. When the
-//! selected task is gone, the row it was on is selected instead. Following an edge (Enter) pushes the
-//! current task on a stack that Backspace pops.
+//! The selection is a task id, not a row: it survives updates that add or remove tasks above it, a new
+//! sort and a new search. When the selected task is gone, the row it was on is selected instead.
+//! Following an edge (Enter) pushes the current task on a stack that Backspace pops. `/` searches every
+//! task's name, root type, spawn site and frames (names and files) as you type.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,51 @@ pub enum Key {
     Pause,
     Help,
     Quit,
+    /// Start typing a search (`/`).
+    Search,
+    /// A character of the search being typed.
+    Char(char),
+    /// Remove the search's last character.
+    Erase,
+    /// Stop typing the search (it stays applied; an empty one clears it).
+    Done,
+    /// Sort by the next column.
+    NextSort,
+    /// Reverse the sort.
+    Reverse,
+}
+
+/// The table's columns that sort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    Task,
+    Name,
+    State,
+    /// Time in the current state.
+    Age,
+    Polls,
+}
+
+impl Column {
+    pub fn title(self) -> &'static str {
+        match self {
+            Column::Task => "task",
+            Column::Name => "name",
+            Column::State => "state",
+            Column::Age => "for",
+            Column::Polls => "polls",
+        }
+    }
+
+    fn next(self) -> Column {
+        match self {
+            Column::Task => Column::Name,
+            Column::Name => Column::State,
+            Column::State => Column::Age,
+            Column::Age => Column::Polls,
+            Column::Polls => Column::Task,
+        }
+    }
 }
 
 /// Where the data comes from, as the status bar says.
@@ -41,6 +87,13 @@ pub struct App {
     pub selected: Option<u64>,
     /// The row of the selection, for when the selected task goes away.
     row: usize,
+    /// The rows: indexes into the shown dump's tasks, searched and sorted.
+    order: Vec<usize>,
+    /// The search applied, and whether it is being typed.
+    pub search: String,
+    pub typing: bool,
+    pub sort: Column,
+    pub reversed: bool,
     back: Vec<u64>,
     pub paused: bool,
     pub help: bool,
@@ -58,6 +111,11 @@ impl App {
             newest: None,
             selected: None,
             row: 0,
+            order: Vec::new(),
+            search: String::new(),
+            typing: false,
+            sort: Column::Task,
+            reversed: false,
             back: Vec::new(),
             paused: false,
             help: false,
@@ -74,15 +132,18 @@ impl App {
         self.shown.as_deref()
     }
 
-    /// The rows of the task table, in the dump's order.
-    pub fn rows(&self) -> &[TaskView] {
-        self.shown.as_deref().map_or(&[], |d| &d.tasks)
+    /// The rows of the task table: the tasks the search finds, in the sort's order.
+    pub fn rows(&self) -> Vec<&TaskView> {
+        let Some(d) = self.shown.as_deref() else {
+            return Vec::new();
+        };
+        self.order.iter().map(|&i| &d.tasks[i]).collect()
     }
 
     /// The selected task, if it is on screen.
     pub fn selected_task(&self) -> Option<&TaskView> {
         let id = self.selected?;
-        self.rows().iter().find(|t| t.id == id)
+        self.rows().into_iter().find(|t| t.id == id)
     }
 
     /// A new snapshot arrived.
@@ -117,7 +178,30 @@ impl App {
             self.help = false;
             return;
         }
+        if self.typing {
+            match key {
+                Key::Char(c) => self.search.push(c),
+                Key::Erase => {
+                    self.search.pop();
+                }
+                Key::Done => self.typing = false,
+                Key::Quit => self.quit = true,
+                _ => return,
+            }
+            self.reorder();
+            return;
+        }
         match key {
+            Key::Search => self.typing = true,
+            Key::NextSort => {
+                self.sort = self.sort.next();
+                self.reorder();
+            }
+            Key::Reverse => {
+                self.reversed = !self.reversed;
+                self.reorder();
+            }
+            Key::Char(_) | Key::Erase | Key::Done => {}
             Key::Up => self.select_row(self.row.saturating_sub(1)),
             Key::Down => self.select_row(self.row + 1),
             Key::Top => self.select_row(0),
@@ -141,6 +225,30 @@ impl App {
 
     fn show_newest(&mut self) {
         self.shown = self.newest.clone();
+        self.reorder();
+    }
+
+    /// Searches and sorts the shown tasks again, keeping the selection on its task if it is still there.
+    fn reorder(&mut self) {
+        let Some(d) = self.shown.clone() else {
+            return;
+        };
+        let needle = self.search.to_lowercase();
+        let mut order: Vec<usize> = (0..d.tasks.len())
+            .filter(|&i| needle.is_empty() || d.tasks[i].mentions(&needle))
+            .collect();
+        let t = |i: usize| &d.tasks[i];
+        match self.sort {
+            Column::Task => {}
+            Column::Name => order.sort_by(|&a, &b| t(a).name.cmp(&t(b).name)),
+            Column::State => order.sort_by_key(|&i| t(i).state as u8),
+            Column::Age => order.sort_by_key(|&i| std::cmp::Reverse(t(i).state_age_ns)),
+            Column::Polls => order.sort_by_key(|&i| std::cmp::Reverse(t(i).polls)),
+        }
+        if self.reversed {
+            order.reverse();
+        }
+        self.order = order;
         match self.selected {
             Some(id) if self.rows().iter().any(|t| t.id == id) => self.select_id(id),
             // Gone (or nothing selected yet): the same row, or the last one.
@@ -215,6 +323,9 @@ pub(crate) mod tests {
         third.id = 3;
         s.tasks.push(second);
         s.tasks.push(third);
+        for (t, name) in s.tasks.iter_mut().zip(["alpha", "beta", "gamma"]) {
+            t.name = Some(name.into());
+        }
         s
     }
 
@@ -293,6 +404,53 @@ pub(crate) mod tests {
         assert_eq!(app.selected, Some(1), "the key only closed the help");
         app.key(Key::Quit);
         assert!(app.quit);
+    }
+
+    #[test]
+    fn a_search_narrows_the_table_as_it_is_typed_and_keeps_it_after() {
+        let mut app = app_with(&three());
+        app.key(Key::Search);
+        app.key(Key::Char('B'));
+        app.key(Key::Char('e'));
+        let ids = |app: &App| app.rows().iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(&app), [2], "case-insensitive, on the name");
+        assert_eq!(
+            app.selected,
+            Some(2),
+            "task 1 is not shown: the row's task is selected"
+        );
+        app.key(Key::Down);
+        assert_eq!(ids(&app), [2], "while typing, keys are text or editing");
+        app.key(Key::Done);
+        assert!(!app.typing);
+        // Frames and files are searched too: every task's chain has `read_frame` in `src/main.rs`.
+        app.key(Key::Search);
+        app.key(Key::Erase);
+        app.key(Key::Erase);
+        for c in "main.rs".chars() {
+            app.key(Key::Char(c));
+        }
+        assert_eq!(ids(&app), [1, 2, 3]);
+        app.key(Key::Char('x'));
+        assert!(ids(&app).is_empty());
+        assert_eq!(app.selected, None);
+    }
+
+    #[test]
+    fn sorting_cycles_columns_and_reverses_keeping_the_selection() {
+        let mut app = app_with(&three());
+        app.key(Key::Down);
+        assert_eq!(app.selected, Some(2));
+        app.key(Key::NextSort);
+        assert_eq!(app.sort, Column::Name);
+        app.key(Key::Reverse);
+        let names = app
+            .rows()
+            .iter()
+            .map(|t| t.name.clone().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(names, ["gamma", "beta", "alpha"]);
+        assert_eq!(app.selected, Some(2), "still beta");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 
-use super::state::{App, Link};
+use super::state::{App, Column, Link};
 use crate::model::{FrameNode, TaskView};
 use crate::view::names::{short, short_path};
 use crate::view::text::{self, state_word};
@@ -22,6 +22,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("g G", "first, last task"),
     ("Enter", "follow the edge to the awaited (or awaiting) task"),
     ("Backspace", "back to where Enter came from"),
+    (
+        "/",
+        "search names, types, frames and files (Enter or Esc ends typing)",
+    ),
+    ("o  r", "sort by the next column, reverse the sort"),
     ("space", "pause the screen (updates go on)"),
     ("?", "this help"),
     ("q  Ctrl-C", "quit"),
@@ -43,8 +48,23 @@ pub fn draw(f: &mut Frame<'_>, app: &App, now: Instant) {
 }
 
 fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
-    let rows: Vec<Row<'_>> = app.rows().iter().map(row).collect();
-    let header = Row::new(["task", "name", "state", "for", "polls", "leaf"])
+    let rows: Vec<Row<'_>> = app.rows().into_iter().map(row).collect();
+    let titles = [
+        Column::Task,
+        Column::Name,
+        Column::State,
+        Column::Age,
+        Column::Polls,
+    ]
+    .map(|c| {
+        let mark = match (c == app.sort, app.reversed) {
+            (false, _) => "",
+            (true, false) => " ▼",
+            (true, true) => " ▲",
+        };
+        format!("{}{mark}", c.title())
+    });
+    let header = Row::new(titles.into_iter().chain(["leaf".to_owned()]))
         .style(Style::new().add_modifier(Modifier::BOLD));
     let widths = [
         Constraint::Length(12),
@@ -135,6 +155,19 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
         Link::Connected => "connected".to_owned(),
         Link::Disconnected(why) => format!("DISCONNECTED: {why}"),
     });
+    // What changes what is shown comes first: a narrow terminal cuts the end.
+    if app.paused {
+        parts.push("PAUSED (space resumes)".to_owned());
+    }
+    match (app.typing, app.search.is_empty()) {
+        (true, _) => parts.push(format!("search: {}▏", app.search)),
+        (false, false) => parts.push(format!(
+            "search \"{}\": {} shown",
+            app.search,
+            app.rows().len()
+        )),
+        (false, true) => {}
+    }
     if let Some(d) = app.dump() {
         let s = &d.snapshot;
         parts.push(format!(
@@ -145,9 +178,6 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
     parts.push(format!("{:.1} updates/s", app.rate(now)));
     if let Some(age) = app.age(now) {
         parts.push(format!("updated {} ago", Dur(age.as_nanos() as u64)));
-    }
-    if app.paused {
-        parts.push("PAUSED (space resumes)".to_owned());
     }
     parts.push("? keys".to_owned());
     Line::from(parts.join(" · ")).style(Style::new().add_modifier(Modifier::REVERSED))
@@ -229,6 +259,17 @@ mod tests {
     fn a_disconnected_target_keeps_its_last_state_on_screen() {
         let mut app = app();
         app.disconnected("the agent closed the connection".into());
+        insta::assert_snapshot!(screen(&app, 100, 24));
+    }
+
+    #[test]
+    fn a_search_keeps_the_tasks_it_finds_and_says_so() {
+        let mut app = app();
+        app.key(Key::Search);
+        for c in "beta".chars() {
+            app.key(Key::Char(c));
+        }
+        app.key(Key::Done);
         insta::assert_snapshot!(screen(&app, 100, 24));
     }
 
