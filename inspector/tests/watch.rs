@@ -110,6 +110,11 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
             && s.contains("▶ 2")
             && !s.lines().any(|l| l.starts_with("  1 "))
     });
+    tmux.keys("c");
+    tmux.until("c groups the chains the search keeps", |s| {
+        s.contains("1 group (c lists tasks)") && s.contains("▶ ×1")
+    });
+    tmux.keys("c");
     tmux.keys("?");
     tmux.until("? lists the keys", |s| s.contains("keys (any key closes)"));
     tmux.keys("q");

@@ -732,7 +732,7 @@ pub struct Group {
 /// What makes two chains identical for [`coalesce`].
 type GroupKey<'a> = (State, &'a [FrameNode], Option<&'a Loc>, &'a str, &'a [u64]);
 
-pub fn coalesce(tasks: &[TaskView]) -> Vec<Group> {
+pub fn coalesce<'a>(tasks: impl IntoIterator<Item = &'a TaskView>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     let mut index: FastMap<GroupKey<'_>, usize> = FastMap::default();
     for t in tasks {

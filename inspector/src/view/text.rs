@@ -85,6 +85,38 @@ fn labels_of(dump: &Dump) -> Labels<'_> {
     )
 }
 
+/// One group of identical chains, as `dump --coalesce` prints it.
+pub fn write_group<W: Write + ?Sized>(out: &mut W, dump: &Dump, g: &Group, style: Style) {
+    group(out, g, &labels_of(dump), style);
+}
+
+fn group<W: Write + ?Sized>(out: &mut W, g: &Group, labels: &Labels<'_>, style: Style) {
+    let tasks = if g.count == 1 { "task" } else { "tasks" };
+    let _ = write!(
+        out,
+        "×{} {tasks} {} · {}",
+        g.count,
+        id_ranges(&g.task_ids),
+        state_word(g.state),
+    );
+    if let (Some(min), Some(max)) = (g.min_age_ns, g.max_age_ns) {
+        let _ = write!(out, " · {} {}", age_word(g.state), Dur(min));
+        if min != max {
+            let _ = write!(out, "–{}", Dur(max));
+        }
+    }
+    let _ = out.write_char('\n');
+    spawned(
+        out,
+        g.spawned_at.as_deref(),
+        None,
+        &g.root_type,
+        None,
+        style,
+    );
+    frames(out, &g.frames, &g.awaits_tasks, labels, style);
+}
+
 /// The dump as text, in a `String` (see [`write()`]).
 pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
     let mut out = String::with_capacity(256 * dump.tasks.len().max(1));
@@ -118,30 +150,7 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     match groups {
         Some(groups) => {
             for g in groups {
-                let tasks = if g.count == 1 { "task" } else { "tasks" };
-                let _ = write!(
-                    out,
-                    "×{} {tasks} {} · {}",
-                    g.count,
-                    id_ranges(&g.task_ids),
-                    state_word(g.state),
-                );
-                if let (Some(min), Some(max)) = (g.min_age_ns, g.max_age_ns) {
-                    let _ = write!(out, " · {} {}", age_word(g.state), Dur(min));
-                    if min != max {
-                        let _ = write!(out, "–{}", Dur(max));
-                    }
-                }
-                let _ = out.write_char('\n');
-                spawned(
-                    out,
-                    g.spawned_at.as_deref(),
-                    None,
-                    &g.root_type,
-                    None,
-                    style,
-                );
-                frames(out, &g.frames, &g.awaits_tasks, &labels, style);
+                group(out, g, &labels, style);
                 let _ = out.write_char('\n');
             }
         }

@@ -106,6 +106,7 @@ fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
         KeyCode::Char('/') => Key::Search,
         KeyCode::Char('o') => Key::NextSort,
         KeyCode::Char('r') => Key::Reverse,
+        KeyCode::Char('c') => Key::Coalesce,
         KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
         _ => return None,
     })

@@ -4,12 +4,13 @@
 //! The selection is a task id, not a row: it survives updates that add or remove tasks above it, a new
 //! sort and a new search. When the selected task is gone, the row it was on is selected instead.
 //! Following an edge (Enter) pushes the current task on a stack that Backspace pops. `/` searches every
-//! task's name, root type, spawn site and frames (names and files) as you type.
+//! task's name, root type, spawn site and frames (names and files) as you type. `c` groups identical
+//! chains (largest group first); Enter on a group lists its tasks, and Backspace returns to the groups.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::model::{Dump, FrameNode, TaskView};
+use crate::model::{Dump, FrameNode, Group, TaskView, coalesce};
 
 /// A key, as the state understands it (the terminal's key events are mapped to these in `input`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub enum Key {
     NextSort,
     /// Reverse the sort.
     Reverse,
+    /// Group identical chains, or list tasks again.
+    Coalesce,
 }
 
 /// The table's columns that sort.
@@ -94,6 +97,12 @@ pub struct App {
     pub typing: bool,
     pub sort: Column,
     pub reversed: bool,
+    /// The coalesced view: groups of identical chains instead of tasks.
+    pub coalesced: bool,
+    groups: Vec<Group>,
+    group_row: usize,
+    /// The tasks of the group Enter opened, while they are listed.
+    group_tasks: Option<Vec<u64>>,
     back: Vec<u64>,
     pub paused: bool,
     pub help: bool,
@@ -116,6 +125,10 @@ impl App {
             typing: false,
             sort: Column::Task,
             reversed: false,
+            coalesced: false,
+            groups: Vec::new(),
+            group_row: 0,
+            group_tasks: None,
             back: Vec::new(),
             paused: false,
             help: false,
@@ -138,6 +151,16 @@ impl App {
             return Vec::new();
         };
         self.order.iter().map(|&i| &d.tasks[i]).collect()
+    }
+
+    /// The groups of the coalesced view, largest first, and the selected one's row.
+    pub fn groups(&self) -> (&[Group], usize) {
+        (&self.groups, self.group_row)
+    }
+
+    /// Whether the table lists one group's tasks (opened from the coalesced view).
+    pub fn in_group(&self) -> bool {
+        self.group_tasks.is_some()
     }
 
     /// The selected task, if it is on screen.
@@ -191,8 +214,22 @@ impl App {
             self.reorder();
             return;
         }
+        if self.coalesced {
+            self.group_key(key);
+            return;
+        }
         match key {
             Key::Search => self.typing = true,
+            Key::Coalesce => {
+                self.coalesced = true;
+                self.group_tasks = None;
+                self.reorder();
+            }
+            Key::Back if self.back.is_empty() && self.group_tasks.is_some() => {
+                self.group_tasks = None;
+                self.coalesced = true;
+                self.reorder();
+            }
             Key::NextSort => {
                 self.sort = self.sort.next();
                 self.reorder();
@@ -212,14 +249,45 @@ impl App {
                     self.select_id(id);
                 }
             }
-            Key::Pause => {
-                self.paused = !self.paused;
-                if !self.paused {
-                    self.show_newest();
-                }
-            }
+            Key::Pause => self.key_pause(),
             Key::Help => self.help = true,
             Key::Quit => self.quit = true,
+        }
+    }
+
+    /// A key in the coalesced view.
+    fn group_key(&mut self, key: Key) {
+        let last = self.groups.len().saturating_sub(1);
+        match key {
+            Key::Up => self.group_row = self.group_row.saturating_sub(1),
+            Key::Down => self.group_row = (self.group_row + 1).min(last),
+            Key::Top => self.group_row = 0,
+            Key::Bottom => self.group_row = last,
+            Key::Follow => {
+                if let Some(g) = self.groups.get(self.group_row) {
+                    self.group_tasks = Some(g.task_ids.clone());
+                    self.coalesced = false;
+                    self.back.clear();
+                    self.reorder();
+                    self.select_row(0);
+                }
+            }
+            Key::Coalesce => {
+                self.coalesced = false;
+                self.reorder();
+            }
+            Key::Search => self.typing = true,
+            Key::Pause => self.key_pause(),
+            Key::Help => self.help = true,
+            Key::Quit => self.quit = true,
+            _ => {}
+        }
+    }
+
+    fn key_pause(&mut self) {
+        self.paused = !self.paused;
+        if !self.paused {
+            self.show_newest();
         }
     }
 
@@ -234,9 +302,15 @@ impl App {
             return;
         };
         let needle = self.search.to_lowercase();
+        let in_group = |id: u64| self.group_tasks.as_ref().is_none_or(|g| g.contains(&id));
         let mut order: Vec<usize> = (0..d.tasks.len())
+            .filter(|&i| in_group(d.tasks[i].id))
             .filter(|&i| needle.is_empty() || d.tasks[i].mentions(&needle))
             .collect();
+        if self.coalesced {
+            self.groups = coalesce(order.iter().map(|&i| &d.tasks[i]));
+            self.group_row = self.group_row.min(self.groups.len().saturating_sub(1));
+        }
         let t = |i: usize| &d.tasks[i];
         match self.sort {
             Column::Task => {}
@@ -451,6 +525,26 @@ pub(crate) mod tests {
             .collect::<Vec<_>>();
         assert_eq!(names, ["gamma", "beta", "alpha"]);
         assert_eq!(app.selected, Some(2), "still beta");
+    }
+
+    #[test]
+    fn c_groups_identical_chains_and_enter_lists_a_groups_tasks_until_backspace() {
+        // Tasks 2 and 3 have the same chain; task 1's frame awaits task 2, so its chain differs.
+        let mut app = app_with(&three());
+        app.key(Key::Coalesce);
+        let (groups, row) = app.groups();
+        let sizes: Vec<usize> = groups.iter().map(|g| g.count).collect();
+        assert_eq!(sizes, [2, 1], "largest first");
+        assert_eq!(row, 0);
+        app.key(Key::Follow);
+        assert!(!app.coalesced && app.in_group());
+        let ids: Vec<u64> = app.rows().iter().map(|t| t.id).collect();
+        assert_eq!(ids, [2, 3]);
+        assert_eq!(app.selected, Some(2));
+        app.key(Key::Back);
+        assert!(app.coalesced && !app.in_group(), "back to the groups");
+        app.key(Key::Coalesce);
+        assert_eq!(app.rows().len(), 3, "every task again");
     }
 
     #[test]

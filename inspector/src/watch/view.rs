@@ -27,6 +27,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "search names, types, frames and files (Enter or Esc ends typing)",
     ),
     ("o  r", "sort by the next column, reverse the sort"),
+    ("c", "group identical chains (Enter lists a group's tasks)"),
     ("space", "pause the screen (updates go on)"),
     ("?", "this help"),
     ("q  Ctrl-C", "quit"),
@@ -48,6 +49,9 @@ pub fn draw(f: &mut Frame<'_>, app: &App, now: Instant) {
 }
 
 fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
+    if app.coalesced {
+        return draw_groups(f, app, area);
+    }
     let rows: Vec<Row<'_>> = app.rows().into_iter().map(row).collect();
     let titles = [
         Column::Task,
@@ -84,6 +88,45 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
         app.selected
             .and_then(|id| app.rows().iter().position(|t| t.id == id)),
     );
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+/// The coalesced view's table: one row per group of identical chains, largest first.
+fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
+    let (groups, selected) = app.groups();
+    let rows: Vec<Row<'_>> = groups
+        .iter()
+        .map(|g| {
+            let age = match (g.min_age_ns, g.max_age_ns) {
+                (Some(a), Some(b)) if a != b => format!("{}–{}", Dur(a), Dur(b)),
+                (Some(a), _) => duration(a),
+                _ => "-".to_owned(),
+            };
+            Row::new([
+                Cell::from(format!("×{}", g.count)),
+                Cell::from(crate::view::id_ranges(&g.task_ids)),
+                Cell::from(state_word(g.state)),
+                Cell::from(age),
+                Cell::from(leaf(&g.frames)),
+            ])
+        })
+        .collect();
+    let header = Row::new(["count", "tasks", "state", "for", "leaf"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths = [
+        Constraint::Length(7),
+        Constraint::Length(14),
+        Constraint::Length(10),
+        Constraint::Length(16),
+        Constraint::Fill(1),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::new().borders(Borders::BOTTOM))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("▶ ");
+    let mut state = TableState::default();
+    state.select((!groups.is_empty()).then_some(selected));
     f.render_stateful_widget(table, area, &mut state);
 }
 
@@ -130,7 +173,16 @@ fn leaf(frames: &[FrameNode]) -> String {
 }
 
 fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
+    let (groups, selected) = app.groups();
     let body = match (app.dump(), app.selected_task()) {
+        (Some(d), _) if app.coalesced => match groups.get(selected) {
+            Some(g) => {
+                let mut s = String::new();
+                text::write_group(&mut s, d, g, text::Style::default());
+                s
+            }
+            None => "no task".to_owned(),
+        },
         (Some(d), Some(t)) => {
             let mut s = String::new();
             text::write_task(&mut s, d, t, text::Style::default());
@@ -158,6 +210,16 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
     // What changes what is shown comes first: a narrow terminal cuts the end.
     if app.paused {
         parts.push("PAUSED (space resumes)".to_owned());
+    }
+    if app.coalesced {
+        let n = app.groups().0.len();
+        let groups = if n == 1 { "group" } else { "groups" };
+        parts.push(format!("{n} {groups} (c lists tasks)"));
+    } else if app.in_group() {
+        parts.push(format!(
+            "one group's {} tasks (Backspace returns)",
+            app.rows().len()
+        ));
     }
     match (app.typing, app.search.is_empty()) {
         (true, _) => parts.push(format!("search: {}▏", app.search)),
@@ -270,6 +332,13 @@ mod tests {
             app.key(Key::Char(c));
         }
         app.key(Key::Done);
+        insta::assert_snapshot!(screen(&app, 100, 24));
+    }
+
+    #[test]
+    fn the_coalesced_view_shows_each_group_once_with_its_count() {
+        let mut app = app();
+        app.key(Key::Coalesce);
         insta::assert_snapshot!(screen(&app, 100, 24));
     }
 
