@@ -80,8 +80,10 @@ impl Drop for Tmux {
 #[test]
 fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_terminal_as_it_was() {
     let fx = Fixture::start("deadlock", &[]);
+    let dir = crate::errors::tempdir();
     let tmux = Tmux::start(&format!(
-        "{} watch {}; echo watch-exited-$?; sleep 60",
+        "cd {} && {} watch {}; echo watch-exited-$?; sleep 60",
+        dir.display(),
         env!("CARGO_BIN_EXE_asyncdump"),
         fx.pid
     ));
@@ -115,6 +117,16 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
         s.contains("1 group (c lists tasks)") && s.contains("▶ ×1")
     });
     tmux.keys("c");
+    // `s` saves what is shown as the `dump --json` document, in the current directory.
+    tmux.keys("s");
+    tmux.until("s saves a snapshot", |s| s.contains("saved asyncdump-"));
+    let saved: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(saved.len(), 1);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(saved[0].path()).unwrap()).unwrap();
+    assert_eq!(doc["format"], "asyncdump-dump");
+    assert_eq!(doc["tasks"].as_array().map(Vec::len), Some(2));
+    assert_eq!(doc["deadlocks"], serde_json::json!([[1, 2]]));
     tmux.keys("?");
     tmux.until("? lists the keys", |s| s.contains("keys (any key closes)"));
     tmux.keys("q");

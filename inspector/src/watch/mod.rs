@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::error::TargetError;
+use crate::model::State;
 use crate::session::{Session, SessionOptions};
 use crate::target::Target;
 use feed::Update;
@@ -61,6 +62,14 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
+            if app.save_requested {
+                app.save_requested = false;
+                app.message = Some(match app.dump().map(save) {
+                    Some(Ok(path)) => format!("saved {path}"),
+                    Some(Err(e)) => format!("could not save: {e}"),
+                    None => "nothing to save yet".to_owned(),
+                });
+            }
             terminal.draw(|f| view::draw(f, &app, Instant::now()))?;
             if app.quit {
                 return Ok(());
@@ -76,6 +85,22 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
     })();
     ratatui::restore();
     Ok(result?)
+}
+
+/// Writes `dump` as the `--json` document to `asyncdump-PID-UNIXSECS.json` in the current directory,
+/// without replacing an existing file.
+fn save(dump: &crate::model::Dump) -> std::io::Result<String> {
+    use std::io::Write;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let path = format!("asyncdump-{}-{secs}.json", dump.process.pid);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    file.write_all(crate::view::json::render(dump, None).as_bytes())?;
+    Ok(path)
 }
 
 /// The state's key for a terminal key press; while a search is typed, characters are its text.
@@ -107,6 +132,11 @@ fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
         KeyCode::Char('o') => Key::NextSort,
         KeyCode::Char('r') => Key::Reverse,
         KeyCode::Char('c') => Key::Coalesce,
+        KeyCode::Char('1') => Key::Toggle(State::Idle),
+        KeyCode::Char('2') => Key::Toggle(State::Scheduled),
+        KeyCode::Char('3') => Key::Toggle(State::Running),
+        KeyCode::Char('4') => Key::Toggle(State::Completed),
+        KeyCode::Char('s') => Key::Save,
         KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
         _ => return None,
     })

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::model::{Dump, FrameNode, Group, TaskView, coalesce};
+use crate::model::{Dump, FrameNode, Group, State, TaskView, coalesce};
 
 /// A key, as the state understands it (the terminal's key events are mapped to these in `input`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,10 @@ pub enum Key {
     Reverse,
     /// Group identical chains, or list tasks again.
     Coalesce,
+    /// Show or hide the tasks in a state.
+    Toggle(State),
+    /// Save what is on screen as a snapshot file.
+    Save,
 }
 
 /// The table's columns that sort.
@@ -103,6 +107,11 @@ pub struct App {
     group_row: usize,
     /// The tasks of the group Enter opened, while they are listed.
     group_tasks: Option<Vec<u64>>,
+    /// States whose tasks are hidden.
+    pub hidden: Vec<State>,
+    /// Set by `s`; the screen's loop writes the file and says how it went in `message`.
+    pub save_requested: bool,
+    pub message: Option<String>,
     back: Vec<u64>,
     pub paused: bool,
     pub help: bool,
@@ -129,6 +138,9 @@ impl App {
             groups: Vec::new(),
             group_row: 0,
             group_tasks: None,
+            hidden: Vec::new(),
+            save_requested: false,
+            message: None,
             back: Vec::new(),
             paused: false,
             help: false,
@@ -214,6 +226,23 @@ impl App {
             self.reorder();
             return;
         }
+        match key {
+            Key::Toggle(state) => {
+                match self.hidden.iter().position(|&s| s == state) {
+                    Some(i) => {
+                        self.hidden.remove(i);
+                    }
+                    None => self.hidden.push(state),
+                }
+                self.reorder();
+                return;
+            }
+            Key::Save => {
+                self.save_requested = self.shown.is_some();
+                return;
+            }
+            _ => {}
+        }
         if self.coalesced {
             self.group_key(key);
             return;
@@ -238,7 +267,7 @@ impl App {
                 self.reversed = !self.reversed;
                 self.reorder();
             }
-            Key::Char(_) | Key::Erase | Key::Done => {}
+            Key::Char(_) | Key::Erase | Key::Done | Key::Toggle(_) | Key::Save => {}
             Key::Up => self.select_row(self.row.saturating_sub(1)),
             Key::Down => self.select_row(self.row + 1),
             Key::Top => self.select_row(0),
@@ -304,7 +333,7 @@ impl App {
         let needle = self.search.to_lowercase();
         let in_group = |id: u64| self.group_tasks.as_ref().is_none_or(|g| g.contains(&id));
         let mut order: Vec<usize> = (0..d.tasks.len())
-            .filter(|&i| in_group(d.tasks[i].id))
+            .filter(|&i| in_group(d.tasks[i].id) && !self.hidden.contains(&d.tasks[i].state))
             .filter(|&i| needle.is_empty() || d.tasks[i].mentions(&needle))
             .collect();
         if self.coalesced {
@@ -545,6 +574,32 @@ pub(crate) mod tests {
         assert!(app.coalesced && !app.in_group(), "back to the groups");
         app.key(Key::Coalesce);
         assert_eq!(app.rows().len(), 3, "every task again");
+    }
+
+    #[test]
+    fn state_toggles_hide_and_show_the_tasks_in_a_state() {
+        let mut s = three();
+        s.tasks[1].state = asyncdump_protocol::TaskState::Completed { at_ns: 1 };
+        let mut app = app_with(&s);
+        let ids = |app: &App| app.rows().iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(&app), [1, 2, 3]);
+        app.key(Key::Toggle(State::Completed));
+        assert_eq!(ids(&app), [1, 3]);
+        app.key(Key::Toggle(State::Idle));
+        assert!(ids(&app).is_empty());
+        app.key(Key::Toggle(State::Idle));
+        app.key(Key::Toggle(State::Completed));
+        assert_eq!(ids(&app), [1, 2, 3]);
+    }
+
+    #[test]
+    fn s_asks_the_screen_to_save_what_is_shown() {
+        let mut app = App::new(Instant::now());
+        app.key(Key::Save);
+        assert!(!app.save_requested, "nothing to save yet");
+        let mut app = app_with(&three());
+        app.key(Key::Save);
+        assert!(app.save_requested);
     }
 
     #[test]

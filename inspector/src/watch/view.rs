@@ -28,6 +28,14 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("o  r", "sort by the next column, reverse the sort"),
     ("c", "group identical chains (Enter lists a group's tasks)"),
+    (
+        "1 2 3 4",
+        "show or hide idle, scheduled, running, completed tasks",
+    ),
+    (
+        "s",
+        "save what is shown as a JSON snapshot (as dump --json)",
+    ),
     ("space", "pause the screen (updates go on)"),
     ("?", "this help"),
     ("q  Ctrl-C", "quit"),
@@ -211,6 +219,13 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
     if app.paused {
         parts.push("PAUSED (space resumes)".to_owned());
     }
+    if let Some(m) = &app.message {
+        parts.push(m.clone());
+    }
+    if !app.hidden.is_empty() {
+        let hidden: Vec<&str> = app.hidden.iter().map(|&s| state_word(s)).collect();
+        parts.push(format!("hiding {}", hidden.join(", ")));
+    }
     if app.coalesced {
         let n = app.groups().0.len();
         let groups = if n == 1 { "group" } else { "groups" };
@@ -247,7 +262,7 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
 
 fn draw_help(f: &mut Frame<'_>) {
     let area = f.area();
-    let width = area.width.min(72);
+    let width = area.width.min(84);
     let height = (KEYS.len() as u16 + 2).min(area.height);
     let at = Rect {
         x: area.x + (area.width - width) / 2,
