@@ -1,4 +1,4 @@
-//! Walk plans: how the agent reads async state machines for chains nobody annotated (issue #3).
+//! Walk plans: how the agent reads async state machines for chains nobody annotated.
 //!
 //! The inspector reads the target binary's DWARF and sends a [`WalkPlan`]: for each future type it may
 //! meet, where the discriminant is and which fields to follow in each case ([`TypePlan`]). The agent knows
