@@ -60,7 +60,10 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
     if app.coalesced {
         return draw_groups(f, app, area);
     }
-    let rows: Vec<Row<'_>> = app.rows().into_iter().map(row).collect();
+    let tasks = app.rows();
+    let selected = app
+        .selected
+        .and_then(|id| tasks.iter().position(|t| t.id == id));
     let titles = [
         Column::Task,
         Column::Name,
@@ -76,33 +79,16 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
         };
         format!("{}{mark}", c.title())
     });
-    let header = Row::new(titles.into_iter().chain(["leaf".to_owned()]))
-        .style(Style::new().add_modifier(Modifier::BOLD));
-    let widths = [
-        Constraint::Length(12),
-        Constraint::Length(14),
-        Constraint::Length(10),
-        Constraint::Length(9),
-        Constraint::Length(6),
-        Constraint::Fill(1),
-    ];
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(Block::new().borders(Borders::BOTTOM))
-        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-        .highlight_symbol("▶ ");
-    let mut state = TableState::default();
-    state.select(
-        app.selected
-            .and_then(|id| app.rows().iter().position(|t| t.id == id)),
-    );
-    f.render_stateful_widget(table, area, &mut state);
+    let header = titles.into_iter().chain(["leaf".to_owned()]).collect();
+    let widths = [12, 14, 10, 9, 6];
+    let rows = tasks.into_iter().map(row).collect();
+    render_table(f, area, header, &widths, rows, selected);
 }
 
 /// The coalesced view's table: one row per group of identical chains, largest first.
 fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
     let (groups, selected) = app.groups();
-    let rows: Vec<Row<'_>> = groups
+    let rows = groups
         .iter()
         .map(|g| {
             let age = match (g.min_age_ns, g.max_age_ns) {
@@ -119,22 +105,34 @@ fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
             ])
         })
         .collect();
-    let header = Row::new(["count", "tasks", "state", "for", "leaf"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
-    let widths = [
-        Constraint::Length(7),
-        Constraint::Length(14),
-        Constraint::Length(10),
-        Constraint::Length(16),
-        Constraint::Fill(1),
-    ];
+    let header = ["count", "tasks", "state", "for", "leaf"]
+        .map(String::from)
+        .to_vec();
+    let selected = (!groups.is_empty()).then_some(selected);
+    render_table(f, area, header, &[7, 14, 10, 16], rows, selected);
+}
+
+/// A table of `rows` under a bold `header`, its columns `widths` wide and the last one the rest, with
+/// the `selected` row reversed and marked (so that it reads without colour too).
+fn render_table(
+    f: &mut Frame<'_>,
+    area: Rect,
+    header: Vec<String>,
+    widths: &[u16],
+    rows: Vec<Row<'_>>,
+    selected: Option<usize>,
+) {
+    let widths = widths
+        .iter()
+        .map(|&w| Constraint::Length(w))
+        .chain([Constraint::Fill(1)]);
     let table = Table::new(rows, widths)
-        .header(header)
+        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::new().borders(Borders::BOTTOM))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
         .highlight_symbol("▶ ");
     let mut state = TableState::default();
-    state.select((!groups.is_empty()).then_some(selected));
+    state.select(selected);
     f.render_stateful_widget(table, area, &mut state);
 }
 
