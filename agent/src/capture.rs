@@ -78,19 +78,49 @@ pub fn snapshot(req: &SnapshotRequest) -> Snapshot {
     Capturer::default().capture(req)
 }
 
+/// Names and locations already numbered, for one snapshot or one subscription.
 #[derive(Default)]
-struct Interner {
+pub(crate) struct Interner {
     metas: FastMap<(usize, usize, Source), u32>,
     sites: FastMap<(usize, usize), u32>,
+    /// Thread names, for one capture only (tids are reused).
     threads: FastMap<u32, Option<String>>,
 }
 
 impl Capturer {
     pub(crate) fn capture(&mut self, req: &SnapshotRequest) -> Snapshot {
+        let cells = registry().collect(req.include_completed);
+        let mut snap = self.capture_cells(&cells, req.walk.as_ref(), &mut Interner::default());
+        // After every task lock is released: listing a runtime takes none of ours, and none of tokio's.
+        snap.runtimes = crate::runtime::list_all(req.walk.as_ref(), &mut self.walker);
+        if self.stale.len() > STALE_CACHE_MAX / 2 {
+            let live: std::collections::HashSet<u64> = cells.iter().map(|c| c.id).collect();
+            self.stale.retain(|id, _| live.contains(id));
+        }
+        snap.capture_ns = sys::now_ns() - snap.now_ns;
+        snap
+    }
+
+    /// Lists the registered runtimes (see `runtime::list_all`), with this capturer's walker.
+    pub(crate) fn list_runtimes(
+        &mut self,
+        plan: Option<&WalkPlan>,
+    ) -> Vec<asyncdump_protocol::RuntimeReport> {
+        crate::runtime::list_all(plan, &mut self.walker)
+    }
+
+    /// Captures `cells` (and walks them with `plan`), interning names with `interner`: a fresh one for
+    /// a snapshot, a subscription's own across its updates, so that each update carries only the
+    /// names new to it. `frame_metas` and `spawn_sites` of the result hold only those.
+    pub(crate) fn capture_cells(
+        &mut self,
+        cells: &[Arc<TaskCell>],
+        plan: Option<&WalkPlan>,
+        interner: &mut Interner,
+    ) -> Snapshot {
         let conv = sys::TickConv::now();
         let start = conv.ns_now;
         let wait_until = start + TOTAL_WAIT_NS;
-        let cells = registry().collect(req.include_completed);
         let mut snap = Snapshot {
             now_ns: start,
             uptime_ns: start.saturating_sub(crate::server::process_start_mono_ns()),
@@ -98,9 +128,9 @@ impl Capturer {
             stats: registry().stats(),
             ..Snapshot::default()
         };
-        let mut interner = Interner::default();
+        interner.threads.clear();
         let mut scratch = Vec::new();
-        let plan = req.walk.as_ref().map(|plan| Plan {
+        let plan = plan.map(|plan| Plan {
             plan,
             roots: plan.roots.iter().copied().collect(),
             hash: {
@@ -116,7 +146,7 @@ impl Capturer {
         // `WALK_BATCH`, or before waiting on a task that is busy: no poll ever waits on a lock we hold
         // while we wait ourselves.
         let mut held: Vec<Held<'_>> = Vec::new();
-        for cell in &cells {
+        for cell in cells {
             let lock = if cell.is_completed() {
                 None
             } else {
@@ -131,7 +161,7 @@ impl Capturer {
                 }
             };
             let (task, keep) =
-                self.capture_task(cell, lock, &pass, &mut scratch, &mut interner, &mut snap);
+                self.capture_task(cell, lock, &pass, &mut scratch, interner, &mut snap);
             if let Some((lock, ty, addr)) = keep {
                 held.push(Held {
                     index: snap.tasks.len(),
@@ -149,12 +179,6 @@ impl Capturer {
         }
         if let Some(plan) = &plan {
             self.walk_held(plan, &mut held, &mut snap.tasks);
-        }
-        // After every task lock is released: listing a runtime takes none of ours, and none of tokio's.
-        snap.runtimes = crate::runtime::list_all(req.walk.as_ref(), &mut self.walker);
-        if self.stale.len() > STALE_CACHE_MAX / 2 {
-            let live: std::collections::HashSet<u64> = cells.iter().map(|c| c.id).collect();
-            self.stale.retain(|id, _| live.contains(id));
         }
         snap.capture_ns = sys::now_ns() - start;
         snap
@@ -382,6 +406,7 @@ impl Interner {
             f.location as *const _ as usize,
             f.source,
         );
+        let next = self.metas.len() as u32;
         *self.metas.entry(key).or_insert_with(|| {
             snap.frame_metas.push(FrameMeta {
                 name: f.name.to_owned(),
@@ -391,7 +416,7 @@ impl Interner {
                     Source::Labelled | Source::Root => FrameSource::Labelled,
                 },
             });
-            (snap.frame_metas.len() - 1) as u32
+            next
         })
     }
 
@@ -400,12 +425,13 @@ impl Interner {
             cell.spawn as *const _ as usize,
             cell.root_type.as_ptr() as usize,
         );
+        let next = self.sites.len() as u32;
         *self.sites.entry(key).or_insert_with(|| {
             snap.spawn_sites.push(SpawnSite {
                 location: location(cell.spawn),
                 root_type: cell.root_type.to_owned(),
             });
-            (snap.spawn_sites.len() - 1) as u32
+            next
         })
     }
 }

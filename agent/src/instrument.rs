@@ -82,6 +82,9 @@ impl<F: Future> Future for Instrumented<F> {
             .store(&*inner as *const F as usize, Relaxed);
         let start = sys::ticks();
         task.running_since_ns.store(start, Relaxed);
+        // Before and after the poll: a subscriber that looks during a long poll sees it running, and
+        // the end of the poll is a change of its own.
+        crate::changes::mark(task);
         let out = {
             let _enter = Enter::new(Arc::as_ptr(task), &task.root);
             let poll_waker = PollWaker {
@@ -102,6 +105,7 @@ impl<F: Future> Future for Instrumented<F> {
         if out.is_ready() {
             task.mark_completed(end);
         }
+        crate::changes::mark(task);
         out
     }
 }
@@ -141,6 +145,7 @@ impl Drop for Exit {
         }
         task.mark_completed(sys::ticks());
         registry().retire(task);
+        crate::changes::mark(task);
         if task.leak.load(Relaxed) {
             // Frames orphaned from this task may still hold a pointer to its cell (see `frame`): keep the
             // cell alive for the rest of the process. Only futures polled in one task and then moved to

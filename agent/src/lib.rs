@@ -82,10 +82,12 @@ macro_rules! field_names {
 }
 
 mod capture;
+mod changes;
 mod frame;
 mod instrument;
 mod runtime;
 mod server;
+mod subscription;
 mod sys;
 mod task;
 #[cfg(feature = "tokio")]

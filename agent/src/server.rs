@@ -30,7 +30,7 @@ use crate::sys;
 /// Most connections served at once.
 pub const MAX_CLIENTS: usize = 4;
 /// A client that sends nothing for this long is disconnected.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the agent could not start. The host program should log it and carry on.
 #[derive(Debug, thiserror::Error)]
@@ -226,7 +226,7 @@ extern "C" fn remove_socket_at_exit() {
 
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
-fn capturer() -> &'static Mutex<Capturer> {
+pub(crate) fn capturer() -> &'static Mutex<Capturer> {
     static CAPTURER: OnceLock<Mutex<Capturer>> = OnceLock::new();
     CAPTURER.get_or_init(Default::default)
 }
@@ -269,7 +269,7 @@ fn serve(listener: UnixListener, handshake: Handshake) {
     }
 }
 
-fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
+pub(crate) fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
     let bytes = encode(reply).map_err(io::Error::other)?;
     write_frame(stream, &bytes)
 }
@@ -371,6 +371,12 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
                 return Ok(());
             }
         };
+        if let Request::Subscribe(req) = &request {
+            match crate::subscription::serve(&mut stream, req) {
+                crate::subscription::End::Spoke => continue,
+                crate::subscription::End::Closed => return Ok(()),
+            }
+        }
         let reply = std::panic::catch_unwind(|| answer(&request)).unwrap_or_else(|_| {
             Reply::Error(ErrorReply {
                 kind: ErrorKind::Internal,
@@ -388,6 +394,11 @@ fn answer(request: &Request) -> Reply {
             root_anchors: crate::task::registry().root_anchors(),
             build_id: sys::own_build_id(),
             runtimes: crate::runtime::handles(),
+        }),
+        // Served by the connection loop itself: it answers with many replies.
+        Request::Subscribe(_) => Reply::Error(ErrorReply {
+            kind: ErrorKind::Internal,
+            message: "subscriptions are served by the connection loop".into(),
         }),
         Request::Snapshot(req) => Reply::Snapshot(
             capturer()

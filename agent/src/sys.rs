@@ -169,6 +169,54 @@ pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     }
 }
 
+/// Waits up to `timeout` for `stream` to have something to read: `Ok(None)` when the time passed,
+/// `Ok(Some(0))` when the peer closed, `Ok(Some(n))` when `n` bytes (at most one) wait unread.
+pub(crate) fn peek_wait(
+    stream: &UnixStream,
+    timeout: std::time::Duration,
+) -> io::Result<Option<usize>> {
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `fd` is one valid, writable pollfd, and we pass a count of one.
+    let rc = unsafe { libc::poll(&mut fd, 1, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    if rc == 0 {
+        return Ok(None);
+    }
+    let mut byte = 0u8;
+    // SAFETY: `byte` is one writable byte; MSG_PEEK leaves it in the socket, MSG_DONTWAIT never blocks.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        n if n >= 0 => Ok(Some(n as usize)),
+        _ => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
 /// One read for [`read_own_many`]: `len` bytes at `addr` into `dst`.
 pub(crate) struct Read {
     pub(crate) addr: usize,

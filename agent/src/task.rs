@@ -69,6 +69,8 @@ pub(crate) struct TaskCell {
     slab_key: AtomicUsize,
     /// Set when the task orphaned frames that may still point at it: the cell is then never freed.
     pub(crate) leak: AtomicBool,
+    /// The task's place in the journal of changes, while a subscription is open.
+    pub(crate) changes: crate::changes::Link,
 }
 
 impl TaskCell {
@@ -103,8 +105,10 @@ impl TaskCell {
             awaited_by_frame: AtomicU64::new(0),
             slab_key: AtomicUsize::new(usize::MAX),
             leak: AtomicBool::new(false),
+            changes: Default::default(),
         });
         reg.insert(&cell);
+        crate::changes::mark(&cell);
         cell
     }
 
@@ -231,6 +235,7 @@ impl TaskCell {
     pub(crate) fn record_wake(&self) {
         self.wakes.fetch_add(1, Relaxed);
         self.last_wake_ns.store(sys::ticks(), Relaxed);
+        crate::changes::mark(self);
     }
 }
 

@@ -72,7 +72,9 @@ impl<T> JoinHandle<T> {
     }
 
     fn clear_edge(&self) {
-        self.task.awaited_by_task.store(0, Relaxed);
+        if self.task.awaited_by_task.swap(0, Relaxed) != 0 {
+            crate::changes::mark(&self.task);
+        }
         self.task.awaited_by_frame.store(0, Relaxed);
     }
 }
@@ -93,8 +95,14 @@ impl<T> Future for JoinHandle<T> {
             };
             // Frame first, task second: the snapshot reads the task id first and tolerates a frame id that
             // does not (any more) exist in the awaiting task.
-            self.task.awaited_by_frame.store(frame, Relaxed);
-            self.task.awaited_by_task.store(awaiter.id, Relaxed);
+            let t = &self.task;
+            if t.awaited_by_task.load(Relaxed) != awaiter.id
+                || t.awaited_by_frame.load(Relaxed) != frame
+            {
+                t.awaited_by_frame.store(frame, Relaxed);
+                t.awaited_by_task.store(awaiter.id, Relaxed);
+                crate::changes::mark(t);
+            }
         } else {
             self.clear_edge();
         }

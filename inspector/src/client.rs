@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
-    Request, Snapshot, SnapshotRequest, Stats, WalkInfo, WalkPlan, decode, encode, read_frame,
-    write_frame,
+    Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest, Update, WalkInfo, WalkPlan,
+    decode, encode, read_frame, write_frame,
 };
 
 use crate::error::TargetError;
@@ -20,6 +20,8 @@ pub struct Client {
     stream: UnixStream,
     path: PathBuf,
     pub handshake: Handshake,
+    /// Size of the last reply read, in bytes.
+    pub last_reply_bytes: usize,
 }
 
 impl Client {
@@ -71,6 +73,7 @@ impl Client {
             stream,
             path: path.to_owned(),
             handshake,
+            last_reply_bytes: 0,
         };
         let hello = ClientHello::new(format!("asyncdump {}", env!("CARGO_PKG_VERSION")));
         client.write(&hello.to_bytes())?;
@@ -88,7 +91,7 @@ impl Client {
         read(&mut self.stream, &self.path, max)
     }
 
-    pub fn request(&mut self, request: &Request) -> Result<Reply, TargetError> {
+    fn send(&mut self, request: &Request) -> Result<(), TargetError> {
         let bytes = encode(request).expect("requests encode");
         if bytes.len() > MAX_REQUEST_BYTES {
             return Err(TargetError::RequestTooLarge {
@@ -96,8 +99,12 @@ impl Client {
                 max: MAX_REQUEST_BYTES,
             });
         }
-        self.write(&bytes)?;
+        self.write(&bytes)
+    }
+
+    fn reply(&mut self) -> Result<Reply, TargetError> {
         let reply = self.read(MAX_REPLY_BYTES)?;
+        self.last_reply_bytes = reply.len();
         match decode::<Reply>(&reply) {
             Ok(Reply::Error(e)) => Err(TargetError::AgentError { message: e.message }),
             Ok(reply) => Ok(reply),
@@ -105,6 +112,32 @@ impl Client {
                 path: self.path.clone(),
                 detail: e.to_string(),
             }),
+        }
+    }
+
+    pub fn request(&mut self, request: &Request) -> Result<Reply, TargetError> {
+        self.send(request)?;
+        self.reply()
+    }
+
+    /// Starts a subscription (ending any earlier one): updates follow, read with [`Client::update`].
+    pub fn subscribe(&mut self, req: SubscribeRequest) -> Result<(), TargetError> {
+        // An update may take a whole interval to come, on top of its capture.
+        let wait = TIMEOUT + Duration::from_millis(req.interval_ms.into());
+        self.stream
+            .set_read_timeout(Some(wait))
+            .map_err(|e| TargetError::NoAnswer {
+                path: self.path.clone(),
+                detail: e.to_string(),
+            })?;
+        self.send(&Request::Subscribe(req))
+    }
+
+    /// The subscription's next update.
+    pub fn update(&mut self) -> Result<Update, TargetError> {
+        match self.reply()? {
+            Reply::Update(u) => Ok(u),
+            _ => Err(self.unexpected()),
         }
     }
 

@@ -13,4 +13,5 @@ mod protocol_abuse;
 mod ps;
 mod runtime_tasks;
 mod session;
+mod subscription;
 mod watch;

@@ -17,7 +17,8 @@
 //!   cross-task edges, delegates) encoded with `postcard`, a compact serde binary format.
 //!
 //! Conversation: the agent sends its [`Handshake`]; the client sends its [`ClientHello`]; then the client
-//! sends [`Request`]s and the agent answers each with one [`Reply`]. Any protocol violation gets a
+//! sends [`Request`]s and the agent answers each with one [`Reply`], except [`Request::Subscribe`], which
+//! the agent answers with an [`Update`] at every interval until the client speaks again or leaves. Any protocol violation gets a
 //! [`Reply::Error`] and the connection is closed.
 
 pub mod agent_names;
@@ -42,7 +43,7 @@ pub use walk::{
 };
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest frame the agent accepts from a client. Requests are small (the biggest is a walk plan, a few
 /// kilobytes per distinct future type); anything bigger is a bug or an attack.

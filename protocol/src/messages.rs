@@ -22,7 +22,24 @@ pub enum Request {
     Snapshot(SnapshotRequest),
     /// What the inspector needs to build a walk plan: the live tasks' root anchors and the build-id.
     WalkInfo,
+    /// Updates at an interval from now on ([`Reply::Update`]), until the client closes the connection or
+    /// sends another request (which ends the subscription; another `Subscribe` starts a new one).
+    Subscribe(SubscribeRequest),
 }
+
+/// See [`Request::Subscribe`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscribeRequest {
+    /// Time between updates; the agent uses at least [`MIN_INTERVAL_MS`].
+    pub interval_ms: u32,
+    /// Also report tasks as they complete (otherwise they are reported [`Update::gone`]).
+    pub include_completed: bool,
+    /// Walk each new or changed idle task's future with this plan, and list registered runtimes.
+    pub walk: Option<crate::WalkPlan>,
+}
+
+/// Shortest interval between two updates of a subscription.
+pub const MIN_INTERVAL_MS: u32 = 20;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRequest {
@@ -38,6 +55,8 @@ pub enum Reply {
     Stats(Stats),
     Snapshot(Snapshot),
     WalkInfo(WalkInfo),
+    /// One update of a subscription.
+    Update(Update),
     /// The request (or the frame carrying it) was refused; the agent closes the connection after this.
     Error(ErrorReply),
 }
@@ -101,6 +120,38 @@ pub struct Snapshot {
     /// One per registered runtime: tokio's count of its live tasks and, when the request's walk plan
     /// carried a runtime plan, the tasks listed from it.
     pub runtimes: Vec<crate::RuntimeReport>,
+}
+
+/// What changed since a subscription's previous update (or, when [`Update::full`], everything).
+///
+/// A reader keeps a table of tasks by id, and of the frame metas and spawn sites by index: an update's
+/// `frame_metas` and `spawn_sites` are appended to the subscription's tables (their first entry is
+/// number `metas_before` and `sites_before`), its `tasks` replace the reader's tasks of the same id or
+/// are new, and its `gone` ids are dropped. A task not in an update has not been registered, polled,
+/// woken, awaited or ended since the previous one: its record and chain are as they were, and only its
+/// ages grow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Update {
+    /// The subscription's first update: `tasks` is every task, and the reader starts its tables afresh.
+    pub full: bool,
+    pub now_ns: u64,
+    /// How long the agent spent on this update.
+    pub capture_ns: u64,
+    pub uptime_ns: u64,
+    pub metas_before: u32,
+    pub frame_metas: Vec<FrameMeta>,
+    pub sites_before: u32,
+    pub spawn_sites: Vec<SpawnSite>,
+    /// New and changed tasks, each whole; completed ones too when the subscription asked for them.
+    pub tasks: Vec<Task>,
+    /// Ids of tasks that ended (when completed tasks were not asked for).
+    pub gone: Vec<u64>,
+    pub stats: Stats,
+    /// The registered runtimes, when they were listed for this update and changed since last sent;
+    /// `None`: as in the previous update that had them. Tasks nobody spawned through the agent are
+    /// never marked as they change, so the runtimes are listed on the full update, then at most once a
+    /// second (less often when a listing is slow), and sent only when the listing differs.
+    pub runtimes: Option<Vec<crate::RuntimeReport>>,
 }
 
 /// The static description of a frame, shared by every instance of it.

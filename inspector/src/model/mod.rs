@@ -17,7 +17,10 @@ use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, W
 
 use crate::decode::{AnnotatedFrame, DecodedDelegate, Decoder, TaskRefs};
 
+mod chains;
 mod runtime;
+pub use chains::ChainCache;
+use chains::{Chain, ChainKey};
 pub use runtime::RuntimeView;
 use serde::Serialize;
 
@@ -92,7 +95,7 @@ pub struct TaskView {
     pub agent_id: Option<u64>,
     /// tokio's task id (`tokio::task::Id`), for a task listed from a registered runtime.
     pub tokio_id: Option<u64>,
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     pub state: State,
     /// OS thread running the task, when running.
     pub thread: Option<Thread>,
@@ -109,18 +112,19 @@ pub struct TaskView {
     pub spawned_at: Option<Arc<Loc>>,
     pub root_type: Arc<str>,
     pub capture: CaptureView,
-    /// Frames the task root awaits directly; each holds its children down to the leaves.
-    pub frames: Vec<FrameNode>,
+    /// Frames the task root awaits directly; each holds its children down to the leaves. Shared: a
+    /// live view's dumps share the chains of tasks that did not change.
+    pub frames: Arc<Vec<FrameNode>>,
     /// Tasks whose JoinHandle the task root awaits directly (outside any frame).
     pub awaits_tasks: Vec<u64>,
     pub awaited_by: Option<AwaitedBy>,
     pub delegate: Option<DelegateView>,
     /// What decoded leaves say about the waker they keep (tokio oneshot receivers), when decoding is on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub decoded_delegates: Vec<DecodedDelegate>,
+    pub decoded_delegates: Arc<Vec<DecodedDelegate>>,
     /// Why this task's chain was not (fully) decoded, when decoding is on.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decode_note: Option<String>,
+    pub decode_note: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -333,17 +337,20 @@ impl Dump {
             round_trip_ns,
             None,
             DecodingInfo::default(),
+            &mut ChainCache::default(),
         )
     }
 
     /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`, and adds the tasks
-    /// only listed from registered runtimes (see the `runtime` module).
+    /// only listed from registered runtimes (see the `runtime` module). Chains in `cache` that are
+    /// still their task's are taken from it instead (see `chains`).
     pub fn build_decoded(
         handshake: &Handshake,
         snap: &Snapshot,
         round_trip_ns: u64,
         decoder: Option<&Decoder>,
         decoding: DecodingInfo,
+        cache: &mut ChainCache,
     ) -> Dump {
         let shared = Shared {
             metas: snap
@@ -385,7 +392,7 @@ impl Dump {
             .iter()
             .map(|t| {
                 let edges = edges.get(&t.id).map_or(&[][..], |v| v);
-                let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs());
+                let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs(), cache);
                 listed.annotate(&mut view);
                 view.awaited_by = t.awaited_by.map(|edge| {
                     let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
@@ -400,11 +407,9 @@ impl Dump {
                 view
             })
             .collect();
+        cache.sweep();
         tasks.extend(listed.views(decoder));
         listed.join_edges(&mut tasks, decoder);
-        for t in &mut tasks {
-            assign_frame_ids(&mut t.frames);
-        }
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         Dump {
             format: "asyncdump-dump",
@@ -461,7 +466,7 @@ impl Filter {
 }
 
 /// Gives every frame of a chain its stable id (see [`FrameNode::id`]). Iterative: chains may be deep.
-fn assign_frame_ids(frames: &mut [FrameNode]) {
+pub(super) fn assign_frame_ids(frames: &mut [FrameNode]) {
     use std::hash::BuildHasher;
     let mut stack: Vec<(&mut [FrameNode], u64)> = vec![(frames, 0)];
     while let Some((level, parent)) = stack.pop() {
@@ -527,6 +532,7 @@ fn task_view(
     edges: &[(Option<u64>, u64)],
     decoder: Option<&Decoder>,
     refs: &TaskRefs,
+    cache: &mut ChainCache,
 ) -> TaskView {
     let now = snap.now_ns;
     let (state, thread, since) = match &t.state {
@@ -549,6 +555,63 @@ fn task_view(
     if let Some(name) = decoder.and_then(|d| d.root_names.get(&t.root_anchor)) {
         root_type = name.clone();
     }
+    let key = ChainKey {
+        polls: t.polls,
+        capture: t.capture,
+        edges: edges.to_vec(),
+    };
+    cache.saw(t.id);
+    let chain = match cache.get(t.id, &key) {
+        Some(chain) => chain.clone(),
+        None => {
+            let chain = chain(shared, t, edges, decoder, refs);
+            cache.put(t.id, key, chain.clone());
+            chain
+        }
+    };
+    TaskView {
+        id: t.id,
+        agent_id: Some(t.id),
+        tokio_id: None,
+        name: chain.name,
+        state,
+        thread,
+        state_age_ns: Some(now.saturating_sub(since)),
+        age_ns: Some(now.saturating_sub(t.created_ns)),
+        polls: Some(t.polls),
+        busy_ns: Some(t.busy_ns),
+        wakes: Some(t.wakes),
+        last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
+        spawned_at: Some(spawned_at),
+        root_type,
+        capture: match t.capture {
+            Capture::Fresh => CaptureView::Fresh,
+            Capture::Stale { captured_ns } => CaptureView::Stale {
+                age_ns: now.saturating_sub(captured_ns),
+            },
+            Capture::Unavailable => CaptureView::Unavailable,
+        },
+        frames: chain.frames,
+        awaits_tasks: chain.awaits_tasks,
+        awaited_by: None,
+        delegate: t.delegate.map(|d| DelegateView {
+            clones: d.clones,
+            held_ns: now.saturating_sub(d.since_ns),
+        }),
+        decoded_delegates: chain.decoded_delegates,
+        decode_note: chain.decode_note,
+    }
+}
+
+/// A task's chain: its annotated frames as a tree with the edges `edges` hung on them, merged with its
+/// decoded walk when there is one.
+fn chain(
+    shared: &Shared,
+    t: &asyncdump_protocol::Task,
+    edges: &[(Option<u64>, u64)],
+    decoder: Option<&Decoder>,
+    refs: &TaskRefs,
+) -> Chain {
     let mut awaits_root: Vec<u64> = Vec::new();
     let mut by_frame: FastMap<u64, Vec<u64>> = FastMap::default();
     if !edges.is_empty() {
@@ -585,37 +648,14 @@ fn task_view(
         ),
         _ => (build_tree(shared, &t.frames, &by_frame), None),
     };
-    TaskView {
-        id: t.id,
-        agent_id: Some(t.id),
-        tokio_id: None,
-        name: t.name.clone(),
-        state,
-        thread,
-        state_age_ns: Some(now.saturating_sub(since)),
-        age_ns: Some(now.saturating_sub(t.created_ns)),
-        polls: Some(t.polls),
-        busy_ns: Some(t.busy_ns),
-        wakes: Some(t.wakes),
-        last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
-        spawned_at: Some(spawned_at),
-        root_type,
-        capture: match t.capture {
-            Capture::Fresh => CaptureView::Fresh,
-            Capture::Stale { captured_ns } => CaptureView::Stale {
-                age_ns: now.saturating_sub(captured_ns),
-            },
-            Capture::Unavailable => CaptureView::Unavailable,
-        },
-        frames,
+    let mut frames = frames;
+    assign_frame_ids(&mut frames);
+    Chain {
+        frames: frames.into(),
         awaits_tasks: awaits_root,
-        awaited_by: None,
-        delegate: t.delegate.map(|d| DelegateView {
-            clones: d.clones,
-            held_ns: now.saturating_sub(d.since_ns),
-        }),
-        decoded_delegates,
-        decode_note,
+        decoded_delegates: decoded_delegates.into(),
+        decode_note: decode_note.map(Arc::from),
+        name: t.name.as_deref().map(Arc::from),
     }
 }
 
@@ -725,7 +765,7 @@ pub struct Group {
     /// The range of time in their state, of the tasks whose time the agent knows.
     pub min_age_ns: Option<u64>,
     pub max_age_ns: Option<u64>,
-    pub frames: Vec<FrameNode>,
+    pub frames: Arc<Vec<FrameNode>>,
     pub awaits_tasks: Vec<u64>,
 }
 

@@ -118,7 +118,7 @@ impl<'a> Listed<'a> {
     fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Decoder>) -> TaskView {
         let state = self.state(t.state);
         let mut awaits_tasks = Vec::new();
-        let (frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
+        let (mut frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
             (Some(d), Some(walk @ Walk::Nodes { nodes, .. })) => {
                 let (frames, delegates) = d.merge(nodes, &[], &mut awaits_tasks, &self.refs);
                 (frames, delegates, Decoder::note(walk))
@@ -126,6 +126,7 @@ impl<'a> Listed<'a> {
             (Some(_), Some(walk)) => (Vec::new(), Vec::new(), Decoder::note(walk)),
             _ => (Vec::new(), Vec::new(), None),
         };
+        super::assign_frame_ids(&mut frames);
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
@@ -148,12 +149,12 @@ impl<'a> Listed<'a> {
                 State::Running => CaptureView::Unavailable,
                 _ => CaptureView::Fresh,
             },
-            frames,
+            frames: frames.into(),
             awaits_tasks,
             awaited_by: None,
             delegate: None,
-            decoded_delegates,
-            decode_note,
+            decoded_delegates: decoded_delegates.into(),
+            decode_note: decode_note.map(Arc::from),
         }
     }
 
@@ -186,7 +187,8 @@ impl<'a> Listed<'a> {
             }
             if in_set
                 && path_to(&views[a].frames, key).is_none()
-                && let Some(f) = join_set_frame(&mut views[a].frames)
+                && let Some(f) =
+                    join_set_frame(Arc::<Vec<FrameNode>>::make_mut(&mut views[a].frames))
             {
                 f.awaits_tasks.push(key);
             }
@@ -196,7 +198,7 @@ impl<'a> Listed<'a> {
             }
             views[awaited].awaited_by = Some(AwaitedBy {
                 task: awaiter,
-                task_name: views[a].name.clone(),
+                task_name: views[a].name.as_deref().map(str::to_owned),
                 path: path.unwrap_or_default(),
             });
         }

@@ -348,7 +348,7 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
     }
     // Identical receivers (the branches of a join) are one line with a count.
     let mut shown: Vec<(&crate::decode::DecodedDelegate, usize)> = Vec::new();
-    for d in &t.decoded_delegates {
+    for d in t.decoded_delegates.iter() {
         match shown.iter_mut().find(|(s, _)| *s == d) {
             Some((_, n)) => *n += 1,
             None => shown.push((d, 1)),

@@ -1,6 +1,6 @@
-//! The connection side of the live view: a thread that owns the [`Session`] and takes a snapshot every
-//! interval, sending each to the screen's thread. The screen never waits on the target; a target that
-//! stops answering shows as disconnected while the last state stays on screen.
+//! The connection side of the live view: a thread that owns the [`Session`], subscribes to the agent's
+//! updates and sends the state each one leaves to the screen's thread. The screen never waits on the
+//! target; a target that stops answering shows as disconnected while the last state stays on screen.
 
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread;
@@ -28,18 +28,23 @@ pub fn start(mut session: Session, every: Duration, include_completed: bool) -> 
 }
 
 fn feed(session: &mut Session, tx: &SyncSender<Update>, every: Duration, all: bool) {
+    let ms = every.as_millis().min(u32::MAX as u128) as u32;
+    if let Err(e) = session.subscribe(ms, all) {
+        let _ = tx.send(Update::Lost(e.to_string()));
+        return;
+    }
     loop {
-        let update = match session.snapshot(all) {
-            Ok(dump) => Update::Snapshot(Box::new(dump)),
+        let update = match session.next_update() {
+            Ok((dump, _)) => Update::Snapshot(Box::new(dump)),
             Err(e) => {
                 let _ = tx.send(Update::Lost(e.to_string()));
                 return;
             }
         };
+        // A screen that is behind skips this state: the next one holds all it says.
         match tx.try_send(update) {
             Ok(()) | Err(TrySendError::Full(_)) => {}
             Err(TrySendError::Disconnected(_)) => return,
         }
-        thread::sleep(every);
     }
 }

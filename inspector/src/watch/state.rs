@@ -550,7 +550,7 @@ pub(crate) mod tests {
         let names = app
             .rows()
             .iter()
-            .map(|t| t.name.clone().unwrap())
+            .map(|t| t.name.as_deref().unwrap().to_owned())
             .collect::<Vec<_>>();
         assert_eq!(names, ["gamma", "beta", "alpha"]);
         assert_eq!(app.selected, Some(2), "still beta");

@@ -81,15 +81,25 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
     });
     let header = titles.into_iter().chain(["leaf".to_owned()]).collect();
     let widths = [12, 14, 10, 9, 6];
-    let rows = tasks.into_iter().map(row).collect();
+    let (skip, selected) = window(area, tasks.len(), selected);
+    let rows = tasks
+        .into_iter()
+        .skip(skip)
+        .take(area.height.into())
+        .map(row)
+        .collect();
     render_table(f, area, header, &widths, rows, selected);
 }
 
 /// The coalesced view's table: one row per group of identical chains, largest first.
 fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
     let (groups, selected) = app.groups();
+    let selected = (!groups.is_empty()).then_some(selected);
+    let (skip, selected) = window(area, groups.len(), selected);
     let rows = groups
         .iter()
+        .skip(skip)
+        .take(area.height.into())
         .map(|g| {
             let age = match (g.min_age_ns, g.max_age_ns) {
                 (Some(a), Some(b)) if a != b => format!("{}–{}", Dur(a), Dur(b)),
@@ -108,8 +118,17 @@ fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
     let header = ["count", "tasks", "state", "for", "leaf"]
         .map(String::from)
         .to_vec();
-    let selected = (!groups.is_empty()).then_some(selected);
     render_table(f, area, header, &[7, 14, 10, 16], rows, selected);
+}
+
+/// Which of `len` rows a table in `area` shows: how many to skip, and the selection among the rest.
+/// Only those are built (a process may have 100,000 tasks); the selection scrolls into view at the
+/// bottom, as ratatui scrolls a table.
+fn window(area: Rect, len: usize, selected: Option<usize>) -> (usize, Option<usize>) {
+    // The header and the bottom border take two lines.
+    let visible = usize::from(area.height.saturating_sub(2)).max(1);
+    let skip = selected.map_or(0, |s| (s + 1).saturating_sub(visible));
+    (skip.min(len), selected.map(|s| s - skip))
 }
 
 /// A table of `rows` under a bold `header`, its columns `widths` wide and the last one the rest, with
@@ -145,7 +164,7 @@ fn row(t: &TaskView) -> Row<'_> {
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     Row::new([
         Cell::from(id),
-        Cell::from(t.name.clone().unwrap_or_default()),
+        Cell::from(t.name.as_deref().unwrap_or_default().to_owned()),
         Cell::from(state_word(t.state)),
         Cell::from(t.state_age_ns.map_or("-".to_owned(), duration)),
         Cell::from(opt(t.polls)),

@@ -4,21 +4,27 @@
 //! The binary's debug info is loaded once, at [`Session::attach`], and checked against the build-id the
 //! agent reports. The walk plan covers the root future types of the tasks alive so far; a snapshot that
 //! finds a task of a root type the plan has not seen plans again, from the DWARF already loaded,
-//! instead of decoding that task as unknown. What keeps chains from being decoded (no debug info,
+//! instead of decoding that task as unknown. A live view subscribes instead ([`Session::subscribe`]): the
+//! agent then sends what changed at every interval, the session keeps the agent's state current
+//! (`mirror`), and each [`Session::next_update`] is a whole dump of it. A new root type there plans again
+//! and subscribes anew with the new plan. What keeps chains from being decoded (no debug info,
 //! another binary, a plan too big to send) is the dump's note, never an error: the annotated frames are
 //! still worth showing.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use asyncdump_protocol::{Handshake, WalkInfo};
+use asyncdump_protocol::{Handshake, SubscribeRequest, WalkInfo};
 
 use crate::client::Client;
 use crate::decode::Decoder;
 use crate::dwarf;
 use crate::error::TargetError;
-use crate::model::{DecodingInfo, Dump};
+use crate::model::{ChainCache, DecodingInfo, Dump};
 use crate::target::Target;
+
+mod mirror;
+pub use mirror::{Applied, COMPLETED_KEPT, Mirror, OutOfStep};
 
 /// How to attach.
 #[derive(Debug, Clone, Default)]
@@ -45,6 +51,19 @@ pub struct Session {
     decoder: Option<Decoder>,
     anchors: Vec<u64>,
     decoding: DecodingInfo,
+    /// The open subscription, if any.
+    live: Option<Live>,
+}
+
+/// A subscription's parameters and the state its updates built.
+struct Live {
+    interval_ms: u32,
+    include_completed: bool,
+    mirror: Mirror,
+    chains: ChainCache,
+    /// Set after subscribing anew, until the new subscription's full state arrives: the old one's
+    /// updates still in flight are skipped.
+    awaiting_full: bool,
 }
 
 /// Connects to the target's agent, checking that a pid's socket really belongs to that pid.
@@ -86,6 +105,7 @@ impl Session {
             decoder: None,
             anchors: Vec::new(),
             decoding,
+            live: None,
         })
     }
 
@@ -100,11 +120,7 @@ impl Session {
         let (snap, rtt) = match self.client.snapshot(include_completed, walk) {
             // A plan too big to send: the annotated frames are still worth a dump.
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
-                let types = self.decoder.take().map_or(0, |d| d.plan.types.len());
-                self.dwarf = None;
-                self.decoding = DecodingInfo::off(format!(
-                    "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
-                ));
+                self.drop_plan(bytes, max);
                 self.client.snapshot(include_completed, None)?
             }
             other => other?,
@@ -115,7 +131,99 @@ impl Session {
             rtt.as_nanos() as u64,
             self.decoder.as_ref(),
             self.decoding.clone(),
+            &mut ChainCache::default(),
         ))
+    }
+
+    /// Subscribes to updates every `interval_ms`; read them with [`Session::next_update`].
+    pub fn subscribe(
+        &mut self,
+        interval_ms: u32,
+        include_completed: bool,
+    ) -> Result<(), TargetError> {
+        self.replan_if_new_roots()?;
+        self.live = Some(Live {
+            interval_ms,
+            include_completed,
+            mirror: Mirror::default(),
+            chains: ChainCache::default(),
+            awaiting_full: true,
+        });
+        self.resubscribe()
+    }
+
+    fn resubscribe(&mut self) -> Result<(), TargetError> {
+        let Some(live) = &mut self.live else {
+            return Ok(());
+        };
+        live.awaiting_full = true;
+        let req = SubscribeRequest {
+            interval_ms: live.interval_ms,
+            include_completed: live.include_completed,
+            walk: self.decoder.as_ref().map(|d| d.plan.clone()),
+        };
+        match self.client.subscribe(req.clone()) {
+            Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
+                self.drop_plan(bytes, max);
+                self.client
+                    .subscribe(SubscribeRequest { walk: None, ..req })
+            }
+            other => other,
+        }
+    }
+
+    /// Waits for the subscription's next update and returns the whole state it leaves, with what it
+    /// changed.
+    pub fn next_update(&mut self) -> Result<(Dump, Applied), TargetError> {
+        loop {
+            let update = self.client.update()?;
+            let start = Instant::now();
+            let live = self.live.as_mut().expect("subscribed");
+            if live.awaiting_full && !update.full {
+                continue;
+            }
+            live.awaiting_full = false;
+            let Ok(mut applied) = live.mirror.apply(update) else {
+                // Start again from a full state rather than show a state that is not the agent's.
+                self.resubscribe()?;
+                continue;
+            };
+            let new_roots = self.dwarf.is_some()
+                && live
+                    .mirror
+                    .snap
+                    .tasks
+                    .iter()
+                    .any(|t| t.root_anchor != 0 && !self.anchors.contains(&t.root_anchor));
+            if new_roots {
+                let anchors = live.mirror.snap.tasks.iter().map(|t| t.root_anchor);
+                let anchors: Vec<u64> = anchors.filter(|&a| a != 0).collect();
+                let runtimes = !live.mirror.snap.runtimes.is_empty();
+                self.plan(anchors, runtimes);
+                self.resubscribe()?;
+            }
+            let live = self.live.as_mut().expect("subscribed");
+            let dump = Dump::build_decoded(
+                &self.client.handshake,
+                &live.mirror.snap,
+                0,
+                self.decoder.as_ref(),
+                self.decoding.clone(),
+                &mut live.chains,
+            );
+            applied.bytes = self.client.last_reply_bytes;
+            applied.build_ns = start.elapsed().as_nanos() as u64;
+            return Ok((dump, applied));
+        }
+    }
+
+    /// Decoding off, because the plan is too big for the agent to take.
+    fn drop_plan(&mut self, bytes: usize, max: usize) {
+        let types = self.decoder.take().map_or(0, |d| d.plan.types.len());
+        self.dwarf = None;
+        self.decoding = DecodingInfo::off(format!(
+            "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
+        ));
     }
 
     /// Plans the live tasks' root types, unless the plan covers them all already.
@@ -131,14 +239,23 @@ impl Session {
         if self.decoder.is_some() && !new {
             return Ok(());
         }
+        self.plan(info.root_anchors, !info.runtimes.is_empty());
+        Ok(())
+    }
+
+    /// Plans again for the anchors known so far and `anchors` (a no-op without DWARF).
+    fn plan(&mut self, anchors: Vec<u64>, runtimes: bool) {
+        let Some(loaded) = &self.dwarf else {
+            return;
+        };
         let start = Instant::now();
-        for a in info.root_anchors {
+        for a in anchors {
             if !self.anchors.contains(&a) {
                 self.anchors.push(a);
             }
         }
         let debug = &loaded.debug;
-        let decoder = Decoder::new(debug, &self.anchors, loaded.bias, !info.runtimes.is_empty());
+        let decoder = Decoder::new(debug, &self.anchors, loaded.bias, runtimes);
         let missing = self.anchors.len() - decoder.roots_found;
         self.decoding = DecodingInfo {
             enabled: true,
@@ -156,7 +273,9 @@ impl Session {
             plan_types: decoder.plan.types.len(),
         };
         self.decoder = Some(decoder);
-        Ok(())
+        if let Some(live) = &mut self.live {
+            live.chains.clear();
+        }
     }
 }
 
