@@ -1,7 +1,8 @@
 //! The inspector's typed errors about targets; each message says what to do next.
 //!
 //! Every [`TargetError`] exits with status 1 (DESIGN.md: "target problem"); usage errors exit with 2 (clap),
-//! and failures on this side (an unbuilt demo fixture, an unwritable output) with 3.
+//! failures on this side (an unbuilt demo fixture, an unwritable output) with 3, and a file that
+//! cannot be read back with 4.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,9 @@ use std::path::PathBuf;
 pub const EXIT_TARGET: u8 = 1;
 /// Exit status for a problem on the inspector's side.
 pub const EXIT_LOCAL: u8 = 3;
+/// Exit status for a snapshot file or recording that cannot be read (damaged, another format or
+/// version, written with `--coalesce`).
+pub const EXIT_FILE: u8 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {

@@ -15,6 +15,7 @@ pub mod decode;
 pub mod demo;
 pub mod dwarf;
 pub mod error;
+pub mod file;
 pub mod model;
 pub mod ps;
 pub mod session;

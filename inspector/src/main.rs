@@ -1,17 +1,17 @@
 //! `asyncdump`: the command line over the inspector library (`asyncdump::…`): arguments, subcommands,
 //! output and exit codes. `anyhow` is used only here at the edge. Exit codes: 0 ok, 1 target problem,
-//! 2 usage, 3 local problem.
+//! 2 usage, 3 local problem, 4 a snapshot file or recording that cannot be read.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use asyncdump::error::{EXIT_LOCAL, EXIT_TARGET, TargetError};
-use asyncdump::model::{Filter, coalesce};
+use asyncdump::error::{EXIT_FILE, EXIT_LOCAL, EXIT_TARGET, TargetError};
+use asyncdump::model::{Dump, Filter, coalesce};
 use asyncdump::session::{Session, SessionOptions, connect};
 use asyncdump::target::Target;
-use asyncdump::{demo, dwarf, ps, view};
+use asyncdump::{demo, dwarf, file, ps, view};
 
 #[derive(Parser)]
 #[command(
@@ -35,7 +35,12 @@ enum Command {
     /// Print every suspended chain of a process: annotated frames, and chains decoded from its DWARF.
     Dump {
         /// Process id, or the path of an agent socket.
-        target: String,
+        #[arg(required_unless_present = "from")]
+        target: Option<String>,
+        /// Print a snapshot file (`dump -o`, `s` in watch) or a recording's last state instead, as if
+        /// live.
+        #[arg(long, value_name = "FILE", conflicts_with = "target")]
+        from: Option<std::path::PathBuf>,
         #[command(flatten)]
         options: DumpOptions,
     },
@@ -55,7 +60,14 @@ enum Command {
     /// Watch a process's tasks and chains live in the terminal (`?` lists the keys).
     Watch {
         /// Process id, or the path of an agent socket.
-        target: String,
+        #[arg(required_unless_present = "from")]
+        target: Option<String>,
+        /// Open a snapshot file, or replay a recording (←/→ step through it), instead of a process.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "record"])]
+        from: Option<std::path::PathBuf>,
+        /// Also append every update to this new recording file (see the README for its format).
+        #[arg(long, value_name = "FILE")]
+        record: Option<std::path::PathBuf>,
         /// Time between snapshots (e.g. 250ms, 1s).
         #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "250ms")]
         interval: u64,
@@ -107,6 +119,10 @@ struct DumpOptions {
     /// library's from `std/`; `--json` always has them whole).
     #[arg(long)]
     full_paths: bool,
+    /// Write the JSON document to FILE (a snapshot file `dump --from` and `watch --from` read)
+    /// instead of printing.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
 }
 
 /// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
@@ -142,14 +158,38 @@ fn dump(target: &Target, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Resu
         decode: !o.no_decode,
     };
     let mut session = Session::attach(target, &options)?;
+    let dump = session.snapshot(o.all)?;
+    show(dump, o, out)
+}
+
+/// Prints a snapshot file, or the last state of a recording, as `dump` prints a live process.
+fn dump_from(path: &std::path::Path, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()> {
+    let dump = match file::open(path)? {
+        file::Opened::Snapshot(dump) => *dump,
+        file::Opened::Recording(mut replay) => replay.seek(usize::MAX),
+    };
+    show(dump, o, out)
+}
+
+/// Filters `dump` as asked, then prints it, or writes it to `-o FILE`.
+fn show(dump: Dump, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()> {
     let filter = Filter {
         all: o.all,
         type_substr: o.type_substr.clone(),
         min_age_ns: o.min_age.unwrap_or(0),
     };
-    let dump = session.snapshot(o.all)?.filter(&filter);
+    let dump = dump.filter(&filter);
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
-    if o.json {
+    if let Some(path) = &o.output {
+        let doc = view::json::render(&dump, groups.as_deref());
+        file::write_atomically(path, doc.as_bytes())?;
+        eprintln!(
+            "asyncdump: wrote {} tasks of pid {} to {}",
+            dump.tasks.len(),
+            dump.process.pid,
+            path.display()
+        );
+    } else if o.json {
         out.write_str(&view::json::render(&dump, groups.as_deref()))?;
     } else {
         let style = view::text::Style {
@@ -166,6 +206,7 @@ fn watch(
     all: bool,
     binary: Option<std::path::PathBuf>,
     no_decode: bool,
+    record: Option<std::path::PathBuf>,
 ) -> Result<()> {
     let options = asyncdump::watch::WatchOptions {
         session: SessionOptions {
@@ -174,6 +215,7 @@ fn watch(
         },
         interval: std::time::Duration::from_nanos(interval_ns.max(10_000_000)),
         all,
+        record,
     };
     asyncdump::watch::run(target, &options).map_err(|e| match e {
         asyncdump::watch::WatchError::Target(t) => anyhow::Error::new(t),
@@ -193,15 +235,38 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
                 out.write_str(&ps::render(&listing))?;
             }
         }
-        Command::Dump { target, options } => dump(&Target::parse(&target), &options, out)?,
+        Command::Dump {
+            from: Some(path),
+            options,
+            ..
+        } => dump_from(&path, &options, out)?,
+        Command::Dump {
+            target: Some(target),
+            options,
+            ..
+        } => dump(&Target::parse(&target), &options, out)?,
+        Command::Dump { .. } => unreachable!("clap requires a target or --from"),
         Command::Index { binary, pid, json } => out.write_str(&index(binary, pid, json)?)?,
         Command::Watch {
-            target,
+            from: Some(path), ..
+        } => asyncdump::watch::run_file(&path)?,
+        Command::Watch {
+            target: Some(target),
             interval,
             all,
             binary,
             no_decode,
-        } => watch(&Target::parse(&target), interval, all, binary, no_decode)?,
+            record,
+            ..
+        } => watch(
+            &Target::parse(&target),
+            interval,
+            all,
+            binary,
+            no_decode,
+            record,
+        )?,
+        Command::Watch { .. } => unreachable!("clap requires a target or --from"),
         Command::Demo {
             watch: true,
             options,
@@ -213,6 +278,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
                 options.all,
                 None,
                 options.no_decode,
+                None,
             )?;
             drop(fixture);
         }
@@ -361,6 +427,11 @@ fn main() -> ExitCode {
             eprintln!("asyncdump: {e}");
             ExitCode::from(if e.is::<TargetError>() {
                 EXIT_TARGET
+            } else if e
+                .downcast_ref::<file::FileError>()
+                .is_some_and(|f| !matches!(f, file::FileError::Write { .. }))
+            {
+                EXIT_FILE
             } else {
                 EXIT_LOCAL
             })

@@ -8,6 +8,7 @@ mod dump_json;
 mod dump_text;
 mod dwarf;
 mod errors;
+mod files;
 mod old_tokio;
 mod protocol_abuse;
 mod ps;

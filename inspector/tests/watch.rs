@@ -11,7 +11,9 @@ struct Tmux(String);
 
 impl Tmux {
     fn start(command: &str) -> Tmux {
-        let name = format!("asyncdump-watch-{}", std::process::id());
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("asyncdump-watch-{}-{n}", std::process::id());
         let status = Command::new("tmux")
             .args([
                 "new-session",
@@ -136,4 +138,62 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
         !after.contains("▶ "),
         "the alternate screen is gone, the shell's own screen is back:\n{after}"
     );
+}
+
+#[test]
+fn a_recording_replays_update_by_update_and_a_snapshot_file_opens_as_it_was_saved() {
+    let fx = Fixture::start("deadlock", &[]);
+    let dir = crate::errors::tempdir();
+    let rec = dir.join("deadlock.jsonl");
+    let bin = env!("CARGO_BIN_EXE_asyncdump");
+    let live = Tmux::start(&format!(
+        "{bin} watch {} --interval 50ms --record {}; echo watch-exited-$?; sleep 60",
+        fx.pid,
+        rec.display()
+    ));
+    live.until("updates come", |s| s.contains("connected · 2 tasks"));
+    std::thread::sleep(Duration::from_millis(800));
+    live.keys("q");
+    live.until("q quits", |s| s.contains("watch-exited-0"));
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let updates = text.lines().count() - 1;
+    assert!(updates >= 5, "{updates} updates recorded");
+
+    let replay = Tmux::start(&format!("{bin} watch --from {}; sleep 60", rec.display()));
+    replay.until("the first update, and where it is", |s| {
+        s.contains(&format!("update 1/{updates} at 0")) && s.contains("▶ 1")
+    });
+    replay.keys("Right");
+    replay.until("→ steps to the next update", |s| {
+        s.contains(&format!("update 2/{updates}"))
+    });
+    replay.keys("S-Right");
+    replay.until("Shift-→ steps ten, at most to the last", |s| {
+        s.contains(&format!("update {}/{updates}", updates.min(12)))
+    });
+    replay.keys("Left");
+    replay.until("← steps back", |s| {
+        s.contains(&format!("update {}/{updates}", updates.min(12) - 1))
+    });
+    replay.keys("Enter");
+    replay.until("the edge is followed as live", |s| {
+        s.contains("▶ 2") && s.contains("task 2 \"right\" · idle")
+    });
+    replay.keys("q");
+
+    let snapshot = dir.join("one.json");
+    let out = crate::support::asyncdump(&[
+        "dump",
+        &fx.pid.to_string(),
+        "-o",
+        snapshot.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let file = Tmux::start(&format!(
+        "{bin} watch --from {}; sleep 60",
+        snapshot.display()
+    ));
+    file.until("a snapshot file opens as saved", |s| {
+        s.contains("file one.json") && s.contains("2 tasks: 2 idle")
+    });
 }

@@ -535,7 +535,7 @@ const ONESHOT_VALUE_SENT: u64 = 0b010;
 const ONESHOT_CLOSED: u64 = 0b100;
 
 /// The waker a leaf keeps, as read through DWARF.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DecodedDelegate {
     /// The leaf's type.
     pub leaf: String,

@@ -22,14 +22,16 @@ mod runtime;
 pub use chains::ChainCache;
 use chains::{Chain, ChainKey};
 pub use runtime::RuntimeView;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
 pub const JSON_VERSION: u32 = 3;
+/// The `format` of a `--json` document.
+pub const FORMAT: &str = "asyncdump-dump";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Dump {
-    pub format: &'static str,
+    pub format: String,
     pub version: u32,
     pub process: Process,
     pub snapshot: SnapshotInfo,
@@ -42,7 +44,7 @@ pub struct Dump {
     pub tasks: Vec<TaskView>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DecodingInfo {
     /// True when the snapshot carried a walk plan and tasks were decoded.
     pub enabled: bool,
@@ -61,7 +63,7 @@ pub struct DecodingInfo {
     pub plan_types: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Process {
     pub pid: u32,
     pub program: String,
@@ -71,8 +73,11 @@ pub struct Process {
     pub uptime_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SnapshotInfo {
+    /// The agent's monotonic clock at the capture: what every age here is measured from.
+    #[serde(default)]
+    pub now_ns: u64,
     pub capture_ns: u64,
     pub round_trip_ns: u64,
     pub tasks_total: usize,
@@ -86,7 +91,7 @@ pub struct SnapshotInfo {
 /// A task of the dump: one the agent records (spawned through it: name, spawn site, poll counts), one
 /// only listed from a tokio runtime (`agent_id` is `None`, and so is everything only the agent knows),
 /// or one that is both, shown once.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskView {
     /// Unique within the dump, and what edges and deadlocks refer to: the agent's id for a task with
     /// agent data, [`TOKIO_ONLY`] plus tokio's id for one without.
@@ -120,14 +125,14 @@ pub struct TaskView {
     pub awaited_by: Option<AwaitedBy>,
     pub delegate: Option<DelegateView>,
     /// What decoded leaves say about the waker they keep (tokio oneshot receivers), when decoding is on.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decoded_delegates: Arc<Vec<DecodedDelegate>>,
     /// Why this task's chain was not (fully) decoded, when decoding is on.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_note: Option<Arc<str>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Idle,
@@ -147,20 +152,20 @@ impl State {
 /// Added to tokio's id to key a task the agent has no record of (see [`TaskView::id`]).
 pub const TOKIO_ONLY: u64 = 1 << 62;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thread {
     pub tid: u32,
     pub name: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Loc {
     pub file: String,
     pub line: u32,
     pub column: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CaptureView {
     Fresh,
@@ -172,7 +177,7 @@ pub enum CaptureView {
     Unavailable,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FrameNode {
     /// Stable across snapshots while the chain above it stays the same: from its parent's id, its name
     /// and location, and which of its like-named siblings it is (not from the await it is suspended
@@ -188,7 +193,8 @@ pub struct FrameNode {
     pub children: Vec<FrameNode>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "FrameInfoFields")]
 pub struct FrameInfo {
     pub name: String,
     /// Where the frame is defined: the annotation's call site, or a decoded async fn's header line.
@@ -204,6 +210,29 @@ pub struct FrameInfo {
     /// Hash of the fields above, computed once: coalescing hashes every frame of every task.
     #[serde(skip)]
     hash: u64,
+}
+
+/// [`FrameInfo`] as a document holds it: its hash is computed again on reading.
+#[derive(Deserialize)]
+struct FrameInfoFields {
+    name: String,
+    location: Option<Loc>,
+    #[serde(default)]
+    suspended_at: Option<Loc>,
+    #[serde(default)]
+    awaits_type: Option<String>,
+    source: Source,
+}
+
+impl From<FrameInfoFields> for FrameInfo {
+    fn from(f: FrameInfoFields) -> FrameInfo {
+        FrameInfo {
+            suspended_at: f.suspended_at,
+            awaits_type: f.awaits_type,
+            ..FrameInfo::new(f.name, f.location, f.source)
+        }
+        .rehash()
+    }
 }
 
 impl FrameInfo {
@@ -271,7 +300,7 @@ impl std::hash::Hash for FrameInfo {
 
 /// Where a frame comes from. Frames that are both annotated and decoded keep their annotation's source
 /// and carry `suspended_at` or `awaits_type` from decoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     AnnotatedFn,
@@ -284,7 +313,7 @@ pub enum Source {
 }
 
 /// The frame of another task that awaits this task's JoinHandle.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AwaitedBy {
     pub task: u64,
     pub task_name: Option<String>,
@@ -292,7 +321,7 @@ pub struct AwaitedBy {
     pub path: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DelegateView {
     pub clones: u32,
     pub held_ns: u64,
@@ -412,7 +441,7 @@ impl Dump {
         listed.join_edges(&mut tasks, decoder);
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         Dump {
-            format: "asyncdump-dump",
+            format: FORMAT.to_owned(),
             version: JSON_VERSION,
             process: Process {
                 pid: handshake.pid,
@@ -423,6 +452,7 @@ impl Dump {
                 uptime_ns: snap.uptime_ns,
             },
             snapshot: SnapshotInfo {
+                now_ns: snap.now_ns,
                 capture_ns: snap.capture_ns,
                 round_trip_ns,
                 tasks_total: tasks.len(),
@@ -436,6 +466,21 @@ impl Dump {
             deadlocks: find_cycles(&tasks),
             decoding,
             tasks,
+        }
+    }
+
+    /// A `--json` document read back (see `file`). Frame ids are not in the document; they are
+    /// computed again.
+    pub fn from_value(doc: serde_json::Value) -> Result<Dump, serde_json::Error> {
+        let mut dump: Dump = serde_json::from_value(doc)?;
+        dump.restore_frame_ids();
+        Ok(dump)
+    }
+
+    /// Gives every frame its id again (see [`FrameNode::id`]), after reading a document.
+    pub fn restore_frame_ids(&mut self) {
+        for t in &mut self.tasks {
+            assign_frame_ids(Arc::<Vec<FrameNode>>::make_mut(&mut t.frames));
         }
     }
 
@@ -482,6 +527,26 @@ pub(super) fn assign_frame_ids(frames: &mut [FrameNode]) {
 }
 
 impl TaskView {
+    /// This task `dt_ns` later, had nothing happened to it: each of its ages grown by `dt_ns`.
+    pub fn aged(&self, dt_ns: u64) -> TaskView {
+        let grow = |v: &mut Option<u64>| {
+            if let Some(v) = v {
+                *v += dt_ns;
+            }
+        };
+        let mut t = self.clone();
+        grow(&mut t.state_age_ns);
+        grow(&mut t.age_ns);
+        grow(&mut t.last_wake_ago_ns);
+        if let Some(d) = &mut t.delegate {
+            d.held_ns += dt_ns;
+        }
+        if let CaptureView::Stale { age_ns } = &mut t.capture {
+            *age_ns += dt_ns;
+        }
+        t
+    }
+
     /// Whether `text` is in the task's name, root type, spawn site, or any frame's name or file
     /// (case-insensitive), for a live view's `/` search. `lower` is `text` in lower case.
     pub fn mentions(&self, lower: &str) -> bool {
@@ -966,7 +1031,7 @@ pub(crate) mod tests {
         assert_ne!(third.tasks[0].frames[0].children[1].children[0].id, leaf);
     }
 
-    fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
+    pub(crate) fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
         let mut s = sample();
         s.tasks = (1..=4)
             .map(|id| task(id, vec![f(id * 100, None, 0)]))

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use asyncdump_protocol::{RuntimeFlavor, RuntimeTask, Snapshot, StateBits, Walk};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     AwaitedBy, CaptureView, DecodingInfo, FastMap, FrameNode, State, TOKIO_ONLY, TaskView,
@@ -19,10 +19,10 @@ use super::{
 use crate::decode::{Decoder, TaskRefs};
 
 /// One registered runtime, as the header of a dump shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeView {
     /// `current_thread` or `multi_thread`, when the runtime could be read.
-    pub flavor: Option<&'static str>,
+    pub flavor: Option<String>,
     /// Live tasks, as tokio counts them, when it does (see `RuntimeReport::alive` in the protocol).
     pub alive: Option<u64>,
     /// Tasks listed (and so shown, subject to the filters).
@@ -227,10 +227,13 @@ impl<'a> Listed<'a> {
                     (!planned).then(why_not).flatten()
                 });
                 RuntimeView {
-                    flavor: r.flavor.map(|f| match f {
-                        RuntimeFlavor::CurrentThread => "current_thread",
-                        RuntimeFlavor::MultiThread => "multi_thread",
-                        RuntimeFlavor::LocalSet => "local_set",
+                    flavor: r.flavor.map(|f| {
+                        match f {
+                            RuntimeFlavor::CurrentThread => "current_thread",
+                            RuntimeFlavor::MultiThread => "multi_thread",
+                            RuntimeFlavor::LocalSet => "local_set",
+                        }
+                        .to_owned()
                     }),
                     alive: r.alive,
                     listed: r.tasks.len(),

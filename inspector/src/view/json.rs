@@ -7,7 +7,7 @@ use crate::model::{Dump, Group, Process, SnapshotInfo};
 /// With `--coalesce`, `groups` replaces `tasks`.
 #[derive(Serialize)]
 struct Coalesced<'a> {
-    format: &'static str,
+    format: &'a str,
     version: u32,
     process: &'a Process,
     snapshot: &'a SnapshotInfo,
@@ -21,7 +21,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>) -> String {
     let mut out = match groups {
         None => serde_json::to_string(dump),
         Some(groups) => serde_json::to_string(&Coalesced {
-            format: dump.format,
+            format: &dump.format,
             version: dump.version,
             process: &dump.process,
             snapshot: &dump.snapshot,

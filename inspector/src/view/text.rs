@@ -198,7 +198,7 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         Dur(s.round_trip_ns)
     );
     for r in &d.runtimes {
-        let _ = match r.flavor {
+        let _ = match r.flavor.as_deref() {
             Some("local_set") => write!(out, "LocalSet: "),
             flavor => write!(out, "runtime {}: ", flavor.unwrap_or("tokio")),
         };

@@ -6,28 +6,44 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread;
 use std::time::Duration;
 
+use crate::file::Recorder;
 use crate::model::Dump;
 use crate::session::Session;
 
 /// What the feed sends.
 pub enum Update {
     Snapshot(Box<Dump>),
+    /// The recording could not be written and has stopped, and why; the view goes on.
+    RecordingStopped(String),
     /// The connection is gone, and why; nothing follows.
     Lost(String),
 }
 
 /// Starts the feed. It ends when the receiver is dropped, or after `Lost`.
-pub fn start(mut session: Session, every: Duration, include_completed: bool) -> Receiver<Update> {
+/// Every update is also appended to `recorder`'s recording, when there is one (on this thread: the
+/// screen's never waits on the disk).
+pub fn start(
+    mut session: Session,
+    every: Duration,
+    include_completed: bool,
+    mut recorder: Option<Recorder>,
+) -> Receiver<Update> {
     // One update in flight: a screen that falls behind gets the newest state, not a backlog.
     let (tx, rx) = sync_channel(1);
     thread::Builder::new()
         .name("asyncdump-feed".into())
-        .spawn(move || feed(&mut session, &tx, every, include_completed))
+        .spawn(move || feed(&mut session, &tx, every, include_completed, &mut recorder))
         .expect("spawn the feed thread");
     rx
 }
 
-fn feed(session: &mut Session, tx: &SyncSender<Update>, every: Duration, all: bool) {
+fn feed(
+    session: &mut Session,
+    tx: &SyncSender<Update>,
+    every: Duration,
+    all: bool,
+    recorder: &mut Option<Recorder>,
+) {
     let ms = every.as_millis().min(u32::MAX as u128) as u32;
     if let Err(e) = session.subscribe(ms, all) {
         let _ = tx.send(Update::Lost(e.to_string()));
@@ -35,7 +51,13 @@ fn feed(session: &mut Session, tx: &SyncSender<Update>, every: Duration, all: bo
     }
     loop {
         let update = match session.next_update() {
-            Ok((dump, _)) => Update::Snapshot(Box::new(dump)),
+            Ok((dump, _)) => {
+                if let Some(Err(e)) = recorder.as_mut().map(|r| r.record(&dump)) {
+                    *recorder = None;
+                    let _ = tx.send(Update::RecordingStopped(e.to_string()));
+                }
+                Update::Snapshot(Box::new(dump))
+            }
             Err(e) => {
                 let _ = tx.send(Update::Lost(e.to_string()));
                 return;

@@ -1,5 +1,6 @@
-//! `asyncdump watch`: the live view. A feed thread ([`feed`]) keeps the target's [`Session`] and
-//! snapshots it every interval; the screen's thread keeps the [`state::App`], maps keys to it and draws
+//! `asyncdump watch`: the live view. A feed thread ([`feed`]) keeps the target's [`Session`], subscribed
+//! to its updates (and records them with `--record`); `--from` shows a snapshot file or replays a
+//! recording instead; the screen's thread keeps the [`state::App`], maps keys to it and draws
 //! it ([`view`]) with ratatui on crossterm. State, view, input and connection are apart: the state knows
 //! nothing of the terminal, and is what the tests drive.
 //!
@@ -10,32 +11,37 @@ pub mod feed;
 pub mod state;
 pub mod view;
 
-use std::sync::mpsc::TryRecvError;
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::error::TargetError;
+use crate::file::{self, FileError, Opened, Recorder, Replay};
 use crate::model::State;
 use crate::session::{Session, SessionOptions};
 use crate::target::Target;
 use feed::Update;
-use state::{App, Key};
+use state::{App, Key, Link};
 
 /// How to watch.
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
     pub session: SessionOptions,
-    /// Time between snapshots.
+    /// Time between updates.
     pub interval: Duration,
     /// Also list running and recently completed tasks.
     pub all: bool,
+    /// Append every update to a new recording at this path.
+    pub record: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
     #[error(transparent)]
     Target(#[from] TargetError),
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("the terminal: {0}")]
     Terminal(#[from] std::io::Error),
     #[error(
@@ -44,24 +50,77 @@ pub enum WatchError {
     NotATerminal,
 }
 
+/// Where the screen's states come from.
+enum Source {
+    Live(Receiver<Update>),
+    File,
+    Replay(Box<Replay>, String),
+}
+
 /// Attaches to `target` and runs the live view until the user quits.
 pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
     let session = Session::attach(target, &options.session)?;
-    let updates = feed::start(session, options.interval, options.all);
+    terminal_or_refuse()?;
+    let recorder = options
+        .record
+        .as_deref()
+        .map(Recorder::create)
+        .transpose()?;
+    let updates = feed::start(session, options.interval, options.all, recorder);
+    screen(Source::Live(updates), App::new(Instant::now()))
+}
+
+/// Opens a snapshot file, or replays a recording from its first update.
+pub fn run_file(path: &std::path::Path) -> Result<(), WatchError> {
+    let opened = file::open(path)?;
+    terminal_or_refuse()?;
+    // The name only: the status bar has little room, and the user knows where the file is.
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let mut app = App::new(Instant::now());
-    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return Err(WatchError::NotATerminal);
+    let source = match opened {
+        Opened::Snapshot(dump) => {
+            app.update(*dump, Instant::now());
+            app.link = Link::File(name);
+            Source::File
+        }
+        Opened::Recording(mut replay) => {
+            app.update(replay.seek(0), Instant::now());
+            app.message = replay.note.clone();
+            app.link = replay_link(&replay, &name);
+            Source::Replay(replay, name)
+        }
+    };
+    screen(source, app)
+}
+
+fn terminal_or_refuse() -> Result<(), WatchError> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        Ok(())
+    } else {
+        Err(WatchError::NotATerminal)
     }
+}
+
+fn replay_link(replay: &Replay, file: &str) -> Link {
+    let (at_ms, total_ms) = replay.at_ms();
+    Link::Replay {
+        file: file.to_owned(),
+        pos: replay.pos(),
+        len: replay.len(),
+        at_ms,
+        total_ms,
+    }
+}
+
+/// Draws `app` and feeds it keys and states until the user quits.
+fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
     let mut terminal = ratatui::try_init()?;
     let result = (|| -> std::io::Result<()> {
         loop {
-            loop {
-                match updates.try_recv() {
-                    Ok(Update::Snapshot(dump)) => app.update(*dump, Instant::now()),
-                    Ok(Update::Lost(why)) => app.disconnected(why),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
-            }
+            take_states(&mut source, &mut app);
             if app.save_requested {
                 app.save_requested = false;
                 app.message = Some(match app.dump().map(save) {
@@ -85,6 +144,32 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
     })();
     ratatui::restore();
     Ok(result?)
+}
+
+/// Gives `app` what its source has for it: the feed's newest states, or the replay's next step.
+fn take_states(source: &mut Source, app: &mut App) {
+    match source {
+        Source::Live(updates) => loop {
+            match updates.try_recv() {
+                Ok(Update::Snapshot(dump)) => app.update(*dump, Instant::now()),
+                Ok(Update::Lost(why)) => app.disconnected(why),
+                Ok(Update::RecordingStopped(why)) => {
+                    app.message = Some(format!("recording stopped: {why}"));
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        },
+        Source::File => {}
+        Source::Replay(replay, name) => {
+            if app.step != 0 {
+                let to = (replay.pos() as i64 + i64::from(app.step)).max(0) as usize;
+                app.step = 0;
+                let dump = replay.seek(to);
+                app.update(dump, Instant::now());
+                app.link = replay_link(replay, name);
+            }
+        }
+    }
 }
 
 /// Writes `dump` as the `--json` document to `asyncdump-PID-UNIXSECS.json` in the current directory,
@@ -125,6 +210,10 @@ fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
         KeyCode::Home | KeyCode::Char('g') => Key::Top,
         KeyCode::End | KeyCode::Char('G') => Key::Bottom,
         KeyCode::Enter => Key::Follow,
+        KeyCode::Left if k.modifiers.contains(KeyModifiers::SHIFT) => Key::Step(-10),
+        KeyCode::Right if k.modifiers.contains(KeyModifiers::SHIFT) => Key::Step(10),
+        KeyCode::Left => Key::Step(-1),
+        KeyCode::Right => Key::Step(1),
         KeyCode::Backspace => Key::Back,
         KeyCode::Char(' ') => Key::Pause,
         KeyCode::Char('?') => Key::Help,

@@ -43,6 +43,8 @@ pub enum Key {
     Toggle(State),
     /// Save what is on screen as a snapshot file.
     Save,
+    /// In a replay: the previous and the next update (`←`, `→`), or ten of them (with Shift).
+    Step(i32),
 }
 
 /// The table's columns that sort.
@@ -84,6 +86,16 @@ pub enum Link {
     Connecting,
     Connected,
     Disconnected(String),
+    /// A snapshot file: one state, nothing live.
+    File(String),
+    /// A recording, at update `pos` of `len`, `at_ms` into it (of `total_ms`).
+    Replay {
+        file: String,
+        pos: usize,
+        len: usize,
+        at_ms: u64,
+        total_ms: u64,
+    },
 }
 
 pub struct App {
@@ -117,6 +129,8 @@ pub struct App {
     pub help: bool,
     pub quit: bool,
     pub link: Link,
+    /// A replay step asked for by `←`/`→`, for the screen's loop to take.
+    pub step: i32,
     pub updates: u64,
     pub last_update: Option<Instant>,
     pub started: Instant,
@@ -146,6 +160,7 @@ impl App {
             help: false,
             quit: false,
             link: Link::Connecting,
+            step: 0,
             updates: 0,
             last_update: None,
             started: now,
@@ -241,6 +256,12 @@ impl App {
                 self.save_requested = self.shown.is_some();
                 return;
             }
+            Key::Step(n) => {
+                if matches!(self.link, Link::Replay { .. }) {
+                    self.step += n;
+                }
+                return;
+            }
             _ => {}
         }
         if self.coalesced {
@@ -267,7 +288,7 @@ impl App {
                 self.reversed = !self.reversed;
                 self.reorder();
             }
-            Key::Char(_) | Key::Erase | Key::Done | Key::Toggle(_) | Key::Save => {}
+            Key::Char(_) | Key::Erase | Key::Done | Key::Toggle(_) | Key::Save | Key::Step(_) => {}
             Key::Up => self.select_row(self.row.saturating_sub(1)),
             Key::Down => self.select_row(self.row + 1),
             Key::Top => self.select_row(0),

@@ -37,6 +37,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "save what is shown as a JSON snapshot (as dump --json)",
     ),
     ("space", "pause the screen (updates go on)"),
+    (
+        "← →",
+        "replaying a recording: previous, next update (Shift: ten)",
+    ),
     ("?", "this help"),
     ("q  Ctrl-C", "quit"),
 ];
@@ -231,7 +235,24 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
         Link::Connecting => "connecting".to_owned(),
         Link::Connected => "connected".to_owned(),
         Link::Disconnected(why) => format!("DISCONNECTED: {why}"),
+        Link::File(file) => format!("file {file}"),
+        Link::Replay {
+            file,
+            pos,
+            len,
+            at_ms,
+            total_ms,
+        } => format!(
+            "recording {file}: update {}/{len} at {} of {} (←/→ step)",
+            pos + 1,
+            Dur(at_ms * 1_000_000),
+            Dur(total_ms * 1_000_000)
+        ),
     });
+    let live = matches!(
+        app.link,
+        Link::Connecting | Link::Connected | Link::Disconnected(_)
+    );
     // What changes what is shown comes first: a narrow terminal cuts the end.
     if app.paused {
         parts.push("PAUSED (space resumes)".to_owned());
@@ -269,9 +290,11 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
             s.tasks_total, s.idle, s.scheduled, s.running
         ));
     }
-    parts.push(format!("{:.1} updates/s", app.rate(now)));
-    if let Some(age) = app.age(now) {
-        parts.push(format!("updated {} ago", Dur(age.as_nanos() as u64)));
+    if live {
+        parts.push(format!("{:.1} updates/s", app.rate(now)));
+        if let Some(age) = app.age(now) {
+            parts.push(format!("updated {} ago", Dur(age.as_nanos() as u64)));
+        }
     }
     parts.push("? keys".to_owned());
     Line::from(parts.join(" · ")).style(Style::new().add_modifier(Modifier::REVERSED))
