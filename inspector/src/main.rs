@@ -68,6 +68,9 @@ enum Command {
         /// Also append every update to this new recording file (see the README for its format).
         #[arg(long, value_name = "FILE")]
         record: Option<std::path::PathBuf>,
+        /// Show tasks suspended at least this long as stuck (e.g. 500ms, 30s).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "10s")]
+        stuck_after: u64,
         /// Time between snapshots (e.g. 250ms, 1s).
         #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "250ms")]
         interval: u64,
@@ -200,22 +203,26 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()
     Ok(())
 }
 
-fn watch(
-    target: &Target,
+/// What `watch` was asked, as parsed.
+struct WatchArgs {
     interval_ns: u64,
     all: bool,
     binary: Option<std::path::PathBuf>,
     no_decode: bool,
     record: Option<std::path::PathBuf>,
-) -> Result<()> {
+    stuck_after_ns: u64,
+}
+
+fn watch(target: &Target, a: WatchArgs) -> Result<()> {
     let options = asyncdump::watch::WatchOptions {
         session: SessionOptions {
-            binary,
-            decode: !no_decode,
+            binary: a.binary,
+            decode: !a.no_decode,
         },
-        interval: std::time::Duration::from_nanos(interval_ns.max(10_000_000)),
-        all,
-        record,
+        interval: std::time::Duration::from_nanos(a.interval_ns.max(10_000_000)),
+        all: a.all,
+        record: a.record,
+        stuck_after: std::time::Duration::from_nanos(a.stuck_after_ns),
     };
     asyncdump::watch::run(target, &options).map_err(|e| match e {
         asyncdump::watch::WatchError::Target(t) => anyhow::Error::new(t),
@@ -248,8 +255,10 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
         Command::Dump { .. } => unreachable!("clap requires a target or --from"),
         Command::Index { binary, pid, json } => out.write_str(&index(binary, pid, json)?)?,
         Command::Watch {
-            from: Some(path), ..
-        } => asyncdump::watch::run_file(&path)?,
+            from: Some(path),
+            stuck_after,
+            ..
+        } => asyncdump::watch::run_file(&path, std::time::Duration::from_nanos(stuck_after))?,
         Command::Watch {
             target: Some(target),
             interval,
@@ -257,14 +266,18 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             binary,
             no_decode,
             record,
+            stuck_after,
             ..
         } => watch(
             &Target::parse(&target),
-            interval,
-            all,
-            binary,
-            no_decode,
-            record,
+            WatchArgs {
+                interval_ns: interval,
+                all,
+                binary,
+                no_decode,
+                record,
+                stuck_after_ns: stuck_after,
+            },
         )?,
         Command::Watch { .. } => unreachable!("clap requires a target or --from"),
         Command::Demo {
@@ -274,11 +287,14 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             let (fixture, pid) = demo::start()?;
             watch(
                 &Target::Pid(pid),
-                250_000_000,
-                options.all,
-                None,
-                options.no_decode,
-                None,
+                WatchArgs {
+                    interval_ns: 250_000_000,
+                    all: options.all,
+                    binary: None,
+                    no_decode: options.no_decode,
+                    record: None,
+                    stuck_after_ns: asyncdump::watch::state::STUCK_AFTER.as_nanos() as u64,
+                },
             )?;
             drop(fixture);
         }

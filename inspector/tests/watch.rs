@@ -59,7 +59,11 @@ impl Tmux {
 
     /// The screen once `done` holds for it; panics with the screen after 10 s.
     fn until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        self.until_within(Duration::from_secs(10), what, done)
+    }
+
+    fn until_within(&self, within: Duration, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
         loop {
             let screen = self.screen();
             if done(&screen) {
@@ -95,10 +99,17 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
     assert!(
         first
             .lines()
-            .any(|l| l.starts_with("  2 ") && l.contains(" right ") && l.contains(" idle ")),
+            .any(|l| l.starts_with("  2 ") && l.contains(" right ") && l.contains(" DEADLOCK ")),
         "{first}"
     );
-    assert!(first.contains("connected · 2 tasks: 2 idle"), "{first}");
+    assert!(
+        first.contains("connected · DEADLOCK: 2 tasks in 1 wait cycle · 2 tasks: 2 idle"),
+        "{first}"
+    );
+    assert!(
+        first.contains("DEADLOCK: in the wait cycle task 1 → task 2 → task 1"),
+        "{first}"
+    );
     tmux.keys("Enter");
     tmux.until("Enter follows task 1's edge to task 2", |s| {
         s.contains("▶ 2") && s.contains("task 2 \"right\" · idle")
@@ -151,7 +162,7 @@ fn a_recording_replays_update_by_update_and_a_snapshot_file_opens_as_it_was_save
         fx.pid,
         rec.display()
     ));
-    live.until("updates come", |s| s.contains("connected · 2 tasks"));
+    live.until("updates come", |s| s.contains("connected · DEADLOCK"));
     std::thread::sleep(Duration::from_millis(800));
     live.keys("q");
     live.until("q quits", |s| s.contains("watch-exited-0"));
@@ -195,5 +206,35 @@ fn a_recording_replays_update_by_update_and_a_snapshot_file_opens_as_it_was_save
     ));
     file.until("a snapshot file opens as saved", |s| {
         s.contains("file one.json") && s.contains("2 tasks: 2 idle")
+    });
+}
+
+#[test]
+fn a_target_that_stops_answering_shows_disconnected_with_its_last_state_and_comes_back() {
+    let fx = Fixture::start("deadlock", &[]);
+    let tmux = Tmux::start(&format!(
+        "{} watch {}; sleep 60",
+        env!("CARGO_BIN_EXE_asyncdump"),
+        fx.pid
+    ));
+    tmux.until("connected", |s| s.contains("connected · DEADLOCK"));
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &fx.pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    signal("-STOP");
+    let lost = tmux.until_within(Duration::from_secs(30), "a stopped agent is lost", |s| {
+        s.contains("DISCONNECTED")
+    });
+    assert!(
+        lost.contains("▶ 1") && lost.contains("right"),
+        "the last state stays:\n{lost}"
+    );
+    signal("-CONT");
+    tmux.until_within(Duration::from_secs(30), "attached again", |s| {
+        s.contains("connected · DEADLOCK") && !s.contains("DISCONNECTED")
     });
 }

@@ -158,7 +158,7 @@ pub struct Thread {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Loc {
     pub file: String,
     pub line: u32,
@@ -550,11 +550,37 @@ impl TaskView {
     /// Whether `text` is in the task's name, root type, spawn site, or any frame's name or file
     /// (case-insensitive), for a live view's `/` search. `lower` is `text` in lower case.
     pub fn mentions(&self, lower: &str) -> bool {
-        let has = |s: &str| s.to_lowercase().contains(lower);
+        let has = |s: &str| contains_folded(s, lower);
         self.name.as_deref().is_some_and(has)
             || has(&self.root_type)
             || self.spawned_at.as_deref().is_some_and(|l| has(&l.file))
             || frames_mention(&self.frames, &has)
+    }
+}
+
+/// Whether `hay` contains `lower` (already lower case), ignoring case. Without allocating when
+/// `lower` is ASCII: a search runs over every string of 100,000 tasks at each key typed.
+fn contains_folded(hay: &str, lower: &str) -> bool {
+    if !lower.is_ascii() {
+        return hay.to_lowercase().contains(lower);
+    }
+    let (hay, needle) = (hay.as_bytes(), lower.as_bytes());
+    needle.is_empty()
+        || hay
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// The chain's leaf: the deepest frame of its first branch. A `poll_fn` closure names nothing; the
+/// frame that awaits it does (`Receiver::recv`).
+pub fn leaf_frame(frames: &[FrameNode]) -> Option<&FrameNode> {
+    let (mut at, mut above) = (frames.first()?, None);
+    while let Some(c) = at.children.first() {
+        (above, at) = (Some(at), c);
+    }
+    match above {
+        Some(parent) if at.meta.name.contains("::poll_fn::PollFn<") => Some(parent),
+        _ => Some(at),
     }
 }
 
@@ -973,6 +999,14 @@ pub(crate) mod tests {
 
     fn names(nodes: &[FrameNode]) -> Vec<String> {
         nodes.iter().map(|n| n.meta.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_search_ignores_case_in_any_script() {
+        assert!(contains_folded("tokio::sync::Mutex", "mutex"));
+        assert!(contains_folded("ÉCOLE", "école"));
+        assert!(!contains_folded("oneshot", "mpsc"));
+        assert!(contains_folded("anything", ""));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The connection side of the live view: a thread that owns the [`Session`], subscribes to the agent's
 //! updates and sends the state each one leaves to the screen's thread. The screen never waits on the
-//! target; a target that stops answering shows as disconnected while the last state stays on screen.
+//! target; a target that stops answering shows as disconnected while the last state stays on screen,
+//! and the feed attaches again, once a second, for as long as the process exists (an agent that was
+//! stopped, or restarted its listener, comes back on screen).
 
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread;
@@ -8,65 +10,89 @@ use std::time::Duration;
 
 use crate::file::Recorder;
 use crate::model::Dump;
-use crate::session::Session;
+use crate::session::{Session, SessionOptions};
+use crate::target::Target;
 
 /// What the feed sends.
 pub enum Update {
     Snapshot(Box<Dump>),
     /// The recording could not be written and has stopped, and why; the view goes on.
     RecordingStopped(String),
-    /// The connection is gone, and why; nothing follows.
+    /// The connection is gone, and why; updates follow only if attaching again succeeds.
     Lost(String),
 }
 
-/// Starts the feed. It ends when the receiver is dropped, or after `Lost`.
-/// Every update is also appended to `recorder`'s recording, when there is one (on this thread: the
-/// screen's never waits on the disk).
-pub fn start(
-    mut session: Session,
-    every: Duration,
-    include_completed: bool,
-    mut recorder: Option<Recorder>,
-) -> Receiver<Update> {
+/// What the feed needs to attach again.
+pub struct Feed {
+    pub target: Target,
+    pub options: SessionOptions,
+    pub every: Duration,
+    pub include_completed: bool,
+    /// Every update is also appended here, when there is one (on the feed's thread: the screen's
+    /// never waits on the disk).
+    pub recorder: Option<Recorder>,
+}
+
+/// How often to try attaching again after the connection is lost.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Starts the feed on `session`. It ends when the receiver is dropped, or when the process is gone.
+pub fn start(session: Session, mut feed: Feed) -> Receiver<Update> {
     // One update in flight: a screen that falls behind gets the newest state, not a backlog.
     let (tx, rx) = sync_channel(1);
     thread::Builder::new()
         .name("asyncdump-feed".into())
-        .spawn(move || feed(&mut session, &tx, every, include_completed, &mut recorder))
+        .spawn(move || {
+            let mut session = Some(session);
+            while let Some(mut s) = session.take() {
+                let why = follow(&mut s, &tx, &mut feed);
+                drop(s);
+                if tx.send(Update::Lost(why)).is_err() {
+                    return;
+                }
+                session = reattach(&feed);
+            }
+        })
         .expect("spawn the feed thread");
     rx
 }
 
-fn feed(
-    session: &mut Session,
-    tx: &SyncSender<Update>,
-    every: Duration,
-    all: bool,
-    recorder: &mut Option<Recorder>,
-) {
-    let ms = every.as_millis().min(u32::MAX as u128) as u32;
-    if let Err(e) = session.subscribe(ms, all) {
-        let _ = tx.send(Update::Lost(e.to_string()));
-        return;
+/// Sends updates until the connection fails (returns why) or the screen is gone.
+fn follow(session: &mut Session, tx: &SyncSender<Update>, feed: &mut Feed) -> String {
+    let ms = feed.every.as_millis().min(u32::MAX as u128) as u32;
+    if let Err(e) = session.subscribe(ms, feed.include_completed) {
+        return e.to_string();
     }
     loop {
-        let update = match session.next_update() {
-            Ok((dump, _)) => {
-                if let Some(Err(e)) = recorder.as_mut().map(|r| r.record(&dump)) {
-                    *recorder = None;
-                    let _ = tx.send(Update::RecordingStopped(e.to_string()));
-                }
-                Update::Snapshot(Box::new(dump))
-            }
-            Err(e) => {
-                let _ = tx.send(Update::Lost(e.to_string()));
-                return;
-            }
+        let dump = match session.next_update() {
+            Ok((dump, _)) => dump,
+            Err(e) => return e.to_string(),
         };
+        if let Some(Err(e)) = feed.recorder.as_mut().map(|r| r.record(&dump)) {
+            feed.recorder = None;
+            let _ = tx.send(Update::RecordingStopped(e.to_string()));
+        }
         // A screen that is behind skips this state: the next one holds all it says.
-        match tx.try_send(update) {
+        match tx.try_send(Update::Snapshot(Box::new(dump))) {
             Ok(()) | Err(TrySendError::Full(_)) => {}
-            Err(TrySendError::Disconnected(_)) => return,
+            // The screen has quit: the feed is done.
+            Err(TrySendError::Disconnected(_)) => return String::new(),
+        }
+    }
+}
+
+/// Tries to attach again once a second while the process exists; `None` once it is gone.
+fn reattach(feed: &Feed) -> Option<Session> {
+    loop {
+        thread::sleep(RETRY);
+        if let Target::Pid(pid) = feed.target
+            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            return None;
+        }
+        // The screen quitting ends the process, and this thread with it.
+        if let Ok(s) = Session::attach(&feed.target, &feed.options) {
+            return Some(s);
         }
     }
 }

@@ -14,7 +14,11 @@ pub mod view;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
-use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{
+    self, DisableMouseCapture, EnableMouseCapture, Event, KeyCode, KeyEvent, KeyEventKind,
+    KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::Rect;
 
 use crate::error::TargetError;
 use crate::file::{self, FileError, Opened, Recorder, Replay};
@@ -34,6 +38,8 @@ pub struct WatchOptions {
     pub all: bool,
     /// Append every update to a new recording at this path.
     pub record: Option<std::path::PathBuf>,
+    /// Tasks suspended this long are shown as stuck.
+    pub stuck_after: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,12 +72,29 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
         .as_deref()
         .map(Recorder::create)
         .transpose()?;
-    let updates = feed::start(session, options.interval, options.all, recorder);
-    screen(Source::Live(updates), App::new(Instant::now()))
+    let updates = feed::start(
+        session,
+        feed::Feed {
+            target: target.clone(),
+            options: options.session.clone(),
+            every: options.interval,
+            include_completed: options.all,
+            recorder,
+        },
+    );
+    screen(Source::Live(updates), new_app(options.stuck_after))
+}
+
+fn new_app(stuck_after: Duration) -> App {
+    let mut app = App::new(Instant::now());
+    app.stuck_after = stuck_after;
+    // https://no-color.org: present and not empty.
+    app.colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    app
 }
 
 /// Opens a snapshot file, or replays a recording from its first update.
-pub fn run_file(path: &std::path::Path) -> Result<(), WatchError> {
+pub fn run_file(path: &std::path::Path, stuck_after: Duration) -> Result<(), WatchError> {
     let opened = file::open(path)?;
     terminal_or_refuse()?;
     // The name only: the status bar has little room, and the user knows where the file is.
@@ -79,7 +102,7 @@ pub fn run_file(path: &std::path::Path) -> Result<(), WatchError> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let mut app = App::new(Instant::now());
+    let mut app = new_app(stuck_after);
     let source = match opened {
         Opened::Snapshot(dump) => {
             app.update(*dump, Instant::now());
@@ -118,6 +141,13 @@ fn replay_link(replay: &Replay, file: &str) -> Link {
 /// Draws `app` and feeds it keys and states until the user quits.
 fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
     let mut terminal = ratatui::try_init()?;
+    // ratatui's panic hook gives the terminal back but knows nothing of the mouse: take it back first.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = crossterm::execute!(std::io::stdout(), DisableMouseCapture);
+        hook(info);
+    }));
+    crossterm::execute!(std::io::stdout(), EnableMouseCapture)?;
     let result = (|| -> std::io::Result<()> {
         loop {
             take_states(&mut source, &mut app);
@@ -134,14 +164,23 @@ fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
                 return Ok(());
             }
             // Redrawn at least every 100 ms (the status bar's ages move), and at once on a key.
-            if event::poll(Duration::from_millis(100))?
-                && let Event::Key(k) = event::read()?
-                && let Some(key) = key_of(k, app.typing)
-            {
+            if !event::poll(Duration::from_millis(100))? {
+                continue;
+            }
+            let key = match event::read()? {
+                Event::Key(k) => key_of(k, app.typing),
+                Event::Mouse(m) => {
+                    let size = terminal.size()?;
+                    mouse_key(&app, m, Rect::new(0, 0, size.width, size.height))
+                }
+                _ => None,
+            };
+            if let Some(key) = key {
                 app.key(key);
             }
         }
     })();
+    let _ = crossterm::execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
     Ok(result?)
 }
@@ -188,6 +227,18 @@ fn save(dump: &crate::model::Dump) -> std::io::Result<String> {
     Ok(path)
 }
 
+/// The state's key for a mouse event: the wheel moves the selection, a click selects a row.
+fn mouse_key(app: &App, m: MouseEvent, screen: Rect) -> Option<Key> {
+    match m.kind {
+        MouseEventKind::ScrollUp => Some(Key::Up),
+        MouseEventKind::ScrollDown => Some(Key::Down),
+        MouseEventKind::Down(MouseButton::Left) if !app.help => {
+            view::row_at(app, screen, m.row).map(Key::Row)
+        }
+        _ => None,
+    }
+}
+
 /// The state's key for a terminal key press; while a search is typed, characters are its text.
 fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
     if k.kind != KeyEventKind::Press {
@@ -219,6 +270,7 @@ fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
         KeyCode::Char('?') => Key::Help,
         KeyCode::Char('/') => Key::Search,
         KeyCode::Char('o') => Key::NextSort,
+        KeyCode::Char('!') => Key::AttentionFirst,
         KeyCode::Char('r') => Key::Reverse,
         KeyCode::Char('c') => Key::Coalesce,
         KeyCode::Char('1') => Key::Toggle(State::Idle),

@@ -6,11 +6,13 @@
 //! Following an edge (Enter) pushes the current task on a stack that Backspace pops. `/` searches every
 //! task's name, root type, spawn site and frames (names and files) as you type. `c` groups identical
 //! chains (largest group first); Enter on a group lists its tasks, and Backspace returns to the groups.
+//! Tasks in a wait cycle, and tasks suspended longer than `stuck_after`, want attention: `!` lists them
+//! first (deadlocked, then stuck), and the view marks and counts them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::model::{Dump, FrameNode, Group, State, TaskView, coalesce};
+use crate::model::{Dump, FrameNode, Group, State, TaskView, coalesce, leaf_frame};
 
 /// A key, as the state understands it (the terminal's key events are mapped to these in `input`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +45,15 @@ pub enum Key {
     Toggle(State),
     /// Save what is on screen as a snapshot file.
     Save,
+    /// List deadlocked and stuck tasks first, or not.
+    AttentionFirst,
+    /// Select this row of the table (a mouse click).
+    Row(usize),
     /// In a replay: the previous and the next update (`←`, `→`), or ten of them (with Shift).
     Step(i32),
 }
 
-/// The table's columns that sort.
+/// The task table's columns; each sorts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Column {
     Task,
@@ -56,9 +62,28 @@ pub enum Column {
     /// Time in the current state.
     Age,
     Polls,
+    Busy,
+    Wakes,
+    /// The chain's leaf frame.
+    Leaf,
+    /// Where the task was spawned.
+    Site,
 }
 
 impl Column {
+    /// In the order `o` steps through them.
+    pub const ALL: [Column; 9] = [
+        Column::Task,
+        Column::Name,
+        Column::State,
+        Column::Age,
+        Column::Polls,
+        Column::Busy,
+        Column::Wakes,
+        Column::Leaf,
+        Column::Site,
+    ];
+
     pub fn title(self) -> &'static str {
         match self {
             Column::Task => "task",
@@ -66,19 +91,29 @@ impl Column {
             Column::State => "state",
             Column::Age => "for",
             Column::Polls => "polls",
+            Column::Busy => "busy",
+            Column::Wakes => "wakes",
+            Column::Leaf => "leaf",
+            Column::Site => "spawned at",
         }
     }
 
     fn next(self) -> Column {
-        match self {
-            Column::Task => Column::Name,
-            Column::Name => Column::State,
-            Column::State => Column::Age,
-            Column::Age => Column::Polls,
-            Column::Polls => Column::Task,
-        }
+        let at = Column::ALL.iter().position(|&c| c == self).unwrap_or(0);
+        Column::ALL[(at + 1) % Column::ALL.len()]
     }
 }
+
+/// Why a task wants a look: it is in a wait cycle, or suspended for longer than the threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Attention {
+    Deadlock,
+    Stuck,
+    None,
+}
+
+/// Tasks suspended this long are stuck unless told otherwise (`--stuck-after`).
+pub const STUCK_AFTER: Duration = Duration::from_secs(10);
 
 /// Where the data comes from, as the status bar says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +166,14 @@ pub struct App {
     pub link: Link,
     /// A replay step asked for by `←`/`→`, for the screen's loop to take.
     pub step: i32,
+    /// Suspended this long is stuck.
+    pub stuck_after: Duration,
+    /// List deadlocked, then stuck tasks before the others (`!`).
+    pub attention_first: bool,
+    /// Tasks in a wait cycle of the shown dump.
+    deadlocked: rustc_hash::FxHashSet<u64>,
+    /// Colour may be used (not under `NO_COLOR`); nothing depends on it alone.
+    pub colour: bool,
     pub updates: u64,
     pub last_update: Option<Instant>,
     pub started: Instant,
@@ -161,6 +204,10 @@ impl App {
             quit: false,
             link: Link::Connecting,
             step: 0,
+            stuck_after: STUCK_AFTER,
+            attention_first: false,
+            deadlocked: Default::default(),
+            colour: false,
             updates: 0,
             last_update: None,
             started: now,
@@ -194,6 +241,33 @@ impl App {
     pub fn selected_task(&self) -> Option<&TaskView> {
         let id = self.selected?;
         self.rows().into_iter().find(|t| t.id == id)
+    }
+
+    /// Whether `t` wants a look, and why.
+    pub fn attention(&self, t: &TaskView) -> Attention {
+        if self.deadlocked.contains(&t.id) {
+            Attention::Deadlock
+        } else if t.state.suspended()
+            && t.state_age_ns
+                .is_some_and(|a| a >= self.stuck_after.as_nanos() as u64)
+        {
+            Attention::Stuck
+        } else {
+            Attention::None
+        }
+    }
+
+    /// Of the shown dump's tasks: how many wait cycles, how many tasks in them, how many stuck.
+    pub fn attention_counts(&self) -> (usize, usize, usize) {
+        let Some(d) = self.shown.as_deref() else {
+            return (0, 0, 0);
+        };
+        let stuck = d
+            .tasks
+            .iter()
+            .filter(|t| self.attention(t) == Attention::Stuck)
+            .count();
+        (d.deadlocks.len(), self.deadlocked.len(), stuck)
     }
 
     /// A new snapshot arrived.
@@ -284,6 +358,10 @@ impl App {
                 self.sort = self.sort.next();
                 self.reorder();
             }
+            Key::AttentionFirst => {
+                self.attention_first = !self.attention_first;
+                self.reorder();
+            }
             Key::Reverse => {
                 self.reversed = !self.reversed;
                 self.reorder();
@@ -291,6 +369,7 @@ impl App {
             Key::Char(_) | Key::Erase | Key::Done | Key::Toggle(_) | Key::Save | Key::Step(_) => {}
             Key::Up => self.select_row(self.row.saturating_sub(1)),
             Key::Down => self.select_row(self.row + 1),
+            Key::Row(row) => self.select_row(row),
             Key::Top => self.select_row(0),
             Key::Bottom => self.select_row(usize::MAX),
             Key::Follow => self.follow(),
@@ -313,6 +392,7 @@ impl App {
             Key::Down => self.group_row = (self.group_row + 1).min(last),
             Key::Top => self.group_row = 0,
             Key::Bottom => self.group_row = last,
+            Key::Row(row) => self.group_row = row.min(last),
             Key::Follow => {
                 if let Some(g) = self.groups.get(self.group_row) {
                     self.group_tasks = Some(g.task_ids.clone());
@@ -351,6 +431,7 @@ impl App {
         let Some(d) = self.shown.clone() else {
             return;
         };
+        self.deadlocked = d.deadlocks.iter().flatten().copied().collect();
         let needle = self.search.to_lowercase();
         let in_group = |id: u64| self.group_tasks.as_ref().is_none_or(|g| g.contains(&id));
         let mut order: Vec<usize> = (0..d.tasks.len())
@@ -368,9 +449,19 @@ impl App {
             Column::State => order.sort_by_key(|&i| t(i).state as u8),
             Column::Age => order.sort_by_key(|&i| std::cmp::Reverse(t(i).state_age_ns)),
             Column::Polls => order.sort_by_key(|&i| std::cmp::Reverse(t(i).polls)),
+            Column::Busy => order.sort_by_key(|&i| std::cmp::Reverse(t(i).busy_ns)),
+            Column::Wakes => order.sort_by_key(|&i| std::cmp::Reverse(t(i).wakes)),
+            Column::Leaf => order.sort_by_cached_key(|&i| {
+                leaf_frame(&t(i).frames).map(|f| (f.meta.name.clone(), f.meta.location.clone()))
+            }),
+            Column::Site => order.sort_by(|&a, &b| t(a).spawned_at.cmp(&t(b).spawned_at)),
         }
         if self.reversed {
             order.reverse();
+        }
+        if self.attention_first {
+            // Stable: within each kind, the order chosen above.
+            order.sort_by_key(|&i| self.attention(t(i)));
         }
         self.order = order;
         match self.selected {
@@ -629,5 +720,43 @@ pub(crate) mod tests {
         app.disconnected("the agent closed the connection".into());
         assert_eq!(app.rows().len(), 3);
         assert!(matches!(app.link, Link::Disconnected(_)));
+    }
+
+    /// Tasks 1 and 2 await each other; 3 and 4 are suspended, 4 for longer than the threshold.
+    pub(crate) fn cycle_and_stuck() -> Snapshot {
+        let mut s = crate::model::tests::edge_snapshot(&[(1, 2), (2, 1)]);
+        for t in &mut s.tasks {
+            t.last_poll_end_ns = Some(s.now_ns - 1_000_000_000);
+        }
+        s.tasks[3].last_poll_end_ns = Some(s.now_ns - 1_500_000_000);
+        s
+    }
+
+    #[test]
+    fn deadlocked_then_stuck_tasks_come_first_on_demand() {
+        let mut app = app_with(&cycle_and_stuck());
+        app.stuck_after = Duration::from_millis(1_200);
+        app.key(Key::Reverse);
+        let ids = |app: &App| app.rows().iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(&app), [4, 3, 2, 1]);
+        app.key(Key::AttentionFirst);
+        assert_eq!(
+            ids(&app),
+            [2, 1, 4, 3],
+            "the cycle, then the stuck one, each in the sort's order"
+        );
+        let attention: Vec<Attention> = app.rows().iter().map(|t| app.attention(t)).collect();
+        assert_eq!(
+            attention,
+            [
+                Attention::Deadlock,
+                Attention::Deadlock,
+                Attention::Stuck,
+                Attention::None
+            ]
+        );
+        assert_eq!(app.attention_counts(), (1, 2, 1));
+        app.key(Key::AttentionFirst);
+        assert_eq!(ids(&app), [4, 3, 2, 1]);
     }
 }

@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Modifier, Style};
+use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 
-use super::state::{App, Column, Link};
-use crate::model::{FrameNode, TaskView};
+use super::state::{App, Attention, Column, Link};
+use crate::model::{FrameNode, TaskView, leaf_frame};
 use crate::view::names::{short, short_path};
 use crate::view::text::{self, state_word};
 use crate::view::{Dur, duration};
@@ -27,6 +27,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "search names, types, frames and files (Enter or Esc ends typing)",
     ),
     ("o  r", "sort by the next column, reverse the sort"),
+    (
+        "!",
+        "deadlocked, then stuck (over --stuck-after) tasks first",
+    ),
     ("c", "group identical chains (Enter lists a group's tasks)"),
     (
         "1 2 3 4",
@@ -41,17 +45,47 @@ pub const KEYS: &[(&str, &str)] = &[
         "← →",
         "replaying a recording: previous, next update (Shift: ten)",
     ),
+    ("mouse", "wheel moves the selection, a click selects a row"),
     ("?", "this help"),
     ("q  Ctrl-C", "quit"),
 ];
 
-pub fn draw(f: &mut Frame<'_>, app: &App, now: Instant) {
-    let [table, detail, status] = Layout::vertical([
+/// The screen's parts: the table, the detail pane, the status bar.
+fn areas(screen: Rect) -> [Rect; 3] {
+    Layout::vertical([
         Constraint::Percentage(45),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
-    .areas(f.area());
+    .areas(screen)
+}
+
+/// The row of the table (task or group, counted from the first) drawn at line `y` of a screen of
+/// `size`, for a mouse click.
+pub fn row_at(app: &App, size: Rect, y: u16) -> Option<usize> {
+    let [table, ..] = areas(size);
+    // Below the header, above the bottom border.
+    let line = y.checked_sub(table.y + 1)?;
+    if line + 2 >= table.height {
+        return None;
+    }
+    let (len, selected) = if app.coalesced {
+        let (groups, row) = app.groups();
+        (groups.len(), (!groups.is_empty()).then_some(row))
+    } else {
+        let rows = app.rows();
+        let at = app
+            .selected
+            .and_then(|id| rows.iter().position(|t| t.id == id));
+        (rows.len(), at)
+    };
+    let (skip, _) = window(table, len, selected);
+    let row = skip + usize::from(line);
+    (row < len).then_some(row)
+}
+
+pub fn draw(f: &mut Frame<'_>, app: &App, now: Instant) {
+    let [table, detail, status] = areas(f.area());
     draw_table(f, app, table);
     draw_detail(f, app, detail);
     f.render_widget(Paragraph::new(status_line(app, now)), status);
@@ -68,31 +102,49 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
     let selected = app
         .selected
         .and_then(|id| tasks.iter().position(|t| t.id == id));
-    let titles = [
-        Column::Task,
-        Column::Name,
-        Column::State,
-        Column::Age,
-        Column::Polls,
-    ]
-    .map(|c| {
-        let mark = match (c == app.sort, app.reversed) {
-            (false, _) => "",
-            (true, false) => " ▼",
-            (true, true) => " ▲",
-        };
-        format!("{}{mark}", c.title())
-    });
-    let header = titles.into_iter().chain(["leaf".to_owned()]).collect();
-    let widths = [12, 14, 10, 9, 6];
+    let columns = columns(area.width);
+    let header = columns
+        .iter()
+        .map(|&(c, _)| {
+            let mark = match (c == app.sort, app.reversed) {
+                (false, _) => "",
+                (true, false) => " ▼",
+                (true, true) => " ▲",
+            };
+            format!("{}{mark}", c.title())
+        })
+        .collect();
+    // The leaf takes what the others leave; it is last, or before the spawn site.
+    let widths: Vec<u16> = columns.iter().map(|&(_, w)| w).collect();
     let (skip, selected) = window(area, tasks.len(), selected);
     let rows = tasks
         .into_iter()
         .skip(skip)
         .take(area.height.into())
-        .map(row)
+        .map(|t| row(app, t, &columns))
         .collect();
     render_table(f, area, header, &widths, rows, selected);
+}
+
+/// The columns that fit `width`, each with its width (0: the leaf, which fills the rest). The least
+/// needed go first as the terminal narrows.
+fn columns(width: u16) -> Vec<(Column, u16)> {
+    let mut out = vec![(Column::Task, 12)];
+    if width >= 70 {
+        out.push((Column::Name, 14));
+    }
+    out.extend([(Column::State, 15), (Column::Age, 9)]);
+    if width >= 90 {
+        out.push((Column::Polls, 7));
+    }
+    if width >= 110 {
+        out.extend([(Column::Busy, 9), (Column::Wakes, 7)]);
+    }
+    out.push((Column::Leaf, 0));
+    if width >= 150 {
+        out.push((Column::Site, 32));
+    }
+    out
 }
 
 /// The coalesced view's table: one row per group of identical chains, largest first.
@@ -122,7 +174,7 @@ fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
     let header = ["count", "tasks", "state", "for", "leaf"]
         .map(String::from)
         .to_vec();
-    render_table(f, area, header, &[7, 14, 10, 16], rows, selected);
+    render_table(f, area, header, &[7, 14, 10, 16, 0], rows, selected);
 }
 
 /// Which of `len` rows a table in `area` shows: how many to skip, and the selection among the rest.
@@ -145,10 +197,10 @@ fn render_table(
     rows: Vec<Row<'_>>,
     selected: Option<usize>,
 ) {
-    let widths = widths
-        .iter()
-        .map(|&w| Constraint::Length(w))
-        .chain([Constraint::Fill(1)]);
+    let widths = widths.iter().map(|&w| match w {
+        0 => Constraint::Fill(1),
+        w => Constraint::Length(w),
+    });
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::new().borders(Borders::BOTTOM))
@@ -159,41 +211,46 @@ fn render_table(
     f.render_stateful_widget(table, area, &mut state);
 }
 
-fn row(t: &TaskView) -> Row<'_> {
-    let id = match (t.agent_id, t.tokio_id) {
-        (Some(id), _) => id.to_string(),
-        (None, Some(id)) => format!("tokio {id}"),
-        (None, None) => t.id.to_string(),
-    };
+fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
-    Row::new([
-        Cell::from(id),
-        Cell::from(t.name.as_deref().unwrap_or_default().to_owned()),
-        Cell::from(state_word(t.state)),
-        Cell::from(t.state_age_ns.map_or("-".to_owned(), duration)),
-        Cell::from(opt(t.polls)),
-        Cell::from(leaf(&t.frames)),
-    ])
+    let attention = app.attention(t);
+    let cells = columns.iter().map(|&(c, _)| {
+        Cell::from(match c {
+            Column::Task => match (t.agent_id, t.tokio_id) {
+                (Some(id), _) => id.to_string(),
+                (None, Some(id)) => format!("tokio {id}"),
+                (None, None) => t.id.to_string(),
+            },
+            Column::Name => t.name.as_deref().unwrap_or_default().to_owned(),
+            // In words, so that it reads without colour.
+            Column::State => match attention {
+                Attention::Deadlock => "DEADLOCK".to_owned(),
+                Attention::Stuck => format!("STUCK {}", state_word(t.state)),
+                Attention::None => state_word(t.state).to_owned(),
+            },
+            Column::Age => t.state_age_ns.map_or("-".to_owned(), duration),
+            Column::Polls => opt(t.polls),
+            Column::Busy => t.busy_ns.map_or("-".to_owned(), duration),
+            Column::Wakes => opt(t.wakes),
+            Column::Leaf => leaf(&t.frames),
+            Column::Site => t.spawned_at.as_deref().map_or(String::new(), |l| {
+                format!("{}:{}", short_path(&l.file), l.line)
+            }),
+        })
+    });
+    let style = match (app.colour, attention) {
+        (true, Attention::Deadlock) => Style::new().fg(Color::Red),
+        (true, Attention::Stuck) => Style::new().fg(Color::Yellow),
+        _ => Style::new(),
+    };
+    Row::new(cells.collect::<Vec<_>>()).style(style)
 }
 
-/// The chain's leaf: the deepest frame of its first branch, with where it is. A `poll_fn` closure
-/// names nothing; the frame that awaits it does (`Receiver::recv`).
+/// The chain's leaf, with where it is.
 fn leaf(frames: &[FrameNode]) -> String {
-    let (mut at, mut above) = (frames.first(), None);
-    while let Some(f) = at {
-        match f.children.first() {
-            Some(c) => (above, at) = (Some(f), Some(c)),
-            None => break,
-        }
-    }
-    let Some(mut f) = at else {
+    let Some(f) = leaf_frame(frames) else {
         return String::new();
     };
-    if f.meta.name.contains("::poll_fn::PollFn<")
-        && let Some(parent) = above
-    {
-        f = parent;
-    }
     let m = &f.meta;
     match m.suspended_at.as_ref().or(m.location.as_ref()) {
         Some(l) => format!("{} at {}:{}", short(&m.name), short_path(&l.file), l.line),
@@ -213,7 +270,7 @@ fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
             None => "no task".to_owned(),
         },
         (Some(d), Some(t)) => {
-            let mut s = String::new();
+            let mut s = attention_line(app, d, t);
             text::write_task(&mut s, d, t, text::Style::default());
             s
         }
@@ -224,6 +281,27 @@ fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
         Paragraph::new(Text::raw(body)).wrap(Wrap { trim: false }),
         area,
     );
+}
+
+/// Why the selected task wants attention, if it does, as the detail pane's first line.
+fn attention_line(app: &App, d: &crate::model::Dump, t: &TaskView) -> String {
+    match app.attention(t) {
+        Attention::Deadlock => {
+            let cycle = d.deadlocks.iter().find(|c| c.contains(&t.id));
+            let path = cycle.map_or(String::new(), |c| {
+                let mut ids: Vec<String> = c.iter().map(|id| format!("task {id}")).collect();
+                ids.push(ids[0].clone());
+                ids.join(" → ")
+            });
+            format!("DEADLOCK: in the wait cycle {path}\n")
+        }
+        Attention::Stuck => format!(
+            "STUCK: suspended {}, over the {} of --stuck-after\n",
+            t.state_age_ns.map_or("-".to_owned(), duration),
+            Dur(app.stuck_after.as_nanos() as u64)
+        ),
+        Attention::None => String::new(),
+    }
 }
 
 fn status_line(app: &App, now: Instant) -> Line<'static> {
@@ -282,6 +360,19 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
             app.rows().len()
         )),
         (false, true) => {}
+    }
+    let (cycles, deadlocked, stuck) = app.attention_counts();
+    if cycles > 0 {
+        let what = if cycles == 1 { "cycle" } else { "cycles" };
+        parts.push(format!(
+            "DEADLOCK: {deadlocked} tasks in {cycles} wait {what}"
+        ));
+    }
+    if stuck > 0 {
+        parts.push(format!(
+            "{stuck} STUCK over {}",
+            Dur(app.stuck_after.as_nanos() as u64)
+        ));
     }
     if let Some(d) = app.dump() {
         let s = &d.snapshot;
@@ -400,5 +491,50 @@ mod tests {
     #[test]
     fn a_narrow_terminal_still_shows_table_detail_and_status() {
         insta::assert_snapshot!(screen(&app(), 60, 20));
+    }
+
+    fn attention_app(colour: bool) -> App {
+        let now = Instant::now();
+        let mut app = App::new(now);
+        app.stuck_after = std::time::Duration::from_millis(1_200);
+        app.colour = colour;
+        let snap = crate::watch::state::tests::cycle_and_stuck();
+        app.update(Dump::build(&handshake(), &snap, 0), now);
+        app.key(Key::AttentionFirst);
+        app
+    }
+
+    #[test]
+    fn deadlocked_and_stuck_tasks_are_marked_in_words_listed_first_and_counted() {
+        insta::assert_snapshot!(screen(&attention_app(false), 110, 16));
+    }
+
+    #[test]
+    fn colour_adds_to_the_words_and_no_color_takes_it_away() {
+        let fg_of_row = |app: &App, y: u16| {
+            let mut term = Terminal::new(TestBackend::new(110, 16)).unwrap();
+            term.draw(|f| draw(f, app, app.started)).unwrap();
+            term.backend().buffer()[(30, y)].fg
+        };
+        let coloured = attention_app(true);
+        // Row 1 is the selected (reversed) task 1; row 2 is task 2, deadlocked; row 3 task 4, stuck.
+        assert_eq!(fg_of_row(&coloured, 2), Color::Red);
+        assert_eq!(fg_of_row(&coloured, 3), Color::Yellow);
+        let plain = attention_app(false);
+        assert_eq!(fg_of_row(&plain, 2), Color::Reset);
+        assert_eq!(fg_of_row(&plain, 3), Color::Reset);
+    }
+
+    #[test]
+    fn a_click_on_a_row_selects_that_row_and_nothing_else_does() {
+        let mut app = app();
+        let size = Rect::new(0, 0, 100, 24);
+        assert_eq!(row_at(&app, size, 0), None, "the header");
+        assert_eq!(row_at(&app, size, 1), Some(0));
+        assert_eq!(row_at(&app, size, 3), Some(2));
+        assert_eq!(row_at(&app, size, 4), None, "below the last task");
+        assert_eq!(row_at(&app, size, 20), None, "the detail pane");
+        app.key(Key::Row(2));
+        assert_eq!(app.selected, Some(3));
     }
 }
