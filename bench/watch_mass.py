@@ -78,7 +78,7 @@ def watch(pid):
                     f"{BIN}/asyncdump watch {pid}"], check=True)
     try:
         for _ in range(300):
-            if f"{TASKS}" in screen():
+            if "tasks:" in screen():
                 break
             time.sleep(0.1)
         watch_pid = int(subprocess.run(["pgrep", "-f", f"^{BIN}/asyncdump watch {pid}"],

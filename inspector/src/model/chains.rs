@@ -29,6 +29,8 @@ pub(super) struct Chain {
     pub decode_note: Option<std::sync::Arc<str>>,
     /// The task's name: it never changes, so it is kept with the chain rather than copied each time.
     pub name: Option<std::sync::Arc<str>>,
+    /// What a search looks in (see `TaskView::search_text`).
+    pub searched: std::sync::Arc<str>,
 }
 
 /// Chains by agent task id; a fresh one for a one-off dump.

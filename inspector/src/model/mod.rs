@@ -29,7 +29,7 @@ pub const JSON_VERSION: u32 = 3;
 /// The `format` of a `--json` document.
 pub const FORMAT: &str = "asyncdump-dump";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Dump {
     pub format: String,
     pub version: u32,
@@ -42,6 +42,9 @@ pub struct Dump {
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,
+    /// Task index by id, built on first use (see [`Dump::task`]).
+    #[serde(skip)]
+    index: std::sync::OnceLock<FastMap<u64, usize>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -63,7 +66,7 @@ pub struct DecodingInfo {
     pub plan_types: usize,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Process {
     pub pid: u32,
     pub program: String,
@@ -73,7 +76,7 @@ pub struct Process {
     pub uptime_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SnapshotInfo {
     /// The agent's monotonic clock at the capture: what every age here is measured from.
     #[serde(default)]
@@ -130,6 +133,10 @@ pub struct TaskView {
     /// Why this task's chain was not (fully) decoded, when decoding is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_note: Option<Arc<str>>,
+    /// See [`TaskView::search_text`]: made with the chain, so that a search of 100,000 tasks at each
+    /// key typed is one substring search per task.
+    #[serde(skip)]
+    pub(crate) searched: Arc<str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -440,6 +447,11 @@ impl Dump {
         tasks.extend(listed.views(decoder));
         listed.join_edges(&mut tasks, decoder);
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
+        // Built here, on the thread that builds the dump, not where it is first looked at (a live
+        // view's screen, which should not wait for it).
+        let mut index = FastMap::default();
+        index.reserve(tasks.len());
+        index.extend(tasks.iter().enumerate().map(|(i, t)| (t.id, i)));
         Dump {
             format: FORMAT.to_owned(),
             version: JSON_VERSION,
@@ -466,6 +478,7 @@ impl Dump {
             deadlocks: find_cycles(&tasks),
             decoding,
             tasks,
+            index: index.into(),
         }
     }
 
@@ -477,17 +490,32 @@ impl Dump {
         Ok(dump)
     }
 
-    /// Gives every frame its id again (see [`FrameNode::id`]), after reading a document.
+    /// Gives every frame its id again (see [`FrameNode::id`]), and every task what a search looks
+    /// in, after reading a document.
     pub fn restore_frame_ids(&mut self) {
         for t in &mut self.tasks {
             assign_frame_ids(Arc::<Vec<FrameNode>>::make_mut(&mut t.frames));
+            t.searched = t.search_text();
         }
     }
 
     /// Keeps the tasks `filter` selects. Header counts and deadlocks still describe the whole process.
     pub fn filter(mut self, filter: &Filter) -> Dump {
         self.tasks.retain(|t| filter.matches(t));
+        self.index = Default::default();
         self
+    }
+
+    /// The task with this id (its `TaskView::id`), by an index built on first use.
+    pub fn task(&self, id: u64) -> Option<&TaskView> {
+        let index = self.index.get_or_init(|| {
+            self.tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.id, i))
+                .collect()
+        });
+        index.get(&id).map(|&i| &self.tasks[i])
     }
 
     /// The tasks `filter` selects, leaving the dump whole (a live view filters the same state again as
@@ -550,11 +578,39 @@ impl TaskView {
     /// Whether `text` is in the task's name, root type, spawn site, or any frame's name or file
     /// (case-insensitive), for a live view's `/` search. `lower` is `text` in lower case.
     pub fn mentions(&self, lower: &str) -> bool {
+        if !self.searched.is_empty() && lower.is_ascii() {
+            return self.searched.contains(lower);
+        }
         let has = |s: &str| contains_folded(s, lower);
         self.name.as_deref().is_some_and(has)
             || has(&self.root_type)
             || self.spawned_at.as_deref().is_some_and(|l| has(&l.file))
             || frames_mention(&self.frames, &has)
+    }
+
+    /// What [`TaskView::mentions`] looks in, in ASCII lower case, one string per line.
+    fn search_text(&self) -> Arc<str> {
+        let mut text = String::new();
+        let mut add = |s: &str| {
+            text.push_str(s);
+            text.push('\n');
+        };
+        add(self.name.as_deref().unwrap_or_default());
+        add(&self.root_type);
+        add(self.spawned_at.as_deref().map_or("", |l| &l.file));
+        let mut stack: Vec<&FrameNode> = self.frames.iter().collect();
+        while let Some(f) = stack.pop() {
+            add(&f.meta.name);
+            for l in [&f.meta.location, &f.meta.suspended_at]
+                .into_iter()
+                .flatten()
+            {
+                add(&l.file);
+            }
+            stack.extend(&f.children);
+        }
+        text.make_ascii_lowercase();
+        text.into()
     }
 }
 
@@ -585,9 +641,21 @@ pub fn leaf_frame(frames: &[FrameNode]) -> Option<&FrameNode> {
 }
 
 /// Iterative: chains may be deep.
+/// Allocates only where a chain branches: a search visits every chain of 100,000 tasks per key.
 fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
-    let mut stack: Vec<&FrameNode> = frames.iter().collect();
-    while let Some(f) = stack.pop() {
+    // Siblings still to visit, one slice per branch point above the current frame.
+    let mut later: Vec<&[FrameNode]> = Vec::new();
+    let mut cur = frames;
+    loop {
+        let Some((f, rest)) = cur.split_first() else {
+            match later.pop() {
+                Some(next) => {
+                    cur = next;
+                    continue;
+                }
+                None => return false,
+            }
+        };
         let m = &f.meta;
         let files = [&m.location, &m.suspended_at];
         if has(&m.name)
@@ -597,9 +665,11 @@ fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
         {
             return true;
         }
-        stack.extend(&f.children);
+        if !rest.is_empty() {
+            later.push(rest);
+        }
+        cur = &f.children;
     }
-    false
 }
 
 fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
@@ -652,15 +722,12 @@ fn task_view(
         edges: edges.to_vec(),
     };
     cache.saw(t.id);
+    let fresh = cache.get(t.id, &key).is_none();
     let chain = match cache.get(t.id, &key) {
         Some(chain) => chain.clone(),
-        None => {
-            let chain = chain(shared, t, edges, decoder, refs);
-            cache.put(t.id, key, chain.clone());
-            chain
-        }
+        None => chain(shared, t, edges, decoder, refs),
     };
-    TaskView {
+    let mut view = TaskView {
         id: t.id,
         agent_id: Some(t.id),
         tokio_id: None,
@@ -691,7 +758,21 @@ fn task_view(
         }),
         decoded_delegates: chain.decoded_delegates,
         decode_note: chain.decode_note,
+        searched: chain.searched,
+    };
+    if fresh {
+        view.searched = view.search_text();
+        let chain = Chain {
+            frames: view.frames.clone(),
+            awaits_tasks: view.awaits_tasks.clone(),
+            decoded_delegates: view.decoded_delegates.clone(),
+            decode_note: view.decode_note.clone(),
+            name: view.name.clone(),
+            searched: view.searched.clone(),
+        };
+        cache.put(t.id, key, chain);
     }
+    view
 }
 
 /// A task's chain: its annotated frames as a tree with the edges `edges` hung on them, merged with its
@@ -747,6 +828,7 @@ fn chain(
         decoded_delegates: decoded_delegates.into(),
         decode_note: decode_note.map(Arc::from),
         name: t.name.as_deref().map(Arc::from),
+        searched: Arc::from(""),
     }
 }
 
@@ -999,6 +1081,21 @@ pub(crate) mod tests {
 
     fn names(nodes: &[FrameNode]) -> Vec<String> {
         nodes.iter().map(|n| n.meta.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_search_finds_any_frame_of_any_branch_by_name_or_file() {
+        // `handler` branches into `read_frame` → `recv` and `timer`: the search must reach the second.
+        let dump = Dump::build(&handshake(), &sample(), 0);
+        let t = &dump.tasks[0];
+        let last = "timer";
+        assert!(t.mentions(last), "{last} in {:?}", t.searched);
+        assert!(t.mentions("src/main.rs"));
+        assert!(!t.mentions("no such thing"));
+        // The fallback for text the folded copy does not cover, and a task read from a file.
+        let mut bare = t.clone();
+        bare.searched = Arc::from("");
+        assert!(bare.mentions(last) && !bare.mentions("no such thing"));
     }
 
     #[test]

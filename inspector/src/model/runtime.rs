@@ -130,7 +130,7 @@ impl<'a> Listed<'a> {
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
-        TaskView {
+        let mut view = TaskView {
             id: key,
             agent_id: None,
             tokio_id: Some(t.id),
@@ -155,7 +155,10 @@ impl<'a> Listed<'a> {
             delegate: None,
             decoded_delegates: decoded_delegates.into(),
             decode_note: decode_note.map(Arc::from),
-        }
+            searched: Arc::from(""),
+        };
+        view.searched = view.search_text();
+        view
     }
 
     /// Edges from join wakers: whoever awaits a listed task's `JoinHandle`, or polls the `JoinSet` it

@@ -68,7 +68,32 @@ impl Style {
 /// One task's section of a dump (header, spawn line, chain, edges, delegates), as `dump` prints it:
 /// the live view's detail pane says the same things in the same words.
 pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, style: Style) {
-    task(out, t, &labels_of(dump), style);
+    let mut ids = vec![t.id];
+    ids.extend(t.awaited_by.as_ref().map(|a| a.task));
+    ids.extend(t.decoded_delegates.iter().filter_map(|d| d.waker_of));
+    mentioned(&t.frames, &t.awaits_tasks, &mut ids);
+    task(out, t, &labels_for(dump, &ids), style);
+}
+
+/// Adds the tasks `frames` and `root` await to `ids`. Iterative: chains may be deep.
+fn mentioned(frames: &[FrameNode], root: &[u64], ids: &mut Vec<u64>) {
+    ids.extend_from_slice(root);
+    let mut stack: Vec<&FrameNode> = frames.iter().collect();
+    while let Some(f) = stack.pop() {
+        ids.extend_from_slice(&f.awaits_tasks);
+        stack.extend(&f.children);
+    }
+}
+
+/// The labels of the tasks `ids` only: one section of a dump of 100,000 tasks (the live view's detail
+/// pane, at each redraw) names a few, and a map of them all would cost more than the section.
+fn labels_for<'a>(dump: &'a Dump, ids: &[u64]) -> Labels<'a> {
+    Labels(
+        ids.iter()
+            .filter_map(|&id| dump.task(id))
+            .map(|t| (t.id, t.name.as_deref()))
+            .collect(),
+    )
 }
 
 /// A task as the dump names it: `task 3 "name"` or `tokio task 7`.
@@ -87,7 +112,9 @@ fn labels_of(dump: &Dump) -> Labels<'_> {
 
 /// One group of identical chains, as `dump --coalesce` prints it.
 pub fn write_group<W: Write + ?Sized>(out: &mut W, dump: &Dump, g: &Group, style: Style) {
-    group(out, g, &labels_of(dump), style);
+    let mut ids = Vec::new();
+    mentioned(&g.frames, &g.awaits_tasks, &mut ids);
+    group(out, g, &labels_for(dump, &ids), style);
 }
 
 fn group<W: Write + ?Sized>(out: &mut W, g: &Group, labels: &Labels<'_>, style: Style) {

@@ -11,7 +11,8 @@ pub mod feed;
 pub mod state;
 pub mod view;
 
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{
@@ -22,7 +23,7 @@ use ratatui::layout::Rect;
 
 use crate::error::TargetError;
 use crate::file::{self, FileError, Opened, Recorder, Replay};
-use crate::model::State;
+use crate::model::{Dump, State};
 use crate::session::{Session, SessionOptions};
 use crate::target::Target;
 use feed::Update;
@@ -148,9 +149,10 @@ fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
         hook(info);
     }));
     crossterm::execute!(std::io::stdout(), EnableMouseCapture)?;
+    let freed = graveyard();
     let result = (|| -> std::io::Result<()> {
         loop {
-            take_states(&mut source, &mut app);
+            take_states(&mut source, &mut app, &freed);
             if app.save_requested {
                 app.save_requested = false;
                 app.message = Some(match app.dump().map(save) {
@@ -185,12 +187,27 @@ fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
     Ok(result?)
 }
 
+/// Where the screen sends the dumps it no longer shows, to be freed on a thread of their own: freeing
+/// 100,000 tasks takes milliseconds that a redraw should not wait for.
+type Graveyard = Sender<Vec<Arc<Dump>>>;
+
+fn graveyard() -> Graveyard {
+    let (tx, rx) = channel::<Vec<Arc<Dump>>>();
+    // Without the thread, the sends fail and the dumps are freed where they are.
+    let _ = std::thread::Builder::new()
+        .name("asyncdump-free".into())
+        .spawn(move || rx.into_iter().for_each(drop));
+    tx
+}
+
 /// Gives `app` what its source has for it: the feed's newest states, or the replay's next step.
-fn take_states(source: &mut Source, app: &mut App) {
+fn take_states(source: &mut Source, app: &mut App, freed: &Graveyard) {
     match source {
         Source::Live(updates) => loop {
             match updates.try_recv() {
-                Ok(Update::Snapshot(dump)) => app.update(*dump, Instant::now()),
+                Ok(Update::Snapshot(dump)) => {
+                    let _ = freed.send(app.update(*dump, Instant::now()));
+                }
                 Ok(Update::Lost(why)) => app.disconnected(why),
                 Ok(Update::RecordingStopped(why)) => {
                     app.message = Some(format!("recording stopped: {why}"));
@@ -204,7 +221,7 @@ fn take_states(source: &mut Source, app: &mut App) {
                 let to = (replay.pos() as i64 + i64::from(app.step)).max(0) as usize;
                 app.step = 0;
                 let dump = replay.seek(to);
-                app.update(dump, Instant::now());
+                let _ = freed.send(app.update(dump, Instant::now()));
                 app.link = replay_link(replay, name);
             }
         }

@@ -172,6 +172,8 @@ pub struct App {
     pub attention_first: bool,
     /// Tasks in a wait cycle of the shown dump.
     deadlocked: rustc_hash::FxHashSet<u64>,
+    /// See [`App::attention_counts`]: counted when the shown tasks change, not at each redraw.
+    counts: (usize, usize, usize),
     /// Colour may be used (not under `NO_COLOR`); nothing depends on it alone.
     pub colour: bool,
     pub updates: u64,
@@ -207,6 +209,7 @@ impl App {
             stuck_after: STUCK_AFTER,
             attention_first: false,
             deadlocked: Default::default(),
+            counts: (0, 0, 0),
             colour: false,
             updates: 0,
             last_update: None,
@@ -259,26 +262,21 @@ impl App {
 
     /// Of the shown dump's tasks: how many wait cycles, how many tasks in them, how many stuck.
     pub fn attention_counts(&self) -> (usize, usize, usize) {
-        let Some(d) = self.shown.as_deref() else {
-            return (0, 0, 0);
-        };
-        let stuck = d
-            .tasks
-            .iter()
-            .filter(|t| self.attention(t) == Attention::Stuck)
-            .count();
-        (d.deadlocks.len(), self.deadlocked.len(), stuck)
+        self.counts
     }
 
-    /// A new snapshot arrived.
-    pub fn update(&mut self, dump: Dump, now: Instant) {
+    /// A new snapshot arrived. Returns the dumps no longer needed, for the caller to drop where it
+    /// costs the screen nothing (freeing 100,000 tasks takes milliseconds).
+    pub fn update(&mut self, dump: Dump, now: Instant) -> Vec<Arc<Dump>> {
         self.link = Link::Connected;
         self.updates += 1;
         self.last_update = Some(now);
-        self.newest = Some(Arc::new(dump));
+        let mut retired: Vec<Arc<Dump>> = self.newest.replace(Arc::new(dump)).into_iter().collect();
         if !self.paused {
+            retired.extend(self.shown.take());
             self.show_newest();
         }
+        retired
     }
 
     /// The target went away or stopped answering: the last state stays on screen.
@@ -423,6 +421,7 @@ impl App {
 
     fn show_newest(&mut self) {
         self.shown = self.newest.clone();
+        self.note_attention();
         self.reorder();
     }
 
@@ -431,9 +430,12 @@ impl App {
         let Some(d) = self.shown.clone() else {
             return;
         };
-        self.deadlocked = d.deadlocks.iter().flatten().copied().collect();
         let needle = self.search.to_lowercase();
-        let in_group = |id: u64| self.group_tasks.as_ref().is_none_or(|g| g.contains(&id));
+        let group: Option<rustc_hash::FxHashSet<u64>> = self
+            .group_tasks
+            .as_ref()
+            .map(|g| g.iter().copied().collect());
+        let in_group = |id: u64| group.as_ref().is_none_or(|g| g.contains(&id));
         let mut order: Vec<usize> = (0..d.tasks.len())
             .filter(|&i| in_group(d.tasks[i].id) && !self.hidden.contains(&d.tasks[i].state))
             .filter(|&i| needle.is_empty() || d.tasks[i].mentions(&needle))
@@ -451,9 +453,17 @@ impl App {
             Column::Polls => order.sort_by_key(|&i| std::cmp::Reverse(t(i).polls)),
             Column::Busy => order.sort_by_key(|&i| std::cmp::Reverse(t(i).busy_ns)),
             Column::Wakes => order.sort_by_key(|&i| std::cmp::Reverse(t(i).wakes)),
-            Column::Leaf => order.sort_by_cached_key(|&i| {
-                leaf_frame(&t(i).frames).map(|f| (f.meta.name.clone(), f.meta.location.clone()))
-            }),
+            Column::Leaf => {
+                // Borrowed keys, found once per task: no string is copied.
+                let keys: Vec<Option<(&str, Option<&crate::model::Loc>)>> = d
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        leaf_frame(&t.frames).map(|f| (&*f.meta.name, f.meta.location.as_ref()))
+                    })
+                    .collect();
+                order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+            }
             Column::Site => order.sort_by(|&a, &b| t(a).spawned_at.cmp(&t(b).spawned_at)),
         }
         if self.reversed {
@@ -463,12 +473,30 @@ impl App {
             // Stable: within each kind, the order chosen above.
             order.sort_by_key(|&i| self.attention(t(i)));
         }
-        self.order = order;
-        match self.selected {
-            Some(id) if self.rows().iter().any(|t| t.id == id) => self.select_id(id),
+        let at = |id: u64| order.iter().position(|&i| d.tasks[i].id == id);
+        match self.selected.and_then(at) {
+            Some(row) => self.row = row,
             // Gone (or nothing selected yet): the same row, or the last one.
-            _ => self.select_row(self.row),
+            None => {
+                self.order = order;
+                return self.select_row(self.row);
+            }
         }
+        self.order = order;
+    }
+
+    /// Finds the wait cycles and stuck tasks of the shown dump: once per update, not at each key.
+    fn note_attention(&mut self) {
+        let Some(d) = self.shown.clone() else {
+            return;
+        };
+        self.deadlocked = d.deadlocks.iter().flatten().copied().collect();
+        let stuck = d
+            .tasks
+            .iter()
+            .filter(|t| self.attention(t) == Attention::Stuck)
+            .count();
+        self.counts = (d.deadlocks.len(), self.deadlocked.len(), stuck);
     }
 
     fn select_row(&mut self, row: usize) {
@@ -734,8 +762,12 @@ pub(crate) mod tests {
 
     #[test]
     fn deadlocked_then_stuck_tasks_come_first_on_demand() {
-        let mut app = app_with(&cycle_and_stuck());
+        let mut app = App::new(Instant::now());
         app.stuck_after = Duration::from_millis(1_200);
+        app.update(
+            Dump::build(&handshake(), &cycle_and_stuck(), 0),
+            Instant::now(),
+        );
         app.key(Key::Reverse);
         let ids = |app: &App| app.rows().iter().map(|t| t.id).collect::<Vec<_>>();
         assert_eq!(ids(&app), [4, 3, 2, 1]);
