@@ -6,7 +6,9 @@
 #    a separate package (bench/console) with its own target directory (~2 min to build, ~2 min to run);
 # 3. what init() alone costs plain tokio tasks (criterion and callgrind, ~1 min);
 # 4. snapshot cost with 10,000 and 100,000 suspended tasks, and of the axum fixture with 1,000 hanging
-#    requests (release builds, ~2 min).
+#    requests (release builds, ~2 min);
+# 5. the live view with 100,000 tasks: what each update costs the agent and the inspector, and `watch`'s
+#    CPU and key-to-redraw time in tmux (~1 min).
 # Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,3 +31,7 @@ python3 bench/snapshot.py
 echo
 echo "## A real service: axum with 1,000 hanging requests"
 python3 bench/axum_connections.py
+cargo build --release -q -p asyncdump --example subscription_cost
+echo
+echo "## The live view with 100,000 tasks"
+python3 bench/watch_mass.py

@@ -39,10 +39,10 @@ pub fn fixture_path(name: &str) -> Result<PathBuf> {
 }
 
 /// Starts the fixture and returns it with its pid once it printed `ready`.
-pub fn start() -> Result<(impl Drop, u32)> {
+pub fn start(lifetime: std::time::Duration) -> Result<(impl Drop, u32)> {
     let path = fixture_path("demo_service")?;
     let mut child = Command::new(&path)
-        .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")
+        .env("ASYNCDUMP_FIXTURE_TIMEOUT", lifetime.as_secs().to_string())
         .stdout(Stdio::piped())
         .spawn()
         .with_context(|| format!("cannot start {}", path.display()))?;

@@ -284,7 +284,8 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             watch: true,
             options,
         } => {
-            let (fixture, pid) = demo::start()?;
+            // As long as someone may watch it; it is killed when the view quits.
+            let (fixture, pid) = demo::start(std::time::Duration::from_secs(3600))?;
             watch(
                 &Target::Pid(pid),
                 WatchArgs {
@@ -299,7 +300,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             drop(fixture);
         }
         Command::Demo { options, .. } => {
-            let (fixture, pid) = demo::start()?;
+            let (fixture, pid) = demo::start(std::time::Duration::from_secs(120))?;
             if !options.json {
                 write!(
                     out,

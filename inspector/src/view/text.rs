@@ -216,14 +216,18 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     if s.scheduled > 0 {
         let _ = write!(out, "{} scheduled, ", s.scheduled);
     }
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "{} running, {} completed · snapshot in {} (round trip {})",
+        "{} running, {} completed · snapshot in {}",
         s.running,
         s.completed,
         Dur(s.capture_ns),
-        Dur(s.round_trip_ns)
     );
+    // A subscription's updates come unasked: they have no round trip.
+    let _ = match s.round_trip_ns {
+        0 => writeln!(out),
+        rtt => writeln!(out, " (round trip {})", Dur(rtt)),
+    };
     for r in &d.runtimes {
         let _ = match r.flavor.as_deref() {
             Some("local_set") => write!(out, "LocalSet: "),

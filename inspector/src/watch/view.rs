@@ -142,7 +142,7 @@ fn columns(width: u16) -> Vec<(Column, u16)> {
     }
     out.push((Column::Leaf, 0));
     if width >= 150 {
-        out.push((Column::Site, 32));
+        out.push((Column::Site, 36));
     }
     out
 }
