@@ -25,7 +25,7 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects and completes the handshake. A refused connection removes the stale socket.
+    /// Connects and completes the handshake. A refused connection removes the stale socket if it is ours.
     pub fn connect(path: &Path) -> Result<Client, TargetError> {
         let stream = match UnixStream::connect(path) {
             Ok(s) => s,
@@ -203,12 +203,10 @@ fn connect_error(path: &Path, e: io::Error) -> TargetError {
         IoKind::NotFound => TargetError::NoSuchSocket {
             path: path.to_owned(),
         },
-        IoKind::ConnectionRefused => {
-            let _ = std::fs::remove_file(path);
-            TargetError::StaleSocket {
-                path: path.to_owned(),
-            }
-        }
+        IoKind::ConnectionRefused => TargetError::StaleSocket {
+            path: path.to_owned(),
+            removed: crate::target::remove_stale(path),
+        },
         IoKind::PermissionDenied => TargetError::PermissionDenied {
             path: path.to_owned(),
         },

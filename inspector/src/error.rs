@@ -29,10 +29,13 @@ pub enum TargetError {
     #[error("no such socket: {} (give a pid or an agent socket path)", path.display())]
     NoSuchSocket { path: PathBuf },
     #[error(
-        "stale socket {}: no agent is listening (the process exited or was killed); removed it",
-        path.display()
+        "stale socket {}: no agent is listening (the process exited or was killed); {}",
+        path.display(),
+        if *removed { "removed it" } else { "left it in place (only our own sockets in our own socket directory are removed)" }
     )]
-    StaleSocket { path: PathBuf },
+    StaleSocket { path: PathBuf, removed: bool },
+    #[error("{} is not a socket (give a pid or an agent socket path)", path.display())]
+    NotASocket { path: PathBuf },
     #[error(
         "permission denied connecting to {}: the agent runs as another user; run asyncdump as that user or as root",
         path.display()
@@ -50,7 +53,7 @@ pub enum TargetError {
     },
     #[error("{} is not an asyncdump agent socket ({detail})", path.display())]
     NotAnAgent { path: PathBuf, detail: String },
-    #[error("socket {} belongs to process {actual}, not {expected}; it is stale and was removed", path.display())]
+    #[error("socket {} answers for process {actual}, not {expected} (left in place; is ASYNCDUMP_SOCKET shared, or the pid another namespace's?)", path.display())]
     WrongProcess {
         path: PathBuf,
         expected: u32,

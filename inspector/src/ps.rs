@@ -50,8 +50,9 @@ pub fn scan() -> Listing {
         sockets.sort();
         for (pid, path) in sockets {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = std::fs::remove_file(&path);
-                listing.removed_stale.push(path);
+                if crate::target::remove_stale(&path) {
+                    listing.removed_stale.push(path);
+                }
                 continue;
             }
             let queried = Client::connect(&path).and_then(|mut c| Ok((c.stats()?, c.handshake)));
@@ -64,8 +65,10 @@ pub fn scan() -> Listing {
                     uptime_ms: now_ms.saturating_sub(hs.start_time_unix_ms),
                     socket: path,
                 }),
-                // `Client::connect` already removed it.
-                Err(TargetError::StaleSocket { .. }) => listing.removed_stale.push(path),
+                // `Client::connect` already removed it, if it was ours.
+                Err(TargetError::StaleSocket { removed: true, .. }) => {
+                    listing.removed_stale.push(path)
+                }
                 Err(e) => listing.unreadable.push((path, e.to_string())),
             }
         }

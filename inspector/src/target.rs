@@ -1,5 +1,6 @@
 //! Turning the user's `PID|SOCKET` argument into an agent socket, with a precise error when there is none.
 
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use asyncdump_protocol::paths;
@@ -34,7 +35,14 @@ impl Target {
         match self {
             // `exists()` would also be false for a socket in a directory we may not search: tell them apart.
             Target::Socket(path) => match std::fs::symlink_metadata(path) {
-                Ok(_) => Ok(path.clone()),
+                // Through a symlink the user gave, to what it names; a link that names nothing
+                // readable is left to the connection to report.
+                Ok(_) => match std::fs::metadata(path) {
+                    Ok(m) if !m.file_type().is_socket() => {
+                        Err(TargetError::NotASocket { path: path.clone() })
+                    }
+                    _ => Ok(path.clone()),
+                },
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                     Err(TargetError::PermissionDenied { path: path.clone() })
                 }
@@ -43,6 +51,27 @@ impl Target {
             Target::Pid(pid) => resolve_pid(*pid),
         }
     }
+}
+
+/// Removes `path` if it is one of our own stale agent sockets: a socket, owned by this uid, directly in
+/// one of this uid's socket directories, which is itself a directory of ours. Anything else is left
+/// alone, whatever the user pointed at. Returns whether it removed it.
+pub fn remove_stale(path: &Path) -> bool {
+    let me = euid();
+    let ours = |p: &Path, dir: bool| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| {
+            let kind = if dir {
+                m.file_type().is_dir()
+            } else {
+                m.file_type().is_socket()
+            };
+            kind && m.uid() == me
+        })
+    };
+    let in_our_dir = path
+        .parent()
+        .is_some_and(|d| dirs_for(me).iter().any(|ours| ours == d) && ours(d, true));
+    in_our_dir && ours(path, false) && std::fs::remove_file(path).is_ok()
 }
 
 pub fn euid() -> u32 {
@@ -112,7 +141,7 @@ fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
     if !alive {
         // A socket left behind by a dead process is stale: tidy it up while reporting the real problem.
         if let Some(stale) = found {
-            let _ = std::fs::remove_file(stale);
+            remove_stale(&stale);
         }
         return Err(TargetError::NoSuchProcess { pid });
     }

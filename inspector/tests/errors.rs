@@ -37,13 +37,42 @@ fn a_process_without_agent_says_how_to_add_one() {
 }
 
 #[test]
-fn a_stale_socket_is_reported_and_removed() {
+fn a_stale_socket_in_our_socket_directory_is_reported_and_removed() {
+    let xdg = tempdir();
+    let dir = xdg.join("asyncdump");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("4194315.sock");
+    drop(UnixListener::bind(&path).unwrap()); // bound, then nobody listens
+    let out = crate::support::asyncdump_with(
+        &["dump", path.to_str().unwrap()],
+        &[("XDG_RUNTIME_DIR", &xdg)],
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("stale socket") && err.contains("removed it"),
+        "{err}"
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_stale_socket_elsewhere_is_reported_and_left_in_place() {
     let dir = tempdir();
     let path = dir.join("stale.sock");
-    drop(UnixListener::bind(&path).unwrap()); // bound, then nobody listens
+    drop(UnixListener::bind(&path).unwrap());
     let err = fails_with(&["dump", path.to_str().unwrap()], 1, "stale socket");
-    assert!(err.contains("removed it"));
-    assert!(!path.exists());
+    assert!(err.contains("left it in place"), "{err}");
+    assert!(path.exists(), "not ours to remove");
+}
+
+#[test]
+fn an_ordinary_file_is_not_a_socket_and_is_never_touched() {
+    let dir = tempdir();
+    let path = dir.join("notes.txt");
+    std::fs::write(&path, "precious").unwrap();
+    fails_with(&["dump", path.to_str().unwrap()], 1, "is not a socket");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
 }
 
 #[test]

@@ -73,7 +73,6 @@ pub fn connect(target: &Target) -> Result<Client, TargetError> {
     if let Some(expected) = target.pid()
         && client.handshake.pid != expected
     {
-        let _ = std::fs::remove_file(&path);
         return Err(TargetError::WrongProcess {
             path,
             expected,
