@@ -135,7 +135,7 @@ impl Builder {
         };
         let listener = bind_atomically(&path)?;
         let inode = fs::metadata(&path).map(|m| m.ino()).unwrap_or(0);
-        let _ = SOCKET_TO_REMOVE.set((path.clone(), inode));
+        let _ = SOCKET_TO_REMOVE.set((path.clone(), inode, pid));
         // SAFETY: `remove_socket_at_exit` is an `extern "C" fn()` that does not unwind (it catches panics).
         unsafe { libc::atexit(remove_socket_at_exit) };
         let handshake = Handshake {
@@ -211,13 +211,17 @@ fn bind_atomically(path: &Path) -> Result<UnixListener, InitError> {
     Ok(listener)
 }
 
-static SOCKET_TO_REMOVE: OnceLock<(PathBuf, u64)> = OnceLock::new();
+/// The socket this process bound, its inode, and the pid that bound it.
+static SOCKET_TO_REMOVE: OnceLock<(PathBuf, u64, u32)> = OnceLock::new();
 
 extern "C" fn remove_socket_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if let Some((path, inode)) = SOCKET_TO_REMOVE.get() {
-            // Only remove the socket if it is still ours (a newer process may have reused the pid).
-            if fs::symlink_metadata(path).is_ok_and(|m| m.ino() == *inode) {
+        if let Some((path, inode, pid)) = SOCKET_TO_REMOVE.get() {
+            // Only the process that bound it removes it: a forked child inherits this hook, and its
+            // exit must not take its parent's socket away. And only while it is still ours: a newer
+            // process may have reused the pid and bound its own.
+            let bound_here = std::process::id() == *pid;
+            if bound_here && fs::symlink_metadata(path).is_ok_and(|m| m.ino() == *inode) {
                 let _ = fs::remove_file(path);
             }
         }

@@ -9,6 +9,7 @@ mod dump_text;
 mod dwarf;
 mod errors;
 mod files;
+mod fork;
 mod old_tokio;
 mod protocol_abuse;
 mod ps;
