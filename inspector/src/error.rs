@@ -63,6 +63,10 @@ pub enum TargetError {
     NoAnswer { path: PathBuf, detail: String },
     #[error("agent error: {message}")]
     AgentError { message: String },
+    #[error(
+        "the agent's reply does not hold together ({detail}); the agent or this asyncdump is broken, please report it"
+    )]
+    Inconsistent { detail: String },
     /// Not sent: the agent would refuse it. Only a walk plan can grow this big, and `dump` then goes on
     /// without one.
     #[error("request of {bytes} bytes is over the agent's limit of {max}")]

@@ -105,6 +105,73 @@ fn another_protocol_version_is_named_with_what_to_do() {
 }
 
 #[test]
+fn a_reply_that_does_not_hold_together_is_refused_in_one_line() {
+    use asyncdump_protocol::{
+        ClientHello, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION, Reply, Snapshot, Task, decode,
+        encode, read_frame, write_frame,
+    };
+    let dir = tempdir();
+    let path = dir.join("crafted.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let hs = Handshake {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: "crafted".into(),
+            pid: std::process::id(),
+            program: "crafted".into(),
+            start_time_unix_ms: 0,
+        };
+        write_frame(&mut conn, &hs.to_bytes()).unwrap();
+        ClientHello::from_bytes(&read_frame(&mut conn, MAX_REQUEST_BYTES).unwrap()).unwrap();
+        let _request: asyncdump_protocol::Request =
+            decode(&read_frame(&mut conn, MAX_REQUEST_BYTES).unwrap()).unwrap();
+        // A task naming spawn site 5 and frame 9 of a snapshot that has neither.
+        let snap = Snapshot {
+            tasks: vec![Task {
+                spawn_site: 5,
+                frames: vec![asyncdump_protocol::Frame {
+                    id: 1,
+                    parent: None,
+                    meta: 9,
+                }],
+                ..crafted_task()
+            }],
+            ..Snapshot::default()
+        };
+        write_frame(&mut conn, &encode(&Reply::Snapshot(snap)).unwrap()).unwrap();
+    });
+    let err = fails_with(
+        &["dump", path.to_str().unwrap(), "--no-decode"],
+        1,
+        "does not hold together (task 1 names spawn site 5 of 0)",
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    server.join().unwrap();
+    fn crafted_task() -> Task {
+        Task {
+            id: 1,
+            name: None,
+            spawn_site: 0,
+            root_anchor: 0,
+            cell: 0,
+            state: asyncdump_protocol::TaskState::Idle,
+            created_ns: 0,
+            polls: 1,
+            busy_ns: 0,
+            last_poll_end_ns: None,
+            wakes: 0,
+            last_wake_ns: None,
+            frames: Vec::new(),
+            capture: asyncdump_protocol::Capture::Fresh,
+            awaited_by: None,
+            delegate: None,
+            walk: None,
+        }
+    }
+}
+
+#[test]
 fn permission_is_refused_to_another_user() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -195,4 +262,24 @@ pub fn tempdir() -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+#[test]
+fn control_characters_from_the_target_reach_the_terminal_escaped() {
+    let fx = Fixture::start("hostile_names", &[]);
+    let out = asyncdump(&["dump", &fx.pid.to_string()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(
+        !text.contains('\x1b') && !text.contains('\x07') && !text.contains('\r'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains(r#"task 1 "evil\u{1b}[2J\u{1b}]0;pwned\u{7}\rname""#),
+        "{text}"
+    );
+    assert!(text.contains(r"label\u{1b}[31mred at"), "{text}");
+    // The JSON document keeps them, escaped as JSON does.
+    let doc = crate::support::dump_json(fx.pid, &[]);
+    assert_eq!(doc["tasks"][0]["name"], "evil\x1b[2J\x1b]0;pwned\x07\rname");
 }

@@ -355,6 +355,56 @@ struct Shared {
     sites: Vec<(Arc<Loc>, Arc<str>)>,
 }
 
+impl Shared {
+    /// Frame meta `i`; one that says it is missing when a reply names one it does not hold (the
+    /// session refuses such replies; the model never panics on one).
+    fn meta(&self, i: u32) -> Arc<FrameInfo> {
+        self.metas.get(i as usize).cloned().unwrap_or_else(|| {
+            Arc::new(FrameInfo::new(
+                format!("(frame {i}: not in the reply)"),
+                None,
+                Source::Labelled,
+            ))
+        })
+    }
+
+    fn site(&self, i: u32) -> (Arc<Loc>, Arc<str>) {
+        self.sites.get(i as usize).cloned().unwrap_or_else(|| {
+            let nowhere = Loc {
+                file: format!("(spawn site {i}: not in the reply)"),
+                line: 0,
+                column: 0,
+            };
+            (Arc::new(nowhere), Arc::from("?"))
+        })
+    }
+}
+
+/// Why a snapshot does not hold together, if it does not: a task naming a frame meta or spawn site
+/// the snapshot lacks.
+pub fn inconsistency(snap: &Snapshot) -> Option<String> {
+    let (metas, sites) = (snap.frame_metas.len(), snap.spawn_sites.len());
+    snap.tasks
+        .iter()
+        .find_map(|t| task_inconsistency(t, metas, sites))
+}
+
+/// Why task `t` does not fit tables of `metas` frame metas and `sites` spawn sites, if it does not.
+pub fn task_inconsistency(
+    t: &asyncdump_protocol::Task,
+    metas: usize,
+    sites: usize,
+) -> Option<String> {
+    if t.spawn_site as usize >= sites {
+        return Some(format!(
+            "task {} names spawn site {} of {sites}",
+            t.id, t.spawn_site
+        ));
+    }
+    let f = t.frames.iter().find(|f| f.meta as usize >= metas)?;
+    Some(format!("task {} names frame {} of {metas}", t.id, f.meta))
+}
+
 impl DecodingInfo {
     pub fn off(note: String) -> DecodingInfo {
         DecodingInfo {
@@ -712,7 +762,7 @@ fn task_view(
         ),
         TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
     };
-    let (spawned_at, mut root_type) = shared.sites[t.spawn_site as usize].clone();
+    let (spawned_at, mut root_type) = shared.site(t.spawn_site);
     if let Some(name) = decoder.and_then(|d| d.root_names.get(&t.root_anchor)) {
         root_type = name.clone();
     }
@@ -806,7 +856,7 @@ fn chain(
                 .map(|f| AnnotatedFrame {
                     id: f.id,
                     parent: f.parent,
-                    info: shared.metas[f.meta as usize].clone(),
+                    info: shared.meta(f.meta),
                     awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
                 })
                 .collect();
@@ -855,7 +905,7 @@ fn build_tree(
         }
         let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
         awaits.sort_unstable();
-        let meta = shared.metas[f.meta as usize].clone();
+        let meta = shared.meta(f.meta);
         stack.push((
             f.id,
             FrameNode {
@@ -879,7 +929,11 @@ fn frame_path(snap: &Snapshot, t: &asyncdump_protocol::Task, target: Option<u64>
     let mut path = Vec::new();
     let mut cur = target.and_then(|id| by_id.get(&id));
     while let Some(f) = cur {
-        path.push(snap.frame_metas[f.meta as usize].name.clone());
+        let name = snap
+            .frame_metas
+            .get(f.meta as usize)
+            .map(|m| m.name.clone());
+        path.push(name.unwrap_or_else(|| format!("frame {}", f.meta)));
         cur = f.parent.and_then(|p| by_id.get(&p));
         if path.len() > t.frames.len() {
             break; // malformed parent links: never loop forever on bad input
@@ -1081,6 +1135,24 @@ pub(crate) mod tests {
 
     fn names(nodes: &[FrameNode]) -> Vec<String> {
         nodes.iter().map(|n| n.meta.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_reply_naming_frames_and_sites_it_lacks_is_named_and_never_panics() {
+        let mut snap = sample();
+        snap.tasks[0].frames[1].meta = 99;
+        snap.tasks[0].spawn_site = 7;
+        assert!(inconsistency(&snap).is_some_and(|why| why.contains("spawn site 7")));
+        let dump = Dump::build(&handshake(), &snap, 0);
+        let t = &dump.tasks[0];
+        assert_eq!(
+            t.frames[0].children[0].meta.name,
+            "(frame 99: not in the reply)"
+        );
+        assert!(t.spawned_at.as_ref().unwrap().file.contains("spawn site 7"));
+        snap.tasks[0].spawn_site = 0;
+        assert!(inconsistency(&snap).is_some_and(|why| why.contains("frame 99")));
+        assert!(inconsistency(&sample()).is_none());
     }
 
     #[test]

@@ -51,11 +51,12 @@ impl Mirror {
             )));
         }
         let (n_metas, n_sites) = (metas + u.frame_metas.len(), sites + u.spawn_sites.len());
-        if let Some(t) = u.tasks.iter().find(|t| !refers_within(t, n_metas, n_sites)) {
-            return Err(OutOfStep(format!(
-                "task {} names an unknown frame or site",
-                t.id
-            )));
+        if let Some(why) = u
+            .tasks
+            .iter()
+            .find_map(|t| crate::model::task_inconsistency(t, n_metas, n_sites))
+        {
+            return Err(OutOfStep(why));
         }
         snap.frame_metas.extend(u.frame_metas);
         snap.spawn_sites.extend(u.spawn_sites);
@@ -117,10 +118,6 @@ impl Mirror {
         let cut = ends[ends.len() - COMPLETED_KEPT];
         self.snap.tasks.retain(|t| at(t).is_none_or(|e| e >= cut));
     }
-}
-
-fn refers_within(t: &Task, metas: usize, sites: usize) -> bool {
-    (t.spawn_site as usize) < sites && t.frames.iter().all(|f| (f.meta as usize) < metas)
 }
 
 #[cfg(test)]

@@ -124,6 +124,9 @@ impl Session {
             }
             other => other?,
         };
+        if let Some(detail) = crate::model::inconsistency(&snap) {
+            return Err(TargetError::Inconsistent { detail });
+        }
         Ok(Dump::build_decoded(
             &self.client.handshake,
             &snap,

@@ -31,11 +31,30 @@ impl<W: std::io::Write> std::fmt::Write for IoWriter<W> {
         if self.error.is_some() {
             return Err(std::fmt::Error);
         }
-        self.inner.write_all(s.as_bytes()).map_err(|e| {
+        self.inner.write_all(printable(s).as_bytes()).map_err(|e| {
             self.error = Some(e);
             std::fmt::Error
         })
     }
+}
+
+/// `s` safe to print on a terminal: every control character but the line break written as its
+/// escape (`\u{1b}`), so that a task name or a file from the target cannot move the cursor, retitle
+/// the window or hide a line. Borrowed when there is nothing to escape.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n';
+    if !s.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A human duration with three significant digits: `870ns`, `12.3µs`, `4.56ms`, `1.23s`, `2m05s`, `3h04m`.
@@ -103,6 +122,13 @@ fn ranges(ids: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_control_characters_are_escaped_and_lines_stay_lines() {
+        assert!(matches!(printable("plain école ✓"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(printable("a\x1b[2Jb\tc\rd\ne"), "a\\u{1b}[2Jb\\tc\\rd\ne");
+        assert_eq!(printable("\u{9b}x"), "\\u{9b}x", "C1 controls too");
+    }
 
     #[test]
     fn durations_read_naturally() {

@@ -167,7 +167,7 @@ fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
                 Cell::from(crate::view::id_ranges(&g.task_ids)),
                 Cell::from(state_word(g.state)),
                 Cell::from(age),
-                Cell::from(leaf(&g.frames)),
+                Cell::from(printable_owned(leaf(&g.frames))),
             ])
         })
         .collect();
@@ -215,7 +215,7 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     let attention = app.attention(t);
     let cells = columns.iter().map(|&(c, _)| {
-        Cell::from(match c {
+        Cell::from(printable_owned(match c {
             Column::Task => match (t.agent_id, t.tokio_id) {
                 (Some(id), _) => id.to_string(),
                 (None, Some(id)) => format!("tokio {id}"),
@@ -236,7 +236,7 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
             Column::Site => t.spawned_at.as_deref().map_or(String::new(), |l| {
                 format!("{}:{}", short_path(&l.file), l.line)
             }),
-        })
+        }))
     });
     let style = match (app.colour, attention) {
         (true, Attention::Deadlock) => Style::new().fg(Color::Red),
@@ -244,6 +244,15 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
         _ => Style::new(),
     };
     Row::new(cells.collect::<Vec<_>>()).style(style)
+}
+
+/// `s` with its control characters escaped (see [`crate::view::printable`]): the target's strings
+/// reach the terminal only this way.
+fn printable_owned(s: String) -> String {
+    match crate::view::printable(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
 }
 
 /// The chain's leaf, with where it is.
@@ -278,7 +287,7 @@ fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
         (None, _) => "waiting for the first snapshot…".to_owned(),
     };
     f.render_widget(
-        Paragraph::new(Text::raw(body)).wrap(Wrap { trim: false }),
+        Paragraph::new(Text::raw(printable_owned(body))).wrap(Wrap { trim: false }),
         area,
     );
 }
@@ -388,7 +397,8 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
         }
     }
     parts.push("? keys".to_owned());
-    Line::from(parts.join(" · ")).style(Style::new().add_modifier(Modifier::REVERSED))
+    Line::from(printable_owned(parts.join(" · ")))
+        .style(Style::new().add_modifier(Modifier::REVERSED))
 }
 
 fn draw_help(f: &mut Frame<'_>) {
@@ -536,5 +546,19 @@ mod tests {
         assert_eq!(row_at(&app, size, 20), None, "the detail pane");
         app.key(Key::Row(2));
         assert_eq!(app.selected, Some(3));
+    }
+
+    #[test]
+    fn control_characters_in_names_and_frames_are_drawn_escaped() {
+        let mut snap = crate::watch::state::tests::three();
+        snap.tasks[0].name = Some("evil\x1b[2J\x07".into());
+        snap.frame_metas[0].name = "frame\x1b]0;title".into();
+        let now = Instant::now();
+        let mut app = App::new(now);
+        let _ = app.update(Dump::build(&handshake(), &snap, 0), now);
+        let text = screen(&app, 120, 24);
+        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+        assert!(text.contains(r"evil\u{1b}[2J\u{7}"), "{text}");
+        assert!(text.contains(r"frame\u{1b}]0;title"), "{text}");
     }
 }
