@@ -283,3 +283,26 @@ fn control_characters_from_the_target_reach_the_terminal_escaped() {
     let doc = crate::support::dump_json(fx.pid, &[]);
     assert_eq!(doc["tasks"][0]["name"], "evil\x1b[2J\x1b]0;pwned\x07\rname");
 }
+
+#[test]
+fn a_binary_that_is_not_a_regular_file_is_refused_at_once() {
+    let start = std::time::Instant::now();
+    fails_with(
+        &["index", "/dev/zero"],
+        3,
+        "/dev/zero is not an executable asyncdump can read: not a regular file",
+    );
+    let fx = Fixture::start("depth_chain", &["--depth", "1"]);
+    let out = asyncdump(&["dump", &fx.pid.to_string(), "--binary", "/dev/zero"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("chains not decoded: /dev/zero is not an executable asyncdump can read: not a regular file"), "{text}");
+    assert!(
+        text.contains("depth_chain::descend"),
+        "annotated frames still show: {text}"
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "never reads it"
+    );
+}

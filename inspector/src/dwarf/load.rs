@@ -69,11 +69,35 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// Largest executable or debug file read: far above any real one, and what keeps `/dev/zero`-like
+/// input from filling memory.
+pub const MAX_BINARY_BYTES: u64 = 16 << 30;
+
+/// Reads a whole executable or debug file: a regular file, at most [`MAX_BINARY_BYTES`].
 fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
-    std::fs::read(path).map_err(|source| DwarfError::Io {
+    use std::io::Read;
+    let io = |source| DwarfError::Io {
         path: path.to_owned(),
         source,
-    })
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let refuse = |detail: &str| DwarfError::Object {
+        path: path.to_owned(),
+        detail: detail.to_owned(),
+    };
+    if !meta.is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    if meta.len() > MAX_BINARY_BYTES {
+        return Err(refuse("over 16 GiB"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // Bounded also if the file grows while it is read.
+    file.take(MAX_BINARY_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    Ok(bytes)
 }
 
 fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<object::File<'a>, DwarfError> {
@@ -129,7 +153,7 @@ impl Debug {
             Err(DwarfError::NoTypes { .. }) => debug_file_candidates(path, &obj)
                 .iter()
                 .find_map(|candidate| {
-                    let bytes = std::fs::read(candidate).ok()?;
+                    let bytes = read(candidate).ok()?;
                     let dobj = object::File::parse(&*bytes).ok()?;
                     if dobj.build_id().ok().flatten().map(hex) != build_id {
                         return None;

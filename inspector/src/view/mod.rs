@@ -125,7 +125,10 @@ mod tests {
 
     #[test]
     fn only_control_characters_are_escaped_and_lines_stay_lines() {
-        assert!(matches!(printable("plain école ✓"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            printable("plain école ✓"),
+            std::borrow::Cow::Borrowed(_)
+        ));
         assert_eq!(printable("a\x1b[2Jb\tc\rd\ne"), "a\\u{1b}[2Jb\\tc\\rd\ne");
         assert_eq!(printable("\u{9b}x"), "\\u{9b}x", "C1 controls too");
     }
