@@ -75,9 +75,34 @@ impl Client {
             handshake,
             last_reply_bytes: 0,
         };
+        // Before saying anything: the kernel's word on who listens must match the agent's.
+        let (pid, uid) = client.peer()?;
+        let me = crate::target::euid();
+        if pid != client.handshake.pid || !(uid == me || uid == 0 || me == 0) {
+            return Err(TargetError::Impostor {
+                path: path.to_owned(),
+                claims: client.handshake.pid,
+                pid,
+                uid,
+            });
+        }
         let hello = ClientHello::new(format!("asyncdump {}", env!("CARGO_PKG_VERSION")));
         client.write(&hello.to_bytes())?;
         Ok(client)
+    }
+
+    /// The pid and uid of the process listening on the other end, as the kernel saw them when it
+    /// bound (SO_PEERCRED): not what the peer says of itself. [`Client::connect`] checks them
+    /// against the handshake, and that the uid is ours or root's (any, when we are root).
+    pub fn peer(&self) -> Result<(u32, u32), TargetError> {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        match getsockopt(&self.stream, PeerCredentials) {
+            Ok(c) => Ok((c.pid() as u32, c.uid())),
+            Err(e) => Err(TargetError::NoAnswer {
+                path: self.path.clone(),
+                detail: format!("cannot read the peer's credentials: {e}"),
+            }),
+        }
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), TargetError> {

@@ -61,6 +61,15 @@ pub enum TargetError {
     },
     #[error("agent at {} did not answer: {detail}", path.display())]
     NoAnswer { path: PathBuf, detail: String },
+    #[error("refusing {}: {why}; the target's agent did not make it (remove it if you did not either)", path.display())]
+    Planted { path: PathBuf, why: String },
+    #[error("refusing {}: it answers as process {claims}, but the kernel says process {pid} (uid {uid}) listens there", path.display())]
+    Impostor {
+        path: PathBuf,
+        claims: u32,
+        pid: u32,
+        uid: u32,
+    },
     #[error("agent error: {message}")]
     AgentError { message: String },
     #[error(

@@ -100,7 +100,50 @@ pub fn dirs_for(uid: u32) -> Vec<PathBuf> {
     dirs
 }
 
-fn process_uid(pid: u32) -> Option<u32> {
+/// Refuses an agent socket that its owner could not have made alone: the socket must be a socket (not
+/// a symlink) owned by `owner`, directly in a directory (not a symlink) owned by `owner` that no one
+/// else may write to. Anyone who can plant either could stand in for the agent, or point us elsewhere.
+pub fn check_not_planted(path: &Path, owner: u32) -> Result<(), TargetError> {
+    let planted = |why: String| TargetError::Planted {
+        path: path.to_owned(),
+        why,
+    };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let d = std::fs::symlink_metadata(dir).map_err(|e| planted(format!("its directory: {e}")))?;
+    if !d.file_type().is_dir() {
+        return Err(planted(format!(
+            "{} is not a directory (a symlink?)",
+            dir.display()
+        )));
+    }
+    if d.uid() != owner {
+        return Err(planted(format!(
+            "{} is owned by uid {}, not the target's uid {owner}",
+            dir.display(),
+            d.uid()
+        )));
+    }
+    if d.mode() & 0o022 != 0 {
+        return Err(planted(format!(
+            "{} may be written by others (mode {:o})",
+            dir.display(),
+            d.mode() & 0o777
+        )));
+    }
+    let s = std::fs::symlink_metadata(path).map_err(|e| planted(e.to_string()))?;
+    if !s.file_type().is_socket() {
+        return Err(planted("it is not a socket (a symlink?)".into()));
+    }
+    if s.uid() != owner {
+        return Err(planted(format!(
+            "it is owned by uid {}, not the target's uid {owner}",
+            s.uid()
+        )));
+    }
+    Ok(())
+}
+
+pub fn process_uid(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
     line.split_whitespace().nth(1)?.parse().ok()

@@ -1,7 +1,7 @@
 //! Each way a target can be wrong: a one-line message that says what to do, and exit status 1
 //! (usage errors: 2).
 
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 
 use crate::support::{Fixture, asyncdump};
@@ -305,4 +305,104 @@ fn a_binary_that_is_not_a_regular_file_is_refused_at_once() {
         start.elapsed() < std::time::Duration::from_secs(20),
         "never reads it"
     );
+}
+
+/// Serves a fake agent at `path` that says it is process `claims`, on its own thread.
+fn fake_agent(path: &std::path::Path, claims: u32) -> std::thread::JoinHandle<()> {
+    use asyncdump_protocol::{Handshake, PROTOCOL_VERSION, write_frame};
+    let listener = UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = listener.accept() {
+            let hs = Handshake {
+                protocol_version: PROTOCOL_VERSION,
+                agent_version: "fake".into(),
+                pid: claims,
+                program: "fake".into(),
+                start_time_unix_ms: 0,
+            };
+            let _ = write_frame(&mut conn, &hs.to_bytes());
+        }
+    })
+}
+
+#[test]
+fn an_agent_that_says_it_is_another_process_is_refused() {
+    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
+    let dir = tempdir();
+    let path = dir.join("impostor.sock");
+    let server = fake_agent(&path, victim.id());
+    let err = fails_with(&["dump", path.to_str().unwrap()], 1, "refusing");
+    assert!(
+        err.contains(&format!(
+            "it answers as process {}, but the kernel says process {} ",
+            victim.id(),
+            std::process::id()
+        )),
+        "{err}"
+    );
+    server.join().unwrap();
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn a_socket_directory_others_may_write_to_or_a_symlinked_socket_is_refused_unread() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = victim.id().to_string();
+    let xdg = tempdir();
+    let dir = xdg.join("asyncdump");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join(format!("{pid}.sock"));
+    let env = [("XDG_RUNTIME_DIR", xdg.as_path())];
+    let server = fake_agent(&socket, victim.id());
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = crate::support::asyncdump_with(&["dump", &pid], &env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("may be written by others (mode 777)"), "{err}");
+    // A symlink where the socket should be, in a proper directory.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let real = dir.join("elsewhere.sock");
+    std::fs::rename(&socket, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &socket).unwrap();
+    let out = crate::support::asyncdump_with(&["dump", &pid], &env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("it is not a socket (a symlink?)"), "{err}");
+    // Neither was connected to: the fake agent still waits for its first client.
+    drop(UnixStream::connect(&real).expect("still listening: asyncdump never connected"));
+    server.join().unwrap();
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn a_socket_directory_planted_by_another_user_is_refused() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root, to give the planted directory to another user");
+        return;
+    }
+    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = victim.id().to_string();
+    let xdg = tempdir();
+    let dir = xdg.join("asyncdump");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join(format!("{pid}.sock"));
+    let server = fake_agent(&socket, victim.id());
+    // As if uid 65534 had made both before the victim's agent could.
+    std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+    std::os::unix::fs::chown(&socket, Some(65534), None).unwrap();
+    let out = crate::support::asyncdump_with(&["dump", &pid], &[("XDG_RUNTIME_DIR", &xdg)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is owned by uid 65534, not the target's uid 0"),
+        "{err}"
+    );
+    drop(UnixStream::connect(&socket).expect("never connected to"));
+    server.join().unwrap();
+    victim.kill().unwrap();
+    victim.wait().unwrap();
 }

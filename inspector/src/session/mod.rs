@@ -66,10 +66,30 @@ struct Live {
     awaiting_full: bool,
 }
 
-/// Connects to the target's agent, checking that a pid's socket really belongs to that pid.
+/// Connects to the target's agent, and makes sure it is that agent: the kernel's word on who listens
+/// must match what the agent says it is (see [`Client::connect`]), and for a pid, the socket and its
+/// directory must be the target user's own (no one else could have planted them) and the listener
+/// must run as the target's user.
 pub fn connect(target: &Target) -> Result<Client, TargetError> {
     let path = target.resolve()?;
+    let owner = match target.pid() {
+        Some(pid) => {
+            let owner = crate::target::process_uid(pid).unwrap_or_else(crate::target::euid);
+            crate::target::check_not_planted(&path, owner)?;
+            Some(owner)
+        }
+        None => None,
+    };
     let client = Client::connect(&path)?;
+    let (pid, uid) = client.peer()?;
+    if owner.is_some_and(|o| uid != o) {
+        return Err(TargetError::Impostor {
+            path,
+            claims: client.handshake.pid,
+            pid,
+            uid,
+        });
+    }
     if let Some(expected) = target.pid()
         && client.handshake.pid != expected
     {
