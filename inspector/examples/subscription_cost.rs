@@ -16,10 +16,7 @@ fn main() -> anyhow::Result<()> {
         .parse()?;
     let updates: usize = args.get(1).map_or(Ok(20), |a| a.parse())?;
     let interval: u32 = args.get(2).map_or(Ok(250), |a| a.parse())?;
-    let options = SessionOptions {
-        binary: None,
-        decode: true,
-    };
+    let options = SessionOptions::default();
     let mut session = Session::attach(&Target::Pid(pid), &options)?;
     session.subscribe(interval, false)?;
     println!("full tasks_total carried bytes agent_ms build_ms");

@@ -8,41 +8,42 @@ use std::time::{Duration, Instant};
 use asyncdump_protocol::{
     ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
     Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest, Update, WalkInfo, WalkPlan,
-    decode, encode, read_frame, write_frame,
+    decode, encode, paths, read_frame, write_frame,
 };
 
 use crate::error::TargetError;
 
-/// How long to wait for any single answer. A snapshot of a very large process takes well under this.
-const TIMEOUT: Duration = Duration::from_secs(15);
+/// How long to wait for any one answer, whole (`--timeout`). A snapshot of a very large process takes
+/// well under this.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 
 pub struct Client {
     stream: UnixStream,
     path: PathBuf,
+    /// The longest any one reply may take to arrive whole.
+    timeout: Duration,
+    /// Added to `timeout` for a subscription's updates, which come an interval apart.
+    extra: Duration,
     pub handshake: Handshake,
     /// Size of the last reply read, in bytes.
     pub last_reply_bytes: usize,
 }
 
 impl Client {
-    /// Connects and completes the handshake. A refused connection removes the stale socket if it is ours.
-    pub fn connect(path: &Path) -> Result<Client, TargetError> {
+    /// Connects and completes the handshake, each reply (this one too) to arrive whole within
+    /// `timeout`. A refused connection removes the stale socket if it is ours.
+    pub fn connect(path: &Path, timeout: Duration) -> Result<Client, TargetError> {
         let stream = match UnixStream::connect(path) {
             Ok(s) => s,
             Err(e) => return Err(connect_error(path, e)),
         };
-        let no_answer = |detail: String| TargetError::NoAnswer {
-            path: path.to_owned(),
-            detail,
-        };
         stream
-            .set_read_timeout(Some(TIMEOUT))
-            .map_err(|e| no_answer(e.to_string()))?;
-        stream
-            .set_write_timeout(Some(TIMEOUT))
-            .map_err(|e| no_answer(e.to_string()))?;
-        let mut stream = stream;
-        let first = read(&mut stream, path, MAX_REQUEST_BYTES)?;
+            .set_write_timeout(Some(timeout))
+            .map_err(|e| TargetError::NoAnswer {
+                path: path.to_owned(),
+                detail: e.to_string(),
+            })?;
+        let first = read(&stream, path, MAX_REQUEST_BYTES, timeout)?;
         let handshake = match Handshake::from_bytes(&first) {
             Ok(h) => h,
             Err(HandshakeError::VersionMismatch { peer, ours }) => {
@@ -72,6 +73,8 @@ impl Client {
         let mut client = Client {
             stream,
             path: path.to_owned(),
+            timeout,
+            extra: Duration::ZERO,
             handshake,
             last_reply_bytes: 0,
         };
@@ -113,7 +116,7 @@ impl Client {
     }
 
     fn read(&mut self, max: usize) -> Result<Vec<u8>, TargetError> {
-        read(&mut self.stream, &self.path, max)
+        read(&self.stream, &self.path, max, self.timeout + self.extra)
     }
 
     fn send(&mut self, request: &Request) -> Result<(), TargetError> {
@@ -148,13 +151,7 @@ impl Client {
     /// Starts a subscription (ending any earlier one): updates follow, read with [`Client::update`].
     pub fn subscribe(&mut self, req: SubscribeRequest) -> Result<(), TargetError> {
         // An update may take a whole interval to come, on top of its capture.
-        let wait = TIMEOUT + Duration::from_millis(req.interval_ms.into());
-        self.stream
-            .set_read_timeout(Some(wait))
-            .map_err(|e| TargetError::NoAnswer {
-                path: self.path.clone(),
-                detail: e.to_string(),
-            })?;
+        self.extra = Duration::from_millis(req.interval_ms.into());
         self.send(&Request::Subscribe(req))
     }
 
@@ -206,13 +203,31 @@ impl Client {
     }
 }
 
-/// Reads one frame, turning failures into what they mean for the user.
-fn read(stream: &mut UnixStream, path: &Path, max: usize) -> Result<Vec<u8>, TargetError> {
-    read_frame(stream, max).map_err(|e| {
+/// Reads one frame, whole within `within`, turning failures into what they mean for the user.
+fn read(
+    stream: &UnixStream,
+    path: &Path,
+    max: usize,
+    within: Duration,
+) -> Result<Vec<u8>, TargetError> {
+    let mut until = Until {
+        stream,
+        deadline: Instant::now() + within,
+    };
+    read_frame(&mut until, max).map_err(|e| {
         let detail = match e {
             FrameError::Closed => "the agent closed the connection".to_owned(),
             FrameError::Io(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
-                format!("no reply within {}s", TIMEOUT.as_secs())
+                let stopped = paths::pid_of_socket(path).and_then(crate::target::stopped);
+                match stopped {
+                    Some(state) => {
+                        format!("the process is stopped (state {state}); resume it with kill -CONT")
+                    }
+                    None => format!(
+                        "no whole reply within {} (--timeout)",
+                        crate::view::Dur(within.as_nanos() as u64)
+                    ),
+                }
             }
             other => other.to_string(),
         };
@@ -221,6 +236,25 @@ fn read(stream: &mut UnixStream, path: &Path, max: usize) -> Result<Vec<u8>, Tar
             detail,
         }
     })
+}
+
+/// The stream, read until a deadline: each read waits at most what is left of it, so that a peer
+/// sending a byte at a time cannot hold a reply past the deadline.
+struct Until<'a> {
+    stream: &'a UnixStream,
+    deadline: Instant,
+}
+
+impl std::io::Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(IoKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
 }
 
 fn connect_error(path: &Path, e: io::Error) -> TargetError {

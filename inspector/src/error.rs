@@ -70,6 +70,10 @@ pub enum TargetError {
         pid: u32,
         uid: u32,
     },
+    #[error(
+        "process {pid} is stopped (state {state}): it cannot answer until resumed, e.g. with `kill -CONT {pid}`"
+    )]
+    Stopped { pid: u32, state: char },
     #[error("agent error: {message}")]
     AgentError { message: String },
     #[error(

@@ -31,6 +31,9 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// The longest to wait for each agent's whole answer (they are asked at once).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "15s")]
+        timeout: u64,
     },
     /// Print every suspended chain of a process: annotated frames, and chains decoded from its DWARF.
     Dump {
@@ -71,6 +74,9 @@ enum Command {
         /// Show tasks suspended at least this long as stuck (e.g. 500ms, 30s).
         #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "10s")]
         stuck_after: u64,
+        /// The longest to wait for each update, whole, beyond the interval.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "15s")]
+        timeout: u64,
         /// Time between snapshots (e.g. 250ms, 1s).
         #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "250ms")]
         interval: u64,
@@ -126,6 +132,9 @@ struct DumpOptions {
     /// instead of printing.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<std::path::PathBuf>,
+    /// The longest to wait for each of the agent's answers, whole.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "15s")]
+    timeout: u64,
 }
 
 /// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
@@ -159,6 +168,7 @@ fn dump(target: &Target, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Resu
     let options = SessionOptions {
         binary: o.binary.clone(),
         decode: !o.no_decode,
+        timeout: std::time::Duration::from_nanos(o.timeout),
     };
     let mut session = Session::attach(target, &options)?;
     let dump = session.snapshot(o.all)?;
@@ -211,6 +221,7 @@ struct WatchArgs {
     no_decode: bool,
     record: Option<std::path::PathBuf>,
     stuck_after_ns: u64,
+    timeout_ns: u64,
 }
 
 fn watch(target: &Target, a: WatchArgs) -> Result<()> {
@@ -218,6 +229,7 @@ fn watch(target: &Target, a: WatchArgs) -> Result<()> {
         session: SessionOptions {
             binary: a.binary,
             decode: !a.no_decode,
+            timeout: std::time::Duration::from_nanos(a.timeout_ns),
         },
         interval: std::time::Duration::from_nanos(a.interval_ns.max(10_000_000)),
         all: a.all,
@@ -233,8 +245,8 @@ fn watch(target: &Target, a: WatchArgs) -> Result<()> {
 /// Runs one command, writing what it prints to `out`.
 fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
     match cli.command {
-        Command::Ps { json } => {
-            let listing = ps::scan();
+        Command::Ps { json, timeout } => {
+            let listing = ps::scan(std::time::Duration::from_nanos(timeout));
             if json {
                 let doc = serde_json::to_string_pretty(&listing).expect("listing serialises");
                 writeln!(out, "{doc}")?;
@@ -267,6 +279,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             no_decode,
             record,
             stuck_after,
+            timeout,
             ..
         } => watch(
             &Target::parse(&target),
@@ -277,6 +290,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
                 no_decode,
                 record,
                 stuck_after_ns: stuck_after,
+                timeout_ns: timeout,
             },
         )?,
         Command::Watch { .. } => unreachable!("clap requires a target or --from"),
@@ -295,6 +309,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
                     no_decode: options.no_decode,
                     record: None,
                     stuck_after_ns: asyncdump::watch::state::STUCK_AFTER.as_nanos() as u64,
+                    timeout_ns: options.timeout,
                 },
             )?;
             drop(fixture);
@@ -339,7 +354,7 @@ fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Re
         None => Vec::new(),
         Some(pid) => {
             let bias = dwarf::load_bias(pid, debug.vaddr_at_zero)?;
-            let mut client = connect(&Target::Pid(pid))?;
+            let mut client = connect(&Target::Pid(pid), asyncdump::client::DEFAULT_TIMEOUT)?;
             let (snap, _) = client.snapshot(false, None)?;
             snap.tasks
                 .iter()

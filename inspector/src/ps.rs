@@ -30,7 +30,11 @@ pub struct Listing {
     pub unreadable: Vec<(PathBuf, String)>,
 }
 
-pub fn scan() -> Listing {
+/// Most agents asked at the same time.
+const AT_ONCE: usize = 32;
+
+/// Every agent of this user; each is asked at once, on its own thread, and may take up to `timeout`.
+pub fn scan(timeout: std::time::Duration) -> Listing {
     let mut listing = Listing {
         agents: Vec::new(),
         removed_stale: Vec::new(),
@@ -39,41 +43,75 @@ pub fn scan() -> Listing {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    let mut sockets: Vec<(u32, PathBuf)> = Vec::new();
     for dir in dirs_for(euid()) {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        let mut sockets: Vec<(u32, PathBuf)> = entries
-            .flatten()
-            .filter_map(|e| Some((paths::pid_of_socket(&e.path())?, e.path())))
-            .collect();
-        sockets.sort();
-        for (pid, path) in sockets {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                if crate::target::remove_stale(&path) {
-                    listing.removed_stale.push(path);
-                }
-                continue;
-            }
-            let queried = Client::connect(&path).and_then(|mut c| Ok((c.stats()?, c.handshake)));
-            match queried {
-                Ok((stats, hs)) => listing.agents.push(Agent {
-                    pid: hs.pid,
-                    program: hs.program,
-                    agent_version: hs.agent_version,
-                    tasks_live: stats.tasks_live,
-                    uptime_ms: now_ms.saturating_sub(hs.start_time_unix_ms),
-                    socket: path,
-                }),
-                // `Client::connect` already removed it, if it was ours.
-                Err(TargetError::StaleSocket { removed: true, .. }) => {
-                    listing.removed_stale.push(path)
-                }
-                Err(e) => listing.unreadable.push((path, e.to_string())),
-            }
+        sockets.extend(
+            entries
+                .flatten()
+                .filter_map(|e| Some((paths::pid_of_socket(&e.path())?, e.path()))),
+        );
+    }
+    sockets.sort();
+    // At most `AT_ONCE` threads: a directory may hold many stale sockets.
+    let answers: Vec<_> = sockets
+        .chunks(AT_ONCE)
+        .flat_map(|batch| {
+            std::thread::scope(|scope| {
+                let asked: Vec<_> = batch
+                    .iter()
+                    .map(|(pid, path)| scope.spawn(move || ask(*pid, path, timeout)))
+                    .collect();
+                asked.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for ((_, path), answer) in sockets.into_iter().zip(answers) {
+        match answer {
+            Ok(Answer::Agent(stats, hs)) => listing.agents.push(Agent {
+                pid: hs.pid,
+                program: hs.program,
+                agent_version: hs.agent_version,
+                tasks_live: stats.tasks_live,
+                uptime_ms: now_ms.saturating_sub(hs.start_time_unix_ms),
+                socket: path,
+            }),
+            Ok(Answer::Removed) => listing.removed_stale.push(path),
+            Ok(Answer::Unreadable(why)) => listing.unreadable.push((path, why)),
+            Err(_) => listing
+                .unreadable
+                .push((path, "asking it failed (a bug)".into())),
         }
     }
     listing
+}
+
+enum Answer {
+    Agent(asyncdump_protocol::Stats, asyncdump_protocol::Handshake),
+    Removed,
+    /// Not queried or not answering, and why.
+    Unreadable(String),
+}
+
+/// What the socket of process `pid` at `path` says, tidying it away if it is stale and ours.
+fn ask(pid: u32, path: &std::path::Path, timeout: std::time::Duration) -> Answer {
+    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        return match crate::target::remove_stale(path) {
+            true => Answer::Removed,
+            false => Answer::Unreadable("its process is gone; not ours to remove".into()),
+        };
+    }
+    if let Some(state) = crate::target::stopped(pid) {
+        return Answer::Unreadable(TargetError::Stopped { pid, state }.to_string());
+    }
+    match Client::connect(path, timeout).and_then(|mut c| Ok((c.stats()?, c.handshake))) {
+        Ok((stats, hs)) => Answer::Agent(stats, hs),
+        // `Client::connect` already removed it, if it was ours.
+        Err(TargetError::StaleSocket { removed: true, .. }) => Answer::Removed,
+        Err(e) => Answer::Unreadable(e.to_string()),
+    }
 }
 
 pub fn render(l: &Listing) -> String {

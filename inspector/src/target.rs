@@ -143,6 +143,15 @@ pub fn check_not_planted(path: &Path, owner: u32) -> Result<(), TargetError> {
     Ok(())
 }
 
+/// The state letter of process `pid` when it is stopped (`T`) or stopped by a tracer (`t`): a stopped
+/// process cannot answer, and waiting for it would only run into the timeout.
+pub fn stopped(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) S ...`: the comm may hold spaces and parentheses; the state follows the last `)`.
+    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+    matches!(state, 'T' | 't').then_some(state)
+}
+
 pub fn process_uid(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;

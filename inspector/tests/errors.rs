@@ -406,3 +406,60 @@ fn a_socket_directory_planted_by_another_user_is_refused() {
     victim.kill().unwrap();
     victim.wait().unwrap();
 }
+
+#[test]
+fn a_stopped_target_is_named_at_once_by_dump_and_ps() {
+    let fx = Fixture::start("depth_chain", &["--depth", "1"]);
+    let pid = fx.pid.to_string();
+    let signal = |sig: &str| {
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    signal("-STOP");
+    let start = std::time::Instant::now();
+    fails_with(
+        &["dump", &pid],
+        1,
+        &format!("process {pid} is stopped (state T)"),
+    );
+    let listing = crate::support::asyncdump_ok(&["ps"]);
+    let took = start.elapsed();
+    signal("-CONT");
+    assert!(listing.contains("is stopped (state T)"), "{listing}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "no waiting for it: {took:?}"
+    );
+}
+
+#[test]
+fn a_peer_that_trickles_its_answer_is_given_up_on_at_the_timeout() {
+    let dir = tempdir();
+    let path = dir.join("trickle.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        // A frame header promising 100 bytes, then one byte every 300 ms.
+        let _ = std::io::Write::write_all(&mut conn, &100u32.to_be_bytes());
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            if std::io::Write::write_all(&mut conn, b"x").is_err() {
+                return;
+            }
+        }
+    });
+    let start = std::time::Instant::now();
+    fails_with(
+        &["dump", path.to_str().unwrap(), "--timeout", "1s"],
+        1,
+        "no whole reply within 1.00s (--timeout)",
+    );
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+    server.join().unwrap();
+}

@@ -16,10 +16,7 @@ fn late_task(dump: &Dump) -> Option<&asyncdump::model::TaskView> {
 #[test]
 fn a_root_type_that_appears_after_attaching_is_planned_and_decoded() {
     let fx = Fixture::start("plain_tasks", &["--late", "500"]);
-    let options = SessionOptions {
-        binary: None,
-        decode: true,
-    };
+    let options = SessionOptions::default();
     let mut session = Session::attach(&Target::Pid(fx.pid), &options).expect("attached");
     let first = session.snapshot(false).expect("snapshot");
     assert!(late_task(&first).is_none(), "spawned 500 ms after ready");

@@ -24,10 +24,7 @@ fn mass(extra: &[&str]) -> Fixture {
 }
 
 fn attach(fx: &Fixture) -> Session {
-    let options = SessionOptions {
-        binary: None,
-        decode: true,
-    };
+    let options = SessionOptions::default();
     Session::attach(&Target::Pid(fx.pid), &options).expect("attached")
 }
 

@@ -27,12 +27,24 @@ mod mirror;
 pub use mirror::{Applied, COMPLETED_KEPT, Mirror, OutOfStep};
 
 /// How to attach.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SessionOptions {
     /// Read the DWARF from this file instead of the process's own executable.
     pub binary: Option<PathBuf>,
     /// Decode unannotated chains from the DWARF (`false`: annotated frames only).
     pub decode: bool,
+    /// The longest any one reply may take to arrive whole (`--timeout`).
+    pub timeout: std::time::Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> SessionOptions {
+        SessionOptions {
+            binary: None,
+            decode: true,
+            timeout: crate::client::DEFAULT_TIMEOUT,
+        }
+    }
 }
 
 /// The target's DWARF, loaded once.
@@ -70,17 +82,20 @@ struct Live {
 /// must match what the agent says it is (see [`Client::connect`]), and for a pid, the socket and its
 /// directory must be the target user's own (no one else could have planted them) and the listener
 /// must run as the target's user.
-pub fn connect(target: &Target) -> Result<Client, TargetError> {
+pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, TargetError> {
     let path = target.resolve()?;
     let owner = match target.pid() {
         Some(pid) => {
+            if let Some(state) = crate::target::stopped(pid) {
+                return Err(TargetError::Stopped { pid, state });
+            }
             let owner = crate::target::process_uid(pid).unwrap_or_else(crate::target::euid);
             crate::target::check_not_planted(&path, owner)?;
             Some(owner)
         }
         None => None,
     };
-    let client = Client::connect(&path)?;
+    let client = Client::connect(&path, timeout)?;
     let (pid, uid) = client.peer()?;
     if owner.is_some_and(|o| uid != o) {
         return Err(TargetError::Impostor {
@@ -105,7 +120,7 @@ pub fn connect(target: &Target) -> Result<Client, TargetError> {
 impl Session {
     /// Connects, handshakes and, when decoding, loads the target's DWARF.
     pub fn attach(target: &Target, options: &SessionOptions) -> Result<Session, TargetError> {
-        let mut client = connect(target)?;
+        let mut client = connect(target, options.timeout)?;
         let (dwarf, decoding) = if options.decode {
             match load(&mut client, options.binary.as_deref())? {
                 Ok(loaded) => (Some(loaded), DecodingInfo::default()),
