@@ -105,7 +105,7 @@ pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
 #[cfg(feature = "tokio")]
 pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};
 pub use runtime::{MAX_RUNTIME_TASKS, MAX_RUNTIMES};
-pub use server::{Agent, Builder, InitError, MAX_CLIENTS, init};
+pub use server::{Agent, Builder, DISABLE_ENV, InitError, MAX_CLIENTS, init};
 #[cfg(feature = "tokio")]
 pub use tokio_support::{JoinHandle, spawn, spawn_named};
 pub use walk::{MAX_BYTES_PER_TASK, MAX_NODES_PER_TASK};

@@ -44,6 +44,16 @@ pub enum InitError {
     InsecureDir { path: PathBuf, reason: String },
     #[error("cannot create asyncdump socket at {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    #[error("asyncdump agent disabled by {DISABLE_ENV}")]
+    Disabled,
+}
+
+/// Set (to anything but empty or `0`), the agent does not start: no socket, no thread, no runtime
+/// registered, whatever the program calls.
+pub const DISABLE_ENV: &str = "ASYNCDUMP_DISABLE";
+
+fn disabled() -> bool {
+    std::env::var_os(DISABLE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Options for starting the agent.
@@ -98,6 +108,9 @@ impl Builder {
     /// Binds the socket and starts the server thread. Called inside a tokio runtime, also registers that
     /// runtime, so that every task of it is listed (see `register_runtime`).
     pub fn start(self) -> Result<Agent, InitError> {
+        if disabled() {
+            return Err(InitError::Disabled);
+        }
         #[cfg(feature = "tokio")]
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             crate::runtime::register_runtime(&handle);

@@ -463,3 +463,25 @@ fn a_peer_that_trickles_its_answer_is_given_up_on_at_the_timeout() {
     assert!(took < std::time::Duration::from_secs(3), "{took:?}");
     server.join().unwrap();
 }
+
+#[test]
+fn asyncdump_disable_keeps_the_agent_from_starting() {
+    let xdg = tempdir();
+    let out = Command::new(crate::support::bin("depth_chain"))
+        .args(["--depth", "1"])
+        .env("ASYNCDUMP_DISABLE", "1")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ASYNCDUMP_FIXTURE_TIMEOUT", "5")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The fixture treats an agent that does not start as fatal; a service would log it and go on.
+    assert!(
+        err.contains("asyncdump agent disabled by ASYNCDUMP_DISABLE"),
+        "{err}"
+    );
+    assert!(
+        !xdg.join("asyncdump").exists(),
+        "no socket directory, no socket"
+    );
+}
