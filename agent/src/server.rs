@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use asyncdump_protocol::{
     ClientHello, ErrorKind, ErrorReply, FrameError, Handshake, HandshakeError, MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION, Reply, Request, decode, encode, paths, read_frame, write_frame,
+    PROTOCOL_VERSION, Reply, Request, decode, encode, paths, read_frame_by, write_frame,
 };
 
 use crate::capture::Capturer;
@@ -29,7 +29,8 @@ use crate::sys;
 
 /// Most connections served at once.
 pub const MAX_CLIENTS: usize = 4;
-/// A client that sends nothing for this long is disconnected.
+/// A client that sends nothing for this long, or takes longer to send one whole request, is
+/// disconnected.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the agent could not start. The host program should log it and carry on.
@@ -340,7 +341,10 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
         }
     }
     write_frame(&mut stream, &handshake.to_bytes())?;
-    let hello = match read_frame(&mut stream, MAX_REQUEST_BYTES) {
+    // Each frame must arrive whole within `IO_TIMEOUT` of starting to wait for it: a client sending a
+    // byte at a time cannot keep a connection slot for longer.
+    let by = || std::time::Instant::now() + IO_TIMEOUT;
+    let hello = match read_frame_by(&stream, MAX_REQUEST_BYTES, by()) {
         Ok(bytes) => bytes,
         Err(e) => {
             frame_error(&mut stream, e);
@@ -370,7 +374,7 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
         }
     }
     loop {
-        let bytes = match read_frame(&mut stream, MAX_REQUEST_BYTES) {
+        let bytes = match read_frame_by(&stream, MAX_REQUEST_BYTES, by()) {
             Ok(bytes) => bytes,
             Err(e) => {
                 frame_error(&mut stream, e);

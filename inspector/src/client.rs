@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use asyncdump_protocol::{
     ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
     Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest, Update, WalkInfo, WalkPlan,
-    decode, encode, paths, read_frame, write_frame,
+    decode, encode, paths, read_frame_by, write_frame,
 };
 
 use crate::error::TargetError;
@@ -56,6 +56,9 @@ impl Client {
             Err(HandshakeError::BadMagic) => {
                 // An agent that refuses us (permissions, busy) answers with an error reply instead.
                 return Err(match decode::<Reply>(&first) {
+                    Ok(Reply::Error(e)) if e.kind == asyncdump_protocol::ErrorKind::Busy => {
+                        TargetError::Busy { message: e.message }
+                    }
                     Ok(Reply::Error(e)) => TargetError::Refused { message: e.message },
                     _ => TargetError::NotAnAgent {
                         path: path.to_owned(),
@@ -210,11 +213,7 @@ fn read(
     max: usize,
     within: Duration,
 ) -> Result<Vec<u8>, TargetError> {
-    let mut until = Until {
-        stream,
-        deadline: Instant::now() + within,
-    };
-    read_frame(&mut until, max).map_err(|e| {
+    read_frame_by(stream, max, Instant::now() + within).map_err(|e| {
         let detail = match e {
             FrameError::Closed => "the agent closed the connection".to_owned(),
             FrameError::Io(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
@@ -236,25 +235,6 @@ fn read(
             detail,
         }
     })
-}
-
-/// The stream, read until a deadline: each read waits at most what is left of it, so that a peer
-/// sending a byte at a time cannot hold a reply past the deadline.
-struct Until<'a> {
-    stream: &'a UnixStream,
-    deadline: Instant,
-}
-
-impl std::io::Read for Until<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(IoKind::TimedOut.into());
-        }
-        self.stream.set_read_timeout(Some(left))?;
-        let mut stream = self.stream;
-        stream.read(buf)
-    }
 }
 
 fn connect_error(path: &Path, e: io::Error) -> TargetError {

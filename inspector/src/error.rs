@@ -43,6 +43,10 @@ pub enum TargetError {
     PermissionDenied { path: PathBuf },
     #[error("agent refused the connection: {message}")]
     Refused { message: String },
+    /// Every connection slot of the agent is taken; [`crate::session::connect`] retries until its
+    /// timeout before saying so.
+    #[error("agent refused the connection: {message} (for the whole --timeout)")]
+    Busy { message: String },
     #[error(
         "protocol version mismatch: the agent speaks protocol {agent}, this asyncdump ({ours_version}) speaks {ours}; use an asyncdump built for protocol {agent}"
     )]

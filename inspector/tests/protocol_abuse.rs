@@ -176,3 +176,42 @@ fn a_hostile_walk_plan_cannot_hurt_the_host() {
     }
     host_unaffected(&mut fx);
 }
+
+#[test]
+fn clients_that_trickle_their_requests_lose_their_slot_and_a_dump_gets_through() {
+    let mut fx = Fixture::start("depth_chain", &["--depth", "2"]);
+    // As many as the agent serves at once (its MAX_CLIENTS), each sending a byte of a request a second.
+    let tricklers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = after_hello(&fx);
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                for b in 100u32.to_be_bytes().into_iter().chain([0; 100]) {
+                    if s.write_all(&[b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+                // The agent gave up on us: its error reply, or the closed connection.
+                let mut rest = Vec::new();
+                let _ = s.read_to_end(&mut rest);
+                start.elapsed()
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // While they hold every slot, `dump` waits for one (up to --timeout) rather than failing.
+    let start = std::time::Instant::now();
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--timeout", "20s"]);
+    let waited = start.elapsed();
+    assert!(text.contains("depth_chain::descend"), "{text}");
+    assert!(
+        waited < std::time::Duration::from_secs(15),
+        "a trickler keeps a slot at most 10 s: waited {waited:?}"
+    );
+    for t in tricklers {
+        let held = t.join().unwrap();
+        assert!(held < std::time::Duration::from_secs(15), "held {held:?}");
+    }
+    host_unaffected(&mut fx);
+}

@@ -53,6 +53,37 @@ pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> 
     Ok(payload)
 }
 
+/// Reads one frame of at most `max` payload bytes from a Unix stream, whole by `deadline`: each read
+/// waits at most what is left, so a peer that sends a byte at a time cannot hold the reader past it
+/// (a plain read timeout starts again at every byte). Past the deadline: `Io` of kind `TimedOut`.
+pub fn read_frame_by(
+    stream: &std::os::unix::net::UnixStream,
+    max: usize,
+    deadline: std::time::Instant,
+) -> Result<Vec<u8>, FrameError> {
+    read_frame(&mut Until { stream, deadline }, max)
+}
+
+/// A stream read until a deadline (see [`read_frame_by`]).
+struct Until<'a> {
+    stream: &'a std::os::unix::net::UnixStream,
+    deadline: std::time::Instant,
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
+}
+
 /// Like `read_exact`, but reports how much arrived before end of stream instead of failing.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;

@@ -29,7 +29,7 @@ pub mod paths;
 pub mod runtime;
 pub mod walk;
 
-pub use framing::{FrameError, read_frame, write_frame};
+pub use framing::{FrameError, read_frame, read_frame_by, write_frame};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
 pub use runtime::{

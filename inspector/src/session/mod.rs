@@ -95,7 +95,7 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
         }
         None => None,
     };
-    let client = Client::connect(&path, timeout)?;
+    let client = connect_when_free(&path, timeout)?;
     let (pid, uid) = client.peer()?;
     if owner.is_some_and(|o| uid != o) {
         return Err(TargetError::Impostor {
@@ -115,6 +115,21 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
         });
     }
     Ok(client)
+}
+
+/// Connects, trying again while the agent is busy (its connection slots all taken), until `timeout`.
+fn connect_when_free(path: &Path, timeout: std::time::Duration) -> Result<Client, TargetError> {
+    let give_up = Instant::now() + timeout;
+    let mut pause = std::time::Duration::from_millis(20);
+    loop {
+        match Client::connect(path, timeout) {
+            Err(TargetError::Busy { .. }) if Instant::now() + pause < give_up => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
 }
 
 impl Session {
