@@ -345,36 +345,65 @@ fn an_agent_that_says_it_is_another_process_is_refused() {
     victim.wait().unwrap();
 }
 
+/// A live process (`sleep`) whose agent socket someone else made: a fake agent at
+/// `XDG/asyncdump/<pid>.sock`, waiting for its first client.
+struct Planted {
+    victim: std::process::Child,
+    xdg: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    socket: std::path::PathBuf,
+    server: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Planted {
+    fn new() -> Planted {
+        let victim = Command::new("sleep").arg("30").spawn().unwrap();
+        let xdg = tempdir();
+        let dir = xdg.join("asyncdump");
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join(format!("{}.sock", victim.id()));
+        let server = Some(fake_agent(&socket, victim.id()));
+        Planted {
+            victim,
+            xdg,
+            dir,
+            socket,
+            server,
+        }
+    }
+
+    /// `asyncdump dump PID` fails with status 1, saying `why`.
+    fn refused(&self, why: &str) {
+        let pid = self.victim.id().to_string();
+        let env = [("XDG_RUNTIME_DIR", self.xdg.as_path())];
+        let out = crate::support::asyncdump_with(&["dump", &pid], &env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+
+    /// Checks that nobody connected to the fake agent at `listening`, then ends it.
+    fn never_connected(mut self, listening: &std::path::Path) {
+        drop(UnixStream::connect(listening).expect("still listening: asyncdump never connected"));
+        self.server.take().unwrap().join().unwrap();
+        self.victim.kill().unwrap();
+        self.victim.wait().unwrap();
+    }
+}
+
 #[test]
 fn a_socket_directory_others_may_write_to_or_a_symlinked_socket_is_refused_unread() {
     use std::os::unix::fs::PermissionsExt;
-    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
-    let pid = victim.id().to_string();
-    let xdg = tempdir();
-    let dir = xdg.join("asyncdump");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join(format!("{pid}.sock"));
-    let env = [("XDG_RUNTIME_DIR", xdg.as_path())];
-    let server = fake_agent(&socket, victim.id());
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = crate::support::asyncdump_with(&["dump", &pid], &env);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("may be written by others (mode 777)"), "{err}");
+    let planted = Planted::new();
+    std::fs::set_permissions(&planted.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    planted.refused("may be written by others (mode 777)");
     // A symlink where the socket should be, in a proper directory.
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let real = dir.join("elsewhere.sock");
-    std::fs::rename(&socket, &real).unwrap();
-    std::os::unix::fs::symlink(&real, &socket).unwrap();
-    let out = crate::support::asyncdump_with(&["dump", &pid], &env);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("it is not a socket (a symlink?)"), "{err}");
-    // Neither was connected to: the fake agent still waits for its first client.
-    drop(UnixStream::connect(&real).expect("still listening: asyncdump never connected"));
-    server.join().unwrap();
-    victim.kill().unwrap();
-    victim.wait().unwrap();
+    std::fs::set_permissions(&planted.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let real = planted.dir.join("elsewhere.sock");
+    std::fs::rename(&planted.socket, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &planted.socket).unwrap();
+    planted.refused("it is not a socket (a symlink?)");
+    planted.never_connected(&real);
 }
 
 #[test]
@@ -384,27 +413,13 @@ fn a_socket_directory_planted_by_another_user_is_refused() {
         eprintln!("skipped: needs root, to give the planted directory to another user");
         return;
     }
-    let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
-    let pid = victim.id().to_string();
-    let xdg = tempdir();
-    let dir = xdg.join("asyncdump");
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join(format!("{pid}.sock"));
-    let server = fake_agent(&socket, victim.id());
+    let planted = Planted::new();
     // As if uid 65534 had made both before the victim's agent could.
-    std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
-    std::os::unix::fs::chown(&socket, Some(65534), None).unwrap();
-    let out = crate::support::asyncdump_with(&["dump", &pid], &[("XDG_RUNTIME_DIR", &xdg)]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("is owned by uid 65534, not the target's uid 0"),
-        "{err}"
-    );
-    drop(UnixStream::connect(&socket).expect("never connected to"));
-    server.join().unwrap();
-    victim.kill().unwrap();
-    victim.wait().unwrap();
+    std::os::unix::fs::chown(&planted.dir, Some(65534), None).unwrap();
+    std::os::unix::fs::chown(&planted.socket, Some(65534), None).unwrap();
+    planted.refused("is owned by uid 65534, not the target's uid 0");
+    let socket = planted.socket.clone();
+    planted.never_connected(&socket);
 }
 
 #[test]
