@@ -202,6 +202,14 @@ mod tests {
         let _ = f.poll(&mut Context::from_waker(Waker::noop()));
     }
 
+    fn req(include_completed: bool) -> SubscribeRequest {
+        SubscribeRequest {
+            interval_ms: 0,
+            include_completed,
+            walk: None,
+        }
+    }
+
     fn sent() -> Sent {
         Sent {
             interner: Interner::default(),
@@ -219,11 +227,7 @@ mod tests {
 
     #[test]
     fn after_the_full_state_an_update_carries_only_the_tasks_that_changed() {
-        let req = SubscribeRequest {
-            interval_ms: 0,
-            include_completed: false,
-            walk: None,
-        };
+        let req = req(false);
         let sub = Subscriber::join();
         let mut a = Box::pin(instrument(std::future::pending::<()>().frame("a")));
         let mut b = Box::pin(instrument(std::future::pending::<()>().frame("b")));
@@ -276,11 +280,7 @@ mod tests {
 
     #[test]
     fn a_task_born_and_ended_between_two_updates_is_never_mentioned() {
-        let req = SubscribeRequest {
-            interval_ms: 0,
-            include_completed: false,
-            walk: None,
-        };
+        let req = req(false);
         let sub = Subscriber::join();
         let mut s = sent();
         drop(sub.take());
@@ -295,11 +295,7 @@ mod tests {
 
     #[test]
     fn completed_tasks_are_sent_as_completed_when_asked_for() {
-        let req = SubscribeRequest {
-            interval_ms: 0,
-            include_completed: true,
-            walk: None,
-        };
+        let req = req(true);
         let sub = Subscriber::join();
         let mut s = sent();
         let mut done = Box::pin(instrument(async {}));

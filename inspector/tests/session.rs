@@ -15,11 +15,11 @@ fn late_task(dump: &Dump) -> Option<&asyncdump::model::TaskView> {
 
 #[test]
 fn a_root_type_that_appears_after_attaching_is_planned_and_decoded() {
-    let fx = Fixture::start("plain_tasks", &["--late", "500"]);
+    let fx = Fixture::start("plain_tasks", &["--late", "2000"]);
     let options = SessionOptions::default();
     let mut session = Session::attach(&Target::Pid(fx.pid), &options).expect("attached");
     let first = session.snapshot(false).expect("snapshot");
-    assert!(late_task(&first).is_none(), "spawned 500 ms after ready");
+    assert!(late_task(&first).is_none(), "spawned 2 s after ready");
     assert!(first.decoding.enabled);
     let types_before = first.decoding.plan_types;
     let mut later = None;
@@ -38,4 +38,23 @@ fn a_root_type_that_appears_after_attaching_is_planned_and_decoded() {
     assert_eq!(top.source, Source::Decoded);
     assert_eq!(later.decoding.note, None, "every root type is in the plan");
     assert!(later.decoding.plan_types > types_before);
+}
+
+#[test]
+fn a_subscription_plans_a_root_type_that_appears_later_and_decodes_it() {
+    let fx = Fixture::start("plain_tasks", &["--late", "2000"]);
+    let mut session = Session::attach(&Target::Pid(fx.pid), &SessionOptions::default()).unwrap();
+    session.subscribe(100, false).expect("subscribed");
+    let (first, _) = session.next_update().expect("the full state");
+    assert!(late_task(&first).is_none(), "spawned 2 s after ready");
+    for _ in 0..100 {
+        let (dump, _) = session.next_update().expect("an update");
+        if let Some(late) = late_task(&dump).filter(|t| !t.frames.is_empty()) {
+            assert_eq!(late.frames[0].meta.name, "plain_tasks::late_arrival");
+            assert_eq!(late.frames[0].meta.source, Source::Decoded);
+            assert_eq!(dump.decoding.note, None, "every root type is in the plan");
+            return;
+        }
+    }
+    panic!("the late task never showed decoded within 100 updates");
 }

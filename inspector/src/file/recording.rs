@@ -55,7 +55,7 @@ struct Record {
 /// Appends a live view's updates to a recording.
 pub struct Recorder {
     path: PathBuf,
-    out: Option<BufWriter<std::fs::File>>,
+    out: BufWriter<std::fs::File>,
     /// When the first update was recorded: time 0 of the recording.
     started: Option<Instant>,
     /// The previous update's agent clock and tasks.
@@ -76,7 +76,7 @@ impl Recorder {
             })?;
         Ok(Recorder {
             path: path.to_owned(),
-            out: Some(BufWriter::new(file)),
+            out: BufWriter::new(file),
             started: None,
             prev: None,
             decoding: None,
@@ -123,9 +123,8 @@ impl Recorder {
             path: self.path.clone(),
             source,
         };
-        let out = self.out.as_mut().expect("open until dropped");
-        out.write_all(line.as_bytes()).map_err(write_err)?;
-        out.flush().map_err(write_err)
+        self.out.write_all(line.as_bytes()).map_err(write_err)?;
+        self.out.flush().map_err(write_err)
     }
 
     /// The tasks of `dump` that the previous update, aged, does not predict, and the ids it had that

@@ -772,11 +772,9 @@ fn task_view(
         edges: edges.to_vec(),
     };
     cache.saw(t.id);
-    let fresh = cache.get(t.id, &key).is_none();
-    let chain = match cache.get(t.id, &key) {
-        Some(chain) => chain.clone(),
-        None => chain(shared, t, edges, decoder, refs),
-    };
+    let cached = cache.get(t.id, &key).cloned();
+    let fresh = cached.is_none();
+    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, decoder, refs));
     let mut view = TaskView {
         id: t.id,
         agent_id: Some(t.id),

@@ -12,7 +12,7 @@ use asyncdump_protocol::{Snapshot, Task, TaskState, Update};
 pub const COMPLETED_KEPT: usize = 256;
 
 /// What one update did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
     pub full: bool,
     pub new: usize,
@@ -25,6 +25,8 @@ pub struct Applied {
     pub agent_ns: u64,
     /// The inspector's time to apply it and build the dump.
     pub build_ns: u64,
+    /// The distinct root anchors of the tasks it carried: where a root type new to the plan shows.
+    pub anchors: Vec<u64>,
 }
 
 /// Why an update could not be applied.
@@ -77,6 +79,14 @@ impl Mirror {
             let gone: rustc_hash::FxHashSet<u64> = u.gone.into_iter().collect();
             snap.tasks.retain(|t| !gone.contains(&t.id));
         }
+        applied.anchors = u
+            .tasks
+            .iter()
+            .map(|t| t.root_anchor)
+            .filter(|&a| a != 0)
+            .collect();
+        applied.anchors.sort_unstable();
+        applied.anchors.dedup();
         let mut fresh = Vec::new();
         for t in u.tasks {
             let done = matches!(t.state, TaskState::Completed { .. });

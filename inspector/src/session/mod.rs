@@ -240,18 +240,18 @@ impl Session {
                 self.resubscribe()?;
                 continue;
             };
-            let new_roots = self.dwarf.is_some()
-                && live
-                    .mirror
-                    .snap
-                    .tasks
-                    .iter()
-                    .any(|t| t.root_anchor != 0 && !self.anchors.contains(&t.root_anchor));
-            if new_roots {
-                let anchors = live.mirror.snap.tasks.iter().map(|t| t.root_anchor);
-                let anchors: Vec<u64> = anchors.filter(|&a| a != 0).collect();
+            if applied.full {
+                // Its walks may follow a newer plan than the kept chains, at the same poll counts.
+                live.chains.clear();
+            }
+            // Only the tasks this update carried can be of a root type the plan has not seen.
+            let new_roots: Vec<u64> = (applied.anchors.iter())
+                .filter(|a| !self.anchors.contains(a))
+                .copied()
+                .collect();
+            if self.dwarf.is_some() && !new_roots.is_empty() {
                 let runtimes = !live.mirror.snap.runtimes.is_empty();
-                self.plan(anchors, runtimes);
+                self.plan(new_roots, runtimes);
                 self.resubscribe()?;
             }
             let live = self.live.as_mut().expect("subscribed");
