@@ -43,6 +43,11 @@ pub enum InitError {
         path.display()
     )]
     InsecureDir { path: PathBuf, reason: String },
+    #[error(
+        "refusing to serve at {}: {what} is there already; remove it if it is not someone else's",
+        path.display()
+    )]
+    InsecureSocket { path: PathBuf, what: String },
     #[error("cannot create asyncdump socket at {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     #[error("asyncdump agent disabled by {DISABLE_ENV}")]
@@ -147,6 +152,7 @@ impl Builder {
                 dir.join(paths::socket_file_name(pid))
             }
         };
+        ensure_replaceable(&path)?;
         let listener = bind_atomically(&path)?;
         let inode = fs::metadata(&path).map(|m| m.ino()).unwrap_or(0);
         let _ = SOCKET_TO_REMOVE.set((path.clone(), inode, pid));
@@ -197,9 +203,35 @@ fn ensure_private_dir(dir: &Path) -> Result<(), InitError> {
         )));
     }
     if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_err)?;
+        // Open to others before we came: something may have been planted in it meanwhile.
+        return Err(insecure(format!(
+            "others may use it (mode {:o}), and may have planted files in it",
+            meta.mode() & 0o777
+        )));
     }
     Ok(())
+}
+
+/// Refuses to replace what sits at `path` unless it is a stale socket of our own: a symlink, another
+/// user's socket or any other file is someone else's, and serving there would take it over.
+fn ensure_replaceable(path: &Path) -> Result<(), InitError> {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(()); // nothing there
+    };
+    use std::os::unix::fs::FileTypeExt;
+    let what = if meta.file_type().is_symlink() {
+        "a symlink".to_owned()
+    } else if !meta.file_type().is_socket() {
+        "not a socket".to_owned()
+    } else if meta.uid() != sys::euid() {
+        format!("a socket of uid {}", meta.uid())
+    } else {
+        return Ok(()); // our own, left by an earlier process of this pid: replaced
+    };
+    Err(InitError::InsecureSocket {
+        path: path.to_owned(),
+        what,
+    })
 }
 
 /// Binds under a temporary name, restricts it to 0600, then renames it over `path`, so the socket never

@@ -500,3 +500,55 @@ fn asyncdump_disable_keeps_the_agent_from_starting() {
         "no socket directory, no socket"
     );
 }
+
+/// Runs a fixture whose agent cannot start; returns what it said on stderr.
+fn agent_refuses(env: &[(&str, &std::path::Path)]) -> String {
+    let out = Command::new(crate::support::bin("depth_chain"))
+        .args(["--depth", "1"])
+        .envs(env.iter().copied())
+        .env("ASYNCDUMP_FIXTURE_TIMEOUT", "5")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the fixture treats a refused agent as fatal"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn the_agent_refuses_to_serve_in_a_planted_directory_or_over_a_planted_file() {
+    use std::os::unix::fs::PermissionsExt;
+    // A socket directory others could write to before the agent came.
+    let xdg = tempdir();
+    let dir = xdg.join("asyncdump");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = agent_refuses(&[("XDG_RUNTIME_DIR", &xdg)]);
+    assert!(
+        err.contains("refusing socket directory") && err.contains("mode 777"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing bound there"
+    );
+    // A symlink, or an ordinary file, where the socket is to go.
+    let elsewhere = tempdir();
+    let target = elsewhere.join("victim");
+    std::fs::write(&target, "keep").unwrap();
+    let link = tempdir().join("agent.sock");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let err = agent_refuses(&[("ASYNCDUMP_SOCKET", &link)]);
+    assert!(err.contains("a symlink is there already"), "{err}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let err = agent_refuses(&[("ASYNCDUMP_SOCKET", &target)]);
+    assert!(err.contains("not a socket is there already"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+}
