@@ -8,7 +8,9 @@
 # 4. snapshot cost with 10,000 and 100,000 suspended tasks, and of the axum fixture with 1,000 hanging
 #    requests (release builds, ~2 min);
 # 5. the live view with 100,000 tasks: what each update costs the agent and the inspector, and `watch`'s
-#    CPU and key-to-redraw time in tmux (~1 min).
+#    CPU and key-to-redraw time in tmux (~1 min);
+# 6. a soak: a million tasks spawned and completed under a watch subscription and repeated dumps, with
+#    the host's memory over time (~2 min).
 # Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,3 +37,6 @@ cargo build --release -q -p asyncdump --example subscription_cost
 echo
 echo "## The live view with 100,000 tasks"
 python3 bench/watch_mass.py
+echo
+echo "## Soak: a million tasks come and go"
+python3 bench/soak.py

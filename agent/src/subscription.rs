@@ -126,10 +126,13 @@ impl Sent {
             self.known.clear();
         }
         for t in &snap.tasks {
-            if matches!(t.state, TaskState::Completed { .. }) && !req.include_completed {
-                continue;
+            // A completed task is sent once, as completed, and then forgotten here: a million tasks
+            // coming and going must not leave a million ids behind.
+            if matches!(t.state, TaskState::Completed { .. }) {
+                self.known.remove(&t.id);
+            } else {
+                self.known.insert(t.id);
             }
-            self.known.insert(t.id);
         }
         let runtimes = self.runtimes(req, full);
         self.finish(snap, gone, runtimes, full, start)
@@ -307,6 +310,10 @@ mod tests {
         let t = next.tasks.iter().find(|t| t.id == id).expect("reported");
         assert!(matches!(t.state, TaskState::Completed { .. }));
         assert!(next.gone.is_empty());
+        assert!(
+            !s.known.contains(&id),
+            "sent once as completed, then forgotten"
+        );
     }
 
     #[test]
