@@ -29,6 +29,8 @@ use crate::sys;
 
 /// Most connections served at once.
 pub const MAX_CLIENTS: usize = 4;
+/// A client must send its whole hello within this long of connecting.
+const HELLO_TIMEOUT: Duration = Duration::from_millis(500);
 /// A client that sends nothing for this long, or takes longer to send one whole request, is
 /// disconnected.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -376,7 +378,9 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
     // Each frame must arrive whole within `IO_TIMEOUT` of starting to wait for it: a client sending a
     // byte at a time cannot keep a connection slot for longer.
     let by = || std::time::Instant::now() + IO_TIMEOUT;
-    let hello = match read_frame_by(&stream, MAX_REQUEST_BYTES, by()) {
+    // A client sends its hello as soon as it has read ours: one that does not is holding a slot.
+    let hello_by = std::time::Instant::now() + HELLO_TIMEOUT;
+    let hello = match read_frame_by(&stream, MAX_REQUEST_BYTES, hello_by) {
         Ok(bytes) => bytes,
         Err(e) => {
             frame_error(&mut stream, e);
