@@ -33,7 +33,7 @@ pub const MAX_CLIENTS: usize = 4;
 const HELLO_TIMEOUT: Duration = Duration::from_millis(500);
 /// A client that sends nothing for this long, or takes longer to send one whole request, is
 /// disconnected.
-pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the agent could not start. The host program should log it and carry on.
 #[derive(Debug, thiserror::Error)]
@@ -350,7 +350,6 @@ fn frame_error(stream: &mut UnixStream, err: FrameError) {
 }
 
 fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let me = sys::euid();
     match sys::peer_uid(&stream) {
@@ -375,9 +374,6 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
         }
     }
     write_frame(&mut stream, &handshake.to_bytes())?;
-    // Each frame must arrive whole within `IO_TIMEOUT` of starting to wait for it: a client sending a
-    // byte at a time cannot keep a connection slot for longer.
-    let by = || std::time::Instant::now() + IO_TIMEOUT;
     // A client sends its hello as soon as it has read ours: one that does not is holding a slot.
     let hello_by = std::time::Instant::now() + HELLO_TIMEOUT;
     let hello = match read_frame_by(&stream, MAX_REQUEST_BYTES, hello_by) {
@@ -410,7 +406,10 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
         }
     }
     loop {
-        let bytes = match read_frame_by(&stream, MAX_REQUEST_BYTES, by()) {
+        // Each request must arrive whole within `IO_TIMEOUT` of starting to wait for it: a client
+        // sending a byte at a time cannot keep a connection slot for longer.
+        let by = std::time::Instant::now() + IO_TIMEOUT;
+        let bytes = match read_frame_by(&stream, MAX_REQUEST_BYTES, by) {
             Ok(bytes) => bytes,
             Err(e) => {
                 frame_error(&mut stream, e);

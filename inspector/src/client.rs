@@ -25,6 +25,8 @@ pub struct Client {
     /// Added to `timeout` for a subscription's updates, which come an interval apart.
     extra: Duration,
     pub handshake: Handshake,
+    /// See [`Client::peer`]; read once, at connection.
+    peer: (u32, u32),
     /// Size of the last reply read, in bytes.
     pub last_reply_bytes: usize,
 }
@@ -73,16 +75,17 @@ impl Client {
                 });
             }
         };
+        // Before saying anything: the kernel's word on who listens must match the agent's.
+        let (pid, uid) = peer_of(&stream, path)?;
         let mut client = Client {
             stream,
             path: path.to_owned(),
             timeout,
             extra: Duration::ZERO,
             handshake,
+            peer: (pid, uid),
             last_reply_bytes: 0,
         };
-        // Before saying anything: the kernel's word on who listens must match the agent's.
-        let (pid, uid) = client.peer()?;
         let me = crate::target::euid();
         if pid != client.handshake.pid || !(uid == me || uid == 0 || me == 0) {
             return Err(TargetError::Impostor {
@@ -100,15 +103,8 @@ impl Client {
     /// The pid and uid of the process listening on the other end, as the kernel saw them when it
     /// bound (SO_PEERCRED): not what the peer says of itself. [`Client::connect`] checks them
     /// against the handshake, and that the uid is ours or root's (any, when we are root).
-    pub fn peer(&self) -> Result<(u32, u32), TargetError> {
-        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-        match getsockopt(&self.stream, PeerCredentials) {
-            Ok(c) => Ok((c.pid() as u32, c.uid())),
-            Err(e) => Err(TargetError::NoAnswer {
-                path: self.path.clone(),
-                detail: format!("cannot read the peer's credentials: {e}"),
-            }),
-        }
+    pub fn peer(&self) -> (u32, u32) {
+        self.peer
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), TargetError> {
@@ -203,6 +199,18 @@ impl Client {
             path: self.path.clone(),
             detail: "unexpected reply".into(),
         }
+    }
+}
+
+/// SO_PEERCRED of `stream`: the listener's pid and uid (see [`Client::peer`]).
+fn peer_of(stream: &UnixStream, path: &Path) -> Result<(u32, u32), TargetError> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    match getsockopt(stream, PeerCredentials) {
+        Ok(c) => Ok((c.pid() as u32, c.uid())),
+        Err(e) => Err(TargetError::NoAnswer {
+            path: path.to_owned(),
+            detail: format!("cannot read the peer's credentials: {e}"),
+        }),
     }
 }
 

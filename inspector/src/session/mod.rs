@@ -96,7 +96,7 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
         None => None,
     };
     let client = connect_when_free(&path, timeout)?;
-    let (pid, uid) = client.peer()?;
+    let (pid, uid) = client.peer();
     if owner.is_some_and(|o| uid != o) {
         return Err(TargetError::Impostor {
             path,
