@@ -83,6 +83,7 @@ macro_rules! field_names {
 
 mod capture;
 mod changes;
+mod containment;
 mod frame;
 mod instrument;
 mod runtime;

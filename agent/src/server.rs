@@ -25,6 +25,7 @@ use asyncdump_protocol::{
 };
 
 use crate::capture::Capturer;
+use crate::containment;
 use crate::sys;
 
 /// Most connections served at once.
@@ -169,7 +170,7 @@ impl Builder {
         };
         std::thread::Builder::new()
             .name("asyncdump-agent".into())
-            .spawn(move || serve(listener, handshake))
+            .spawn(move || supervise(listener, handshake))
             .map_err(|source| InitError::Io {
                 path: path.clone(),
                 source,
@@ -278,14 +279,59 @@ extern "C" fn remove_socket_at_exit() {
 
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
-pub(crate) fn capturer() -> &'static Mutex<Capturer> {
+/// Runs `f` on the one capturer, which keeps walk buffers and interned names between requests. A
+/// capturer left poisoned by a contained panic is replaced by a fresh one: its caches may be half made.
+pub(crate) fn with_capturer<T>(f: impl FnOnce(&mut Capturer) -> T) -> T {
     static CAPTURER: OnceLock<Mutex<Capturer>> = OnceLock::new();
-    CAPTURER.get_or_init(Default::default)
+    let capturer = CAPTURER.get_or_init(Default::default);
+    let mut guard = capturer.lock().unwrap_or_else(|poisoned| {
+        let mut guard = poisoned.into_inner();
+        *guard = Capturer::default();
+        capturer.clear_poison();
+        guard
+    });
+    f(&mut guard)
 }
 
-fn serve(listener: UnixListener, handshake: Handshake) {
+/// How often the listener may fail before the agent disables itself.
+const MAX_LISTENER_FAILURES: u32 = 3;
+
+/// Serves `listener` until the process ends. A panic in the listener (a bug) is contained and the
+/// listener restarted; after [`MAX_LISTENER_FAILURES`] of them the agent is disabled and tells each
+/// client so, on the next connection, rather than vanish.
+fn supervise(listener: UnixListener, handshake: Handshake) {
     sys::lower_thread_priority();
+    for failures in 1..=MAX_LISTENER_FAILURES {
+        if containment::contain("the agent's listener", || serve(&listener, &handshake)).is_some() {
+            return;
+        }
+        if failures < MAX_LISTENER_FAILURES {
+            containment::log("listener restarted");
+        }
+    }
+    containment::log(&format!(
+        "disabled after {MAX_LISTENER_FAILURES} listener failures; clients are told so"
+    ));
     for stream in listener.incoming() {
+        let Ok(mut stream) = stream else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+        refuse(
+            &mut stream,
+            ErrorKind::Internal,
+            format!(
+                "the agent in process {} is disabled: its listener failed {MAX_LISTENER_FAILURES} times (see the process's stderr); the process itself is unaffected; restart it to re-enable the agent",
+                handshake.pid
+            ),
+        );
+    }
+}
+
+fn serve(listener: &UnixListener, handshake: &Handshake) {
+    for stream in listener.incoming() {
+        containment::inject(containment::Site::Accept);
         let stream = match stream {
             Ok(s) => s,
             Err(_) => {
@@ -310,9 +356,7 @@ fn serve(listener: UnixListener, handshake: Handshake) {
             .name("asyncdump-conn".into())
             .spawn(move || {
                 sys::lower_thread_priority();
-                let _ = std::panic::catch_unwind(move || {
-                    let _ = connection(stream, &handshake);
-                });
+                containment::contain("a connection", move || connection(stream, &handshake));
                 ACTIVE.fetch_sub(1, SeqCst);
             });
         if spawned.is_err() {
@@ -433,10 +477,10 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
                 crate::subscription::End::Closed => return Ok(()),
             }
         }
-        let reply = std::panic::catch_unwind(|| answer(&request)).unwrap_or_else(|_| {
+        let reply = containment::contain("a request", || answer(&request)).unwrap_or_else(|| {
             Reply::Error(ErrorReply {
                 kind: ErrorKind::Internal,
-                message: "the agent failed while answering; please report this bug".into(),
+                message: "the agent failed while answering (a bug, logged on the process's stderr); the process is unaffected; try again".into(),
             })
         });
         send(&mut stream, &reply)?;
@@ -456,11 +500,10 @@ fn answer(request: &Request) -> Reply {
             kind: ErrorKind::Internal,
             message: "subscriptions are served by the connection loop".into(),
         }),
-        Request::Snapshot(req) => Reply::Snapshot(
-            capturer()
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .capture(req),
-        ),
+        Request::Snapshot(req) => Reply::Snapshot(with_capturer(|c| {
+            let snapshot = c.capture(req);
+            containment::inject(containment::Site::Snapshot);
+            snapshot
+        })),
     }
 }

@@ -17,7 +17,7 @@
 
 use std::io;
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
@@ -118,10 +118,11 @@ impl Sent {
             })
             .cloned()
             .collect();
-        let snap = crate::server::capturer()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .capture_cells(&cells, req.walk.as_ref(), &mut self.interner);
+        let snap = crate::server::with_capturer(|c| {
+            let snap = c.capture_cells(&cells, req.walk.as_ref(), &mut self.interner);
+            crate::containment::inject(crate::containment::Site::Update);
+            snap
+        });
         if full {
             self.known.clear();
         }
@@ -147,10 +148,7 @@ impl Sent {
             return None;
         }
         let start = Instant::now();
-        let listed = crate::server::capturer()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .list_runtimes(req.walk.as_ref());
+        let listed = crate::server::with_capturer(|c| c.list_runtimes(req.walk.as_ref()));
         let same = !full
             && self
                 .runtimes

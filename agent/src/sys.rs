@@ -1,4 +1,5 @@
-//! Thin, safe wrappers over the few OS calls the agent needs (Linux).
+//! Thin, safe wrappers over the few OS calls the agent needs (Linux), made through `nix`; `libc` only for
+//! what nix does not offer (`setpriority` on a thread, `dl_iterate_phdr`).
 //!
 //! Everything here runs at start-up or on the agent's own threads, except [`tid`] (one `gettid` syscall per
 //! thread, then a thread-local) and [`ticks`], which the poll path calls.
@@ -10,8 +11,14 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{MsgFlags, sockopt};
+use nix::sys::uio::RemoteIoVec;
 
 thread_local! {
     static TID: Cell<u32> = const { Cell::new(0) };
@@ -25,8 +32,7 @@ pub(crate) fn tid() -> u32 {
         if cached != 0 {
             return cached;
         }
-        // SAFETY: gettid takes no arguments and cannot fail.
-        let fresh = unsafe { libc::gettid() } as u32;
+        let fresh = nix::unistd::gettid().as_raw() as u32;
         t.set(fresh);
         fresh
     })
@@ -35,13 +41,10 @@ pub(crate) fn tid() -> u32 {
 /// Monotonic clock in nanoseconds (CLOCK_MONOTONIC, answered by the vDSO without a syscall).
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // CLOCK_MONOTONIC always exists on Linux; a failure (none seen) reads as time 0, never a panic.
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+        .unwrap_or(0)
 }
 
 struct TickBase {
@@ -132,7 +135,7 @@ impl TickConv {
 /// threads win over the agent's. Best effort: a failure leaves the priority as it was.
 pub(crate) fn lower_thread_priority() {
     // SAFETY: setpriority with PRIO_PROCESS and a thread id affects only that thread on Linux; no memory
-    // is passed.
+    // is passed. (nix has no setpriority.)
     unsafe { libc::setpriority(libc::PRIO_PROCESS, tid() as libc::id_t, 10) };
 }
 
@@ -140,33 +143,13 @@ pub(crate) fn lower_thread_priority() {
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 pub(crate) fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// The uid of the process on the other end of a Unix stream (SO_PEERCRED).
 pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes and `len` holds the size of `cred`, as getsockopt requires.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(cred.uid)
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    let cred = nix::sys::socket::getsockopt(stream, sockopt::PeerCredentials)?;
+    Ok(cred.uid())
 }
 
 /// Waits up to `timeout` for `stream` to have something to read: `Ok(None)` when the time passed,
@@ -175,56 +158,51 @@ pub(crate) fn peek_wait(
     stream: &UnixStream,
     timeout: std::time::Duration,
 ) -> io::Result<Option<usize>> {
-    let mut fd = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `fd` is one valid, writable pollfd, and we pass a count of one.
-    let rc = unsafe { libc::poll(&mut fd, 1, ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(None)
-        } else {
-            Err(e)
-        };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+    match nix::poll::poll(
+        &mut fds,
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+    ) {
+        Ok(0) | Err(Errno::EINTR) => return Ok(None),
+        Ok(_) => {}
+        Err(e) => return Err(e.into()),
     }
-    if rc == 0 {
-        return Ok(None);
-    }
-    let mut byte = 0u8;
-    // SAFETY: `byte` is one writable byte; MSG_PEEK leaves it in the socket, MSG_DONTWAIT never blocks.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    match n {
-        n if n >= 0 => Ok(Some(n as usize)),
-        _ => {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::WouldBlock {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }
+    let mut byte = [0u8; 1];
+    // MSG_PEEK leaves the byte in the socket; MSG_DONTWAIT never blocks.
+    let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+    match nix::sys::socket::recv(stream.as_raw_fd(), &mut byte, flags) {
+        Ok(n) => Ok(Some(n)),
+        Err(Errno::EAGAIN) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
-/// One read for [`read_own_many`]: `len` bytes at `addr` into `dst`.
-pub(crate) struct Read {
+/// One read for [`read_own_many`]: `dst.len()` bytes at `addr` into `dst`.
+pub(crate) struct Read<'a> {
     pub(crate) addr: usize,
-    pub(crate) len: usize,
     /// Set when the bytes could not be read (unmapped address, or a range running into one).
     pub(crate) failed: bool,
-    /// Where the bytes go: `len` writable bytes owned by the caller, distinct for each read.
-    pub(crate) dst: *mut u8,
+    pub(crate) dst: &'a mut [u8],
+}
+
+impl<'a> Read<'a> {
+    pub(crate) fn new(addr: usize, dst: &'a mut [u8]) -> Read<'a> {
+        Read {
+            addr,
+            failed: false,
+            dst,
+        }
+    }
+
+    /// A read known to fail without asking the kernel.
+    pub(crate) fn fault() -> Read<'a> {
+        Read {
+            addr: 0,
+            failed: true,
+            dst: &mut [],
+        }
+    }
 }
 
 /// Most iovecs one `process_vm_readv` call takes (`IOV_MAX`).
@@ -234,11 +212,12 @@ const IOV_MAX: usize = 1024;
 /// [`IOV_MAX`] reads each), marking those that fault. `Err(errno)` means this process cannot read itself
 /// this way at all (`ENOSYS`, or `EPERM` under seccomp).
 ///
-/// The kernel stops a call at the first remote range that faults; the reads before it succeeded, that one
-/// failed, and the rest are retried in the next call.
-pub(crate) fn read_own_many(reads: &mut [Read]) -> Result<(), i32> {
-    let mut local: Vec<libc::iovec> = Vec::with_capacity(reads.len().min(IOV_MAX));
-    let mut remote: Vec<libc::iovec> = Vec::with_capacity(reads.len().min(IOV_MAX));
+/// The kernel checks each remote range against our address space and fails with `EFAULT` rather than
+/// faulting, so any address is safe to ask for. It stops a call at the first remote range that faults;
+/// the reads before it succeeded, that one failed, and the rest are retried in the next call.
+pub(crate) fn read_own_many(reads: &mut [Read<'_>]) -> Result<(), i32> {
+    let me = nix::unistd::getpid();
+    let mut remote: Vec<RemoteIoVec> = Vec::with_capacity(reads.len().min(IOV_MAX));
     let mut i = 0;
     while i < reads.len() {
         if reads[i].addr == 0 {
@@ -246,56 +225,40 @@ pub(crate) fn read_own_many(reads: &mut [Read]) -> Result<(), i32> {
             i += 1;
             continue;
         }
-        let chunk = &reads[i..(i + IOV_MAX).min(reads.len())];
-        local.clear();
+        let end = (i + IOV_MAX).min(reads.len());
+        let chunk = &mut reads[i..end];
         remote.clear();
-        for r in chunk {
-            local.push(libc::iovec {
-                iov_base: r.dst.cast(),
-                iov_len: r.len,
-            });
-            remote.push(libc::iovec {
-                iov_base: r.addr as *mut libc::c_void,
-                iov_len: r.len,
-            });
-        }
-        // SAFETY: each local iovec is `len` writable bytes at `dst`, which the caller owns and which do
-        // not overlap (the `Read` contract); the remote iovecs are only read, by the kernel, which checks
-        // them against our address space and fails with EFAULT rather than faulting.
-        let n = unsafe {
-            libc::process_vm_readv(
-                libc::getpid(),
-                local.as_ptr(),
-                local.len() as libc::c_ulong,
-                remote.as_ptr(),
-                remote.len() as libc::c_ulong,
-                0,
-            )
-        };
-        if n < 0 {
-            let errno = io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EFAULT);
-            if errno != libc::EFAULT {
-                return Err(errno);
+        remote.extend(chunk.iter().map(|r| RemoteIoVec {
+            base: r.addr,
+            len: r.dst.len(),
+        }));
+        let mut local: Vec<IoSliceMut<'_>> =
+            chunk.iter_mut().map(|r| IoSliceMut::new(r.dst)).collect();
+        let n = match nix::sys::uio::process_vm_readv(me, &mut local, &remote) {
+            Ok(n) => n,
+            Err(Errno::EFAULT) => {
+                // Nothing was read: the first range faults.
+                drop(local);
+                reads[i].failed = true;
+                i += 1;
+                continue;
             }
-            // Nothing was read: the first range faults.
-            reads[i].failed = true;
-            i += 1;
-            continue;
-        }
+            Err(errno) => return Err(errno as i32),
+        };
+        drop(local);
         // Reads wholly inside the `n` bytes succeeded; the next one (if any) faulted.
-        let mut left = n as usize;
+        let mut left = n;
         let mut done = 0;
-        for r in chunk {
-            if left < r.len {
+        for r in chunk.iter() {
+            if left < r.dst.len() {
                 break;
             }
-            left -= r.len;
+            left -= r.dst.len();
             done += 1;
         }
+        let whole = done == chunk.len();
         i += done;
-        if done < chunk.len() {
+        if !whole {
             reads[i].failed = true;
             i += 1;
         }
@@ -387,9 +350,10 @@ pub(crate) fn process_start_unix_ms() -> u64 {
             .trim()
             .parse()
             .ok()?;
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let hz = if hz > 0 { hz as u64 } else { 100 };
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten();
+        let hz = hz.filter(|&hz| hz > 0).map_or(100, |hz| hz as u64);
         Some(btime * 1000 + start_ticks * 1000 / hz)
     }
     read().unwrap_or(0)
@@ -432,6 +396,23 @@ mod tests {
             None,
             "truncated notes are not read past"
         );
+    }
+
+    #[test]
+    fn a_read_of_unmapped_memory_fails_alone_and_the_others_are_read() {
+        let (a, c) = (0x1122_3344_5566_7788u64.to_ne_bytes(), *b"chain!!!");
+        let (mut da, mut db, mut dc, mut dn) = ([0u8; 8], [0u8; 8], [0u8; 8], [0u8; 4]);
+        let mut reads = [
+            Read::new(a.as_ptr() as usize, &mut da),
+            Read::new(0x10, &mut db),
+            Read::new(c.as_ptr() as usize, &mut dc),
+            Read::new(0, &mut dn),
+            Read::fault(),
+        ];
+        read_own_many(&mut reads).expect("this process can read itself");
+        let failed: Vec<bool> = reads.iter().map(|r| r.failed).collect();
+        assert_eq!(failed, [false, true, false, true, true]);
+        assert_eq!((da, dc), (a, c));
     }
 
     #[test]

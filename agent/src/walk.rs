@@ -34,8 +34,18 @@ pub use asyncdump_protocol::{
 #[derive(Default)]
 pub(crate) struct Walker {
     tasks: Vec<TaskWalk>,
-    /// (task, index in its frontier) of each read of the current level.
-    owners: Vec<(usize, usize)>,
+    /// Each read of the current level, task by task in order.
+    owners: Vec<Owner>,
+    /// Whether each of those reads faulted.
+    failed: Vec<bool>,
+}
+
+/// One read of a level: for the node at `index` of task `task`'s frontier, `len` bytes at `addr`.
+struct Owner {
+    task: usize,
+    index: usize,
+    addr: usize,
+    len: usize,
 }
 
 /// One task's walk in progress.
@@ -48,6 +58,8 @@ struct TaskWalk {
     frontier: Vec<Pending>,
     next: Vec<Pending>,
     truncated: bool,
+    /// Where the bytes of the current level's reads begin: they follow each other from here, in order.
+    level_start: usize,
 }
 
 /// A node still to visit.
@@ -95,17 +107,15 @@ impl Walker {
             });
         }
         let mut unsupported = None;
-        // Local, not kept in `self`: the reads hold raw pointers into `bytes`, valid for one level only.
-        let mut reads = Vec::new();
         while self.tasks.iter().any(|t| !t.frontier.is_empty()) {
-            self.read_level(plan, max_bytes, &mut reads);
-            if let Err(errno) = sys::read_own_many(&mut reads) {
+            self.plan_level(plan, max_bytes);
+            if let Err(errno) = self.read_level() {
                 unsupported = Some(errno);
                 break;
             }
-            for (r, &(t, i)) in reads.iter().zip(&self.owners) {
-                if r.failed {
-                    self.tasks[t].frontier[i].status = Some(NodeStatus::Fault);
+            for (&failed, o) in self.failed.iter().zip(&self.owners) {
+                if failed {
+                    self.tasks[o.task].frontier[o.index].status = Some(NodeStatus::Fault);
                 }
             }
             for t in &mut self.tasks {
@@ -125,10 +135,10 @@ impl Walker {
     }
 
     /// Lists the reads the current depth needs, allocating their bytes.
-    fn read_level(&mut self, plan: &WalkPlan, max_bytes: usize, reads: &mut Vec<sys::Read>) {
-        reads.clear();
+    fn plan_level(&mut self, plan: &WalkPlan, max_bytes: usize) {
         self.owners.clear();
         for (ti, t) in self.tasks.iter_mut().enumerate() {
+            t.level_start = t.bytes.len();
             for (i, p) in t.frontier.iter_mut().enumerate() {
                 let size = match plan.types.get(p.ty as usize) {
                     Some(tp) if p.status.is_none() && tp.size > 0 => tp.size as usize,
@@ -147,21 +157,38 @@ impl Walker {
                 let start = t.bytes.len();
                 t.bytes.resize(start + size, 0);
                 p.start = Some(start);
-                reads.push(sys::Read {
+                self.owners.push(Owner {
+                    task: ti,
+                    index: i,
                     addr: p.addr,
                     len: size,
-                    failed: false,
-                    dst: std::ptr::null_mut(),
                 });
-                self.owners.push((ti, i));
             }
         }
-        // Destinations are taken only now: `bytes` no longer grows during this level.
-        for (r, &(ti, i)) in reads.iter_mut().zip(&self.owners) {
-            let t = &mut self.tasks[ti];
-            let start = t.frontier[i].start.unwrap_or(0);
-            r.dst = t.bytes[start..start + r.len].as_mut_ptr();
+    }
+
+    /// Performs the level's reads into the bytes [`Walker::plan_level`] allocated, noting which faulted.
+    fn read_level(&mut self) -> Result<(), i32> {
+        let mut reads = Vec::with_capacity(self.owners.len());
+        let mut owners = self.owners.iter().peekable();
+        for (ti, t) in self.tasks.iter_mut().enumerate() {
+            let mut rest = t.bytes.get_mut(t.level_start..).unwrap_or_default();
+            while let Some(o) = owners.next_if(|o| o.task == ti) {
+                // Always splits: the level's reads were allocated back to back from `level_start`.
+                // Were it not so, the read would count as a fault, never a panic.
+                match std::mem::take(&mut rest).split_at_mut_checked(o.len) {
+                    Some((dst, tail)) => {
+                        reads.push(sys::Read::new(o.addr, dst));
+                        rest = tail;
+                    }
+                    None => reads.push(sys::Read::fault()),
+                }
+            }
         }
+        let result = sys::read_own_many(&mut reads);
+        self.failed.clear();
+        self.failed.extend(reads.iter().map(|r| r.failed));
+        result
     }
 }
 

@@ -3,6 +3,7 @@
 mod support;
 
 mod axum_service;
+mod containment;
 mod decoded;
 mod dump_json;
 mod dump_text;

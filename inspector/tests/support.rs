@@ -96,6 +96,22 @@ impl Fixture {
 
     /// Starts the fixture executable at `path` (e.g. a stripped copy).
     pub fn start_path(path: &Path, args: &[&str], env: &[(&str, &Path)]) -> Fixture {
+        Fixture::start_io(path, args, env, Stdio::inherit())
+    }
+
+    /// Like [`Fixture::start_with`], with the fixture's stderr going to `stderr` (a file to read later).
+    pub fn start_logging(
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        stderr: &Path,
+    ) -> Fixture {
+        fixtures_built();
+        let file = std::fs::File::create(stderr).expect("create the fixture's stderr file");
+        Fixture::start_io(&bin_dir().join(name), args, env, file.into())
+    }
+
+    fn start_io(path: &Path, args: &[&str], env: &[(&str, &Path)], stderr: Stdio) -> Fixture {
         let name = path.display();
         let mut child = Command::new(path)
             .args(args)
@@ -103,6 +119,7 @@ impl Fixture {
             .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")
             .env_remove("ASYNCDUMP_SOCKET")
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("start fixture {name}: {e}"));
         let stdout = child.stdout.take().unwrap();

@@ -167,18 +167,8 @@ fn task_at(
     let mut id = [0u8; 8];
     let mut trailer = vec![0u8; t.size as usize];
     let mut reads = [
-        sys::Read {
-            addr: node.wrapping_add(vt.id_offset) as usize,
-            len: 8,
-            failed: false,
-            dst: id.as_mut_ptr(),
-        },
-        sys::Read {
-            addr: node.wrapping_add(vt.trailer_offset) as usize,
-            len: trailer.len(),
-            failed: false,
-            dst: trailer.as_mut_ptr(),
-        },
+        sys::Read::new(node.wrapping_add(vt.id_offset) as usize, &mut id),
+        sys::Read::new(node.wrapping_add(vt.trailer_offset) as usize, &mut trailer),
     ];
     sys::read_own_many(&mut reads).ok()?;
     if reads.iter().any(|r| r.failed) {

@@ -93,16 +93,9 @@ pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Vec<Runt
 /// Reads `len` bytes at `addr`, or `None` if any of them is not mapped.
 fn read(addr: usize, len: usize) -> Option<Vec<u8>> {
     let mut out = vec![0u8; len];
-    let mut r = [sys::Read {
-        addr,
-        len,
-        failed: false,
-        dst: out.as_mut_ptr(),
-    }];
-    match sys::read_own_many(&mut r) {
-        Ok(()) if !r[0].failed => Some(out),
-        _ => None,
-    }
+    let mut r = [sys::Read::new(addr, &mut out)];
+    let read = sys::read_own_many(&mut r).is_ok() && !r[0].failed;
+    read.then_some(out)
 }
 
 /// The native-endian `u64` at `offset` in `bytes` (0 past the end: a plan that lies reads zeros).

@@ -22,15 +22,13 @@ pub(super) fn walk_tasks(
         }
         let starts: Vec<(u32, usize)> = batch.iter().map(|&(_, ty, at)| (ty, at)).collect();
         let walks = walker.walk_many(plan, &starts);
-        let mut after = vec![0u64; batch.len()];
+        let mut after = vec![[0u8; 8]; batch.len()];
         let mut reads: Vec<sys::Read> = batch
             .iter()
             .zip(after.iter_mut())
-            .map(|(&(i, _, _), dst)| sys::Read {
-                addr: tasks[i].header.wrapping_add(rp.header.state as u64) as usize,
-                len: 8,
-                failed: false,
-                dst: (dst as *mut u64).cast(),
+            .map(|(&(i, _, _), dst)| {
+                let addr = tasks[i].header.wrapping_add(rp.header.state as u64);
+                sys::Read::new(addr as usize, dst)
             })
             .collect();
         let reread = sys::read_own_many(&mut reads).is_ok();
@@ -41,10 +39,11 @@ pub(super) fn walk_tasks(
             batch.iter().zip(walks).zip(after.iter().zip(failed))
         {
             let task = &mut tasks[i];
+            let now = u64::from_ne_bytes(*now);
             let moved = !reread || failed || (task.state ^ now) & watched != 0;
             if moved {
                 task.state = if reread && !failed {
-                    *now
+                    now
                 } else {
                     task.state | bits.running
                 };
