@@ -294,6 +294,7 @@ impl Capturer {
             spawn_site: interner.site(cell, snap),
             root_anchor: cell.root_anchor as u64,
             cell: Arc::as_ptr(cell) as u64,
+            poll_waker_data: cell.poll_waker_data.load(Relaxed) as u64,
             state,
             created_ns: conv.ns(cell.created_ns),
             polls: cell.polls.load(Relaxed),

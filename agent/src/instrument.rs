@@ -80,6 +80,8 @@ impl<F: Future> Future for Instrumented<F> {
         // Pinned from here on, so the address stays valid until the drop, which takes the same lock.
         task.future_addr
             .store(&*inner as *const F as usize, Relaxed);
+        task.poll_waker_data
+            .store(cx.waker().data() as usize, Relaxed);
         let start = sys::ticks();
         task.running_since_ns.store(start, Relaxed);
         // Before and after the poll: a subscriber that looks during a long poll sees it running, and

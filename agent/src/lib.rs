@@ -81,6 +81,7 @@ macro_rules! field_names {
     }};
 }
 
+mod access;
 mod capture;
 mod changes;
 mod containment;
@@ -88,6 +89,7 @@ mod frame;
 mod instrument;
 mod runtime;
 mod server;
+mod slots;
 mod subscription;
 mod sys;
 mod task;
@@ -96,6 +98,7 @@ mod tokio_support;
 mod waker;
 mod walk;
 
+pub use access::WALKS_ENV;
 pub use asyncdump_agent_macros::frame;
 pub use asyncdump_protocol as protocol;
 pub use capture::{
@@ -106,7 +109,8 @@ pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
 #[cfg(feature = "tokio")]
 pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};
 pub use runtime::{MAX_RUNTIME_TASKS, MAX_RUNTIMES};
-pub use server::{Agent, Builder, DISABLE_ENV, InitError, MAX_CLIENTS, init};
+pub use server::{Agent, Builder, COMPLETED_ENV, DISABLE_ENV, InitError, MAX_CLIENTS, init};
+pub use task::{COMPLETED_RETAINED, MAX_COMPLETED_RETAINED};
 #[cfg(feature = "tokio")]
 pub use tokio_support::{JoinHandle, spawn, spawn_named};
 pub use walk::{MAX_BYTES_PER_TASK, MAX_NODES_PER_TASK};

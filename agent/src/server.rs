@@ -1,7 +1,7 @@
 //! The agent's socket server: started by [`init`] / [`Builder::start`], served from its own std threads.
 //!
 //! The listener thread accepts connections and hands each to a short-lived connection thread (at most
-//! [`MAX_CLIENTS`] at once; more are told `Busy`). Nothing here runs on the application's runtime, so a
+//! [`MAX_CLIENTS`] at once; more are told `Busy`, unless one of those served is greedy: see `slots`). Nothing here runs on the application's runtime, so a
 //! process whose every worker is wedged still answers. Each connection is checked with SO_PEERCRED (same
 //! uid or root), gets the agent's handshake, must answer with a client hello of the same protocol version,
 //! and may then send requests. Any malformed, oversized or truncated frame is answered with an error reply
@@ -15,7 +15,6 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -25,8 +24,9 @@ use asyncdump_protocol::{
 };
 
 use crate::capture::Capturer;
-use crate::containment;
+use crate::slots::{self, Lease};
 use crate::sys;
+use crate::{access, containment};
 
 /// Most connections served at once.
 pub const MAX_CLIENTS: usize = 4;
@@ -69,7 +69,12 @@ fn disabled() -> bool {
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     socket_path: Option<PathBuf>,
+    completed_retained: Option<usize>,
 }
+
+/// The environment variable that sets how many ended tasks the agent keeps (see
+/// [`Builder::completed_retained`]).
+pub const COMPLETED_ENV: &str = "ASYNCDUMP_COMPLETED_KEPT";
 
 /// A running agent. The server lives until the process exits; dropping this handle does not stop it.
 #[derive(Debug, Clone)]
@@ -114,6 +119,15 @@ impl Builder {
         self
     }
 
+    /// Keeps the last `n` ended tasks for `dump --all` and `watch --all` (default
+    /// [`COMPLETED_RETAINED`](crate::COMPLETED_RETAINED), at most
+    /// [`MAX_COMPLETED_RETAINED`](crate::MAX_COMPLETED_RETAINED)); `$ASYNCDUMP_COMPLETED_KEPT` sets it
+    /// when this is not called. Each costs the task's record, about 300 bytes and its name.
+    pub fn completed_retained(mut self, n: usize) -> Self {
+        self.completed_retained = Some(n);
+        self
+    }
+
     /// Binds the socket and starts the server thread. Called inside a tokio runtime, also registers that
     /// runtime, so that every task of it is listed (see `register_runtime`).
     pub fn start(self) -> Result<Agent, InitError> {
@@ -130,6 +144,20 @@ impl Builder {
             return Err(InitError::AlreadyStarted(path.clone()));
         }
         process_start_mono_ns();
+        let retained = self.completed_retained.or_else(|| {
+            let n = std::env::var(COMPLETED_ENV).ok()?;
+            let parsed = n.trim().parse().ok();
+            if parsed.is_none() {
+                containment::log(&format!(
+                    "{COMPLETED_ENV}={n:?} is not a number of tasks; keeping {}",
+                    crate::COMPLETED_RETAINED
+                ));
+            }
+            parsed
+        });
+        if let Some(n) = retained {
+            crate::task::set_completed_retained(n);
+        }
         let pid = std::process::id();
         let explicit = self
             .socket_path
@@ -277,8 +305,6 @@ extern "C" fn remove_socket_at_exit() {
     });
 }
 
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
-
 /// Runs `f` on the one capturer, which keeps walk buffers and interned names between requests. A
 /// capturer left poisoned by a contained panic is replaced by a fresh one: its caches may be half made.
 pub(crate) fn with_capturer<T>(f: impl FnOnce(&mut Capturer) -> T) -> T {
@@ -292,6 +318,28 @@ pub(crate) fn with_capturer<T>(f: impl FnOnce(&mut Capturer) -> T) -> T {
     });
     f(&mut guard)
 }
+
+/// Runs `f`, the agent's work for one answer (capture and encoding, not the writing), one answer at a
+/// time and at most half of one core: after work that took `t`, the next starts `t` later at the
+/// earliest. However many clients ask, the application keeps the rest of the machine. Never called
+/// from inside `f`.
+pub(crate) fn work<T>(f: impl FnOnce() -> T) -> T {
+    static GATE: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+    // Only a time is kept under the lock: a poisoned one is as good as any.
+    let mut rest_until = GATE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(until) = *rest_until {
+        std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+    }
+    let start = std::time::Instant::now();
+    let out = f();
+    let took = start.elapsed();
+    *rest_until = Some(std::time::Instant::now() + took.min(WORK_REST_MAX));
+    out
+}
+
+/// The longest rest after one answer's work, so that one huge snapshot does not hold up the next
+/// client for as long as it took.
+const WORK_REST_MAX: Duration = Duration::from_millis(200);
 
 /// How often the listener may fail before the agent disables itself.
 const MAX_LISTENER_FAILURES: u32 = 3;
@@ -340,28 +388,26 @@ fn serve(listener: &UnixListener, handshake: &Handshake) {
                 continue;
             }
         };
-        if ACTIVE.fetch_add(1, SeqCst) >= MAX_CLIENTS {
-            ACTIVE.fetch_sub(1, SeqCst);
-            let mut stream = stream;
-            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-            refuse(
-                &mut stream,
-                ErrorKind::Busy,
-                format!("agent busy: {MAX_CLIENTS} clients connected; retry"),
-            );
-            continue;
-        }
+        let peer = sys::peer(&stream).map_or(0, |(pid, _)| pid);
+        let lease = match slots::admit(peer) {
+            Ok(lease) => lease,
+            Err(busy) => {
+                let mut stream = stream;
+                let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                refuse(&mut stream, ErrorKind::Busy, busy);
+                continue;
+            }
+        };
         let handshake = handshake.clone();
-        let spawned = std::thread::Builder::new()
+        // A thread that cannot start drops the stream and gives the lease back at once.
+        let _ = std::thread::Builder::new()
             .name("asyncdump-conn".into())
             .spawn(move || {
                 sys::lower_thread_priority();
-                containment::contain("a connection", move || connection(stream, &handshake));
-                ACTIVE.fetch_sub(1, SeqCst);
+                containment::contain("a connection", move || {
+                    connection(stream, &handshake, &lease)
+                });
             });
-        if spawned.is_err() {
-            ACTIVE.fetch_sub(1, SeqCst);
-        }
     }
 }
 
@@ -371,7 +417,7 @@ pub(crate) fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
 }
 
 /// Sends an error reply and closes the connection.
-fn refuse(stream: &mut UnixStream, kind: ErrorKind, message: String) {
+pub(crate) fn refuse(stream: &mut UnixStream, kind: ErrorKind, message: String) {
     let _ = send(stream, &Reply::Error(ErrorReply { kind, message }));
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
@@ -393,12 +439,12 @@ fn frame_error(stream: &mut UnixStream, err: FrameError) {
     refuse(stream, kind, message);
 }
 
-fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
+fn connection(mut stream: UnixStream, handshake: &Handshake, lease: &Lease) -> io::Result<()> {
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let me = sys::euid();
-    match sys::peer_uid(&stream) {
-        Ok(uid) if uid == me || uid == 0 => {}
-        Ok(uid) => {
+    let peer = match sys::peer(&stream) {
+        Ok((pid, uid)) if uid == me || uid == 0 => pid,
+        Ok((_, uid)) => {
             refuse(
                 &mut stream,
                 ErrorKind::PermissionDenied,
@@ -416,7 +462,8 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
             );
             return Ok(());
         }
-    }
+    };
+    let walks = access::may_walk(peer);
     write_frame(&mut stream, &handshake.to_bytes())?;
     // A client sends its hello as soon as it has read ours: one that does not is holding a slot.
     let hello_by = std::time::Instant::now() + HELLO_TIMEOUT;
@@ -460,6 +507,11 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
                 return Ok(());
             }
         };
+        if let Some(why) = lease.evicted() {
+            refuse(&mut stream, ErrorKind::Busy, why);
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
         let request = match decode::<Request>(&bytes) {
             Ok(r) => r,
             Err(e) => {
@@ -471,29 +523,49 @@ fn connection(mut stream: UnixStream, handshake: &Handshake) -> io::Result<()> {
                 return Ok(());
             }
         };
+        if let (Err(why), Some(_)) = (&walks, request.walk_plan()) {
+            let why = format!("walk plan refused: {why}");
+            refuse(&mut stream, ErrorKind::PermissionDenied, why);
+            return Ok(());
+        }
         if let Request::Subscribe(req) = &request {
-            match crate::subscription::serve(&mut stream, req) {
-                crate::subscription::End::Spoke => continue,
+            let subscribed = match lease.subscribe() {
+                Ok(subscribed) => subscribed,
+                Err(busy) => {
+                    refuse(&mut stream, ErrorKind::Busy, busy);
+                    return Ok(());
+                }
+            };
+            match crate::subscription::serve(&mut stream, req, lease) {
+                crate::subscription::End::Spoke => {
+                    drop(subscribed);
+                    continue;
+                }
                 crate::subscription::End::Closed => return Ok(()),
             }
         }
-        let reply = containment::contain("a request", || answer(&request)).unwrap_or_else(|| {
-            Reply::Error(ErrorReply {
+        let answered =
+            containment::contain("a request", || work(|| encode(&answer(&request, &walks))));
+        let bytes = answered.and_then(Result::ok).unwrap_or_else(|| {
+            let failed = Reply::Error(ErrorReply {
                 kind: ErrorKind::Internal,
                 message: "the agent failed while answering (a bug, logged on the process's stderr); the process is unaffected; try again".into(),
-            })
+            });
+            encode(&failed).unwrap_or_default()
         });
-        send(&mut stream, &reply)?;
+        write_frame(&mut stream, &bytes)?;
+        lease.charge(started.elapsed());
     }
 }
 
-fn answer(request: &Request) -> Reply {
+fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
     match request {
         Request::Stats => Reply::Stats(crate::task::registry().stats()),
         Request::WalkInfo => Reply::WalkInfo(asyncdump_protocol::WalkInfo {
             root_anchors: crate::task::registry().root_anchors(),
             build_id: sys::own_build_id(),
             runtimes: crate::runtime::handles(),
+            walks_refused: walks.clone().err(),
         }),
         // Served by the connection loop itself: it answers with many replies.
         Request::Subscribe(_) => Reply::Error(ErrorReply {

@@ -21,11 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
-    MIN_INTERVAL_MS, Reply, RuntimeReport, Snapshot, SubscribeRequest, TaskState, Update,
+    MIN_INTERVAL_MS, Reply, RuntimeReport, Snapshot, SubscribeRequest, TaskState, Update, encode,
+    write_frame,
 };
 
 use crate::capture::Interner;
 use crate::changes::Subscriber;
+use crate::slots::Lease;
 use crate::sys;
 use crate::task::{TaskCell, registry};
 
@@ -57,7 +59,7 @@ struct Sent {
 }
 
 /// Sends updates until the client speaks (its frame is left unread) or goes away.
-pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest) -> End {
+pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lease) -> End {
     let subscriber = Subscriber::join();
     let interval = Duration::from_millis(req.interval_ms.max(MIN_INTERVAL_MS).into());
     let mut sent = Sent {
@@ -80,9 +82,18 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest) -> End {
         } else {
             subscriber.take()
         };
-        let update = sent.update(&cells, req, full);
+        let encoded =
+            crate::server::work(|| encode(&Reply::Update(sent.update(&cells, req, full))));
         full = false;
-        if crate::server::send(stream, &Reply::Update(update)).is_err() {
+        let Ok(bytes) = encoded else {
+            return End::Closed;
+        };
+        if write_frame(stream, &bytes).is_err() {
+            return End::Closed;
+        }
+        lease.charge(tick.elapsed());
+        if let Some(why) = lease.evicted() {
+            crate::server::refuse(stream, asyncdump_protocol::ErrorKind::Busy, why);
             return End::Closed;
         }
         match wait(stream, interval.saturating_sub(tick.elapsed())) {

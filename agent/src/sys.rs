@@ -146,10 +146,10 @@ pub(crate) fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 
-/// The uid of the process on the other end of a Unix stream (SO_PEERCRED).
-pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+/// The pid and uid of the process on the other end of a Unix stream (SO_PEERCRED), as of its connect.
+pub(crate) fn peer(stream: &UnixStream) -> io::Result<(u32, u32)> {
     let cred = nix::sys::socket::getsockopt(stream, sockopt::PeerCredentials)?;
-    Ok(cred.uid())
+    Ok((cred.pid() as u32, cred.uid()))
 }
 
 /// Waits up to `timeout` for `stream` to have something to read: `Ok(None)` when the time passed,

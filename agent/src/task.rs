@@ -35,8 +35,19 @@ pub(crate) const READER: u32 = u32::MAX;
 /// Number of registry shards; spreads spawn/exit contention across threads.
 const SHARDS: usize = 16;
 
-/// How many ended tasks are kept for `--all`.
-pub(crate) const COMPLETED_RETAINED: usize = 256;
+/// How many ended tasks are kept for `--all`, unless set otherwise (see [`set_completed_retained`]).
+pub const COMPLETED_RETAINED: usize = 256;
+/// The most ended tasks that can be kept: a bound on the memory they hold, whatever is asked.
+pub const MAX_COMPLETED_RETAINED: usize = 100_000;
+
+static RETAINED: AtomicUsize = AtomicUsize::new(COMPLETED_RETAINED);
+
+/// Keeps the last `n` ended tasks (at most [`MAX_COMPLETED_RETAINED`]); returns what it was set to.
+pub(crate) fn set_completed_retained(n: usize) -> usize {
+    let n = n.min(MAX_COMPLETED_RETAINED);
+    RETAINED.store(n, Relaxed);
+    n
+}
 
 pub(crate) struct TaskCell {
     pub(crate) id: u64,
@@ -48,6 +59,9 @@ pub(crate) struct TaskCell {
     /// Address of the pinned root future, stored by every poll (0 before the first): where a walk plan
     /// starts. Read only under the task lock, when no poll can move or drop the future.
     pub(crate) future_addr: AtomicUsize,
+    /// The data pointer of the executor's waker, stored by every poll (see the protocol's
+    /// `Task::poll_waker_data`).
+    pub(crate) poll_waker_data: AtomicUsize,
     /// All `*_ns` timestamps here are in [`sys::ticks`], converted when a snapshot is taken.
     pub(crate) created_ns: u64,
     lock: AtomicU32,
@@ -90,6 +104,7 @@ impl TaskCell {
             root_type,
             root_anchor,
             future_addr: AtomicUsize::new(0),
+            poll_waker_data: AtomicUsize::new(0),
             created_ns: sys::ticks(),
             lock: AtomicU32::new(0),
             root: Node::root(spawn),
@@ -372,11 +387,11 @@ impl Registry {
             let evicted = {
                 let mut ring = lock(&self.completed);
                 ring.push_back(cell);
-                if ring.len() > COMPLETED_RETAINED {
-                    ring.pop_front()
-                } else {
-                    None
-                }
+                // Two at most, and no allocation: after the retention is lowered, the ring shrinks by
+                // one per ended task until it fits.
+                let keep = RETAINED.load(Relaxed);
+                let mut pop = || (ring.len() > keep).then(|| ring.pop_front()).flatten();
+                (pop(), pop())
             };
             // Dropped outside the lock: the last reference may run arbitrary destructors (the task name).
             drop(evicted);

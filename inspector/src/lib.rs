@@ -22,3 +22,6 @@ pub mod session;
 pub mod target;
 pub mod view;
 pub mod watch;
+
+#[cfg(test)]
+mod hostile_input;

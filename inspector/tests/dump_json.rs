@@ -193,3 +193,27 @@ fn ten_dumps_of_a_busy_multithreaded_task_never_show_a_torn_chain() {
     }
     assert!(seen_full > 0, "no dump caught the spinner's chain");
 }
+
+#[test]
+fn the_host_sets_how_many_ended_tasks_are_kept_and_no_more_are() {
+    let fx = Fixture::start_with(
+        "mass",
+        &["--tasks", "5", "--changing", "0", "--churn", "200"],
+        &[("ASYNCDUMP_COMPLETED_KEPT", std::path::Path::new("10"))],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let doc = dump_json(fx.pid, &["--all", "--no-decode"]);
+        let (completed, spawned) = (
+            doc["snapshot"]["completed"].as_u64().unwrap(),
+            doc["snapshot"]["tasks_spawned"].as_u64().unwrap(),
+        );
+        assert!(completed <= 10, "{completed} ended tasks kept");
+        if spawned > 100 {
+            assert_eq!(completed, 10, "the last ten ended tasks, of {spawned}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{spawned} spawned");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}

@@ -262,8 +262,21 @@ fn demo_starts_a_fixture_and_dumps_it() {
 #[test]
 fn a_process_whose_every_worker_is_blocked_still_answers() {
     let fx = Fixture::start("wedged", &[]);
+    let start = std::time::Instant::now();
+    asyncdump_ok(&["dump", &fx.pid.to_string(), "--all", "--no-decode"]);
+    let answered = start.elapsed();
+    assert!(answered < std::time::Duration::from_secs(1), "{answered:?}");
+    // Decoded too: tokio's task list is read with every worker inside a poll.
     let doc = crate::support::dump_json(fx.pid, &["--all"]);
+    let rtt = doc["snapshot"]["round_trip_ns"].as_u64().unwrap();
+    assert!(rtt < 1_000_000_000, "the agent answered in {rtt} ns");
+    assert_eq!(doc["runtimes"][0]["listed"], 3, "{}", doc["runtimes"]);
     let tasks = doc["tasks"].as_array().unwrap();
+    assert_eq!(
+        tasks.len(),
+        3,
+        "each blocked task once, known by the waker it was polled with, not again as tokio's"
+    );
     let blocked: Vec<_> = tasks.iter().filter(|t| t["name"] == "blocked").collect();
     assert_eq!(blocked.len(), 2);
     for t in &blocked {

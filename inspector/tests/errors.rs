@@ -155,6 +155,7 @@ fn a_reply_that_does_not_hold_together_is_refused_in_one_line() {
             spawn_site: 0,
             root_anchor: 0,
             cell: 0,
+            poll_waker_data: 0,
             state: asyncdump_protocol::TaskState::Idle,
             created_ns: 0,
             polls: 1,

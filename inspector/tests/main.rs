@@ -2,6 +2,7 @@
 
 mod support;
 
+mod access;
 mod axum_service;
 mod containment;
 mod decoded;

@@ -33,8 +33,17 @@ fn after_the_full_state_updates_carry_only_the_tasks_that_changed() {
     let fx = mass(&["--churn", "20"]);
     let mut session = attach(&fx);
     session.subscribe(100, false).expect("subscribed");
-    let (first, applied) = session.next_update().expect("first update");
+    let (mut first, mut applied) = session.next_update().expect("first update");
     assert!(applied.full);
+    // A short-lived task of a root type no task had when the session planned (at attach) makes the
+    // session plan it and subscribe again, once: a second full state.
+    for _ in 0..2 {
+        let (dump, a) = session.next_update().expect("update");
+        if !a.full {
+            break;
+        }
+        (first, applied) = (dump, a);
+    }
     assert!(applied.new > TASKS, "every task: {applied:?}");
     let held = |d: &asyncdump::model::Dump| {
         d.tasks

@@ -43,7 +43,7 @@ pub use walk::{
 };
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Largest frame the agent accepts from a client. Requests are small (the biggest is a walk plan, a few
 /// kilobytes per distinct future type); anything bigger is a bug or an attack.

@@ -27,6 +27,17 @@ pub enum Request {
     Subscribe(SubscribeRequest),
 }
 
+impl Request {
+    /// The walk plan this request carries, if any.
+    pub fn walk_plan(&self) -> Option<&crate::WalkPlan> {
+        match self {
+            Request::Snapshot(r) => r.walk.as_ref(),
+            Request::Subscribe(r) => r.walk.as_ref(),
+            Request::Stats | Request::WalkInfo => None,
+        }
+    }
+}
+
 /// See [`Request::Subscribe`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubscribeRequest {
@@ -95,6 +106,9 @@ pub struct WalkInfo {
     pub build_id: Option<Vec<u8>>,
     /// Where the `tokio::runtime::Handle` of each runtime registered with the agent is, in the target.
     pub runtimes: Vec<u64>,
+    /// Why this client may not send walk plans, if it may not: walks read the process's memory, and
+    /// the agent allows them only to a client the kernel would let read it (or as its host chose).
+    pub walks_refused: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,6 +212,10 @@ pub struct Task {
     /// Address of the agent's record of this task in the target: what the data pointer of the task's
     /// wakers, and `JoinHandle`s to it, point at. Lets a decoded walk name the task a pointer leads to.
     pub cell: u64,
+    /// The data pointer of the waker the executor last polled this task with (0 before the first
+    /// poll). Under tokio it is the task's header, so a task the runtime lists can be known as this one
+    /// even while it runs and its future cannot be walked.
+    pub poll_waker_data: u64,
     pub state: TaskState,
     pub created_ns: u64,
     pub polls: u64,
@@ -297,6 +315,7 @@ mod tests {
                 spawn_site: 0,
                 root_anchor: 0,
                 cell: 0,
+                poll_waker_data: 0,
                 state: TaskState::Running {
                     thread: ThreadInfo { tid: 7, name: None },
                     since_ns: 4,

@@ -47,13 +47,17 @@ pub enum Opened {
 
 /// Reads a snapshot file or a recording.
 pub fn open(path: &Path) -> Result<Opened, FileError> {
-    let text = read_bounded(path)?;
+    parse(path, &read_bounded(path)?)
+}
+
+/// Reads the `text` of the file at `path` (named in errors) as a snapshot or a recording.
+pub fn parse(path: &Path, text: &str) -> Result<Opened, FileError> {
     // A recording's first line is its header; a snapshot is one document, on one line as asyncdump
     // writes it, or on many once pretty-printed.
     let first = text.lines().next().unwrap_or_default();
     let head: serde_json::Value = match serde_json::from_str(first) {
         Ok(v) => v,
-        Err(_) => serde_json::from_str(&text).map_err(|e| damaged(path, &e))?,
+        Err(_) => serde_json::from_str(text).map_err(|e| damaged(path, &e))?,
     };
     let format = head["format"].as_str().unwrap_or_default().to_owned();
     let version = head["version"].as_u64().unwrap_or(0);

@@ -389,6 +389,23 @@ pub fn inconsistency(snap: &Snapshot) -> Option<String> {
         .find_map(|t| task_inconsistency(t, metas, sites))
 }
 
+/// The dump of a snapshot as it came off the wire, without decoding; refused in words when it does
+/// not hold together (see [`inconsistency`]).
+pub fn undecoded(handshake: &Handshake, snap: &Snapshot) -> Result<Dump, String> {
+    if let Some(why) = inconsistency(snap) {
+        return Err(why);
+    }
+    let mut cache = ChainCache::default();
+    Ok(Dump::build_decoded(
+        handshake,
+        snap,
+        0,
+        None,
+        DecodingInfo::default(),
+        &mut cache,
+    ))
+}
+
 /// Why task `t` does not fit tables of `metas` frame metas and `sites` spawn sites, if it does not.
 pub fn task_inconsistency(
     t: &asyncdump_protocol::Task,
@@ -1081,6 +1098,7 @@ pub(crate) mod tests {
             spawn_site: 0,
             root_anchor: 0,
             cell: 0,
+            poll_waker_data: 0,
             state: TaskState::Idle,
             created_ns: 0,
             polls: 1,

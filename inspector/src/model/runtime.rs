@@ -46,6 +46,11 @@ pub(super) struct Listed<'a> {
 impl<'a> Listed<'a> {
     pub(super) fn new(snap: &'a Snapshot, decoder: Option<&Decoder>) -> Listed<'a> {
         let cells: FastMap<u64, u64> = snap.tasks.iter().map(|t| (t.cell, t.id)).collect();
+        // A running task cannot be walked: its header, as the waker it was polled with, names it.
+        let polled_with: FastMap<u64, u64> = (snap.tasks.iter())
+            .filter(|t| t.poll_waker_data != 0)
+            .map(|t| (t.poll_waker_data, t.id))
+            .collect();
         let mut listed = Listed {
             tasks: Vec::new(),
             refs: TaskRefs::default(),
@@ -63,7 +68,8 @@ impl<'a> Listed<'a> {
                 (Some(d), Some(Walk::Nodes { nodes, .. })) => d.agent_cell(nodes),
                 _ => None,
             }
-            .and_then(|cell| cells.get(&cell).copied());
+            .and_then(|cell| cells.get(&cell).copied())
+            .or_else(|| polled_with.get(&t.header).copied());
             let key = agent.unwrap_or(TOKIO_ONLY | t.id);
             if let Some(id) = agent {
                 listed.by_agent.insert(id, listed.tasks.len());

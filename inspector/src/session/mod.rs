@@ -120,12 +120,13 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
 /// Connects, trying again while the agent is busy (its connection slots all taken), until `timeout`.
 fn connect_when_free(path: &Path, timeout: std::time::Duration) -> Result<Client, TargetError> {
     let give_up = Instant::now() + timeout;
-    let mut pause = std::time::Duration::from_millis(20);
+    // Short pauses: a slot held by a greedy client is taken from it by the agent, so one comes free soon.
+    let mut pause = std::time::Duration::from_millis(10);
     loop {
         match Client::connect(path, timeout) {
             Err(TargetError::Busy { .. }) if Instant::now() + pause < give_up => {
                 std::thread::sleep(pause);
-                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
             }
             other => return other,
         }
@@ -338,11 +339,16 @@ fn load(client: &mut Client, binary: Option<&Path>) -> Result<Result<Loaded, Str
     let pid = client.handshake.pid;
     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
     let path = binary.unwrap_or(&exe);
+    let info = client.walk_info()?;
+    if let Some(why) = &info.walks_refused {
+        return Ok(Err(format!(
+            "the agent allows this client no memory walks: {why}"
+        )));
+    }
     let debug = match dwarf::Debug::load(path) {
         Ok(d) => d,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let info = client.walk_info()?;
     // The agent reads its build-id from the notes the loader mapped: the truth about what runs, whether
     // the file on disk was replaced, `--binary` names another build, or the pid is another namespace's.
     let running = match info.build_id.as_deref().map(dwarf::hex) {

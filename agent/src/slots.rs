@@ -1,0 +1,257 @@
+//! Connection slots: at most [`MAX_CLIENTS`] connections are served at once, and no client can keep the
+//! others out by asking without pause.
+//!
+//! Each connection holds a [`Lease`] and is charged the time the agent spends answering it, and so is
+//! the process at its other end (SO_PEERCRED's pid). A process is greedy while its answers took at
+//! least [`GREEDY_SHARE`] of the agent's time over the last [`WINDOW`] or so, and for [`COOLDOWN`] after
+//! one of its connections was dropped. When every slot is taken, a newcomer from a process that is not
+//! greedy takes the slot of the connection with the greatest share of the agent's time, if that share
+//! is at least `GREEDY_SHARE`: that client is told so at its next request and closed. A greedy newcomer
+//! is told `Busy` and must wait for a slot to come free. Each eviction needs its own greedy connection,
+//! so the agent never serves more than twice `MAX_CLIENTS`. Clients that ask for little (a `dump`, a
+//! `watch` at its usual interval) are never evicted, and at most [`MAX_SUBSCRIPTIONS`] slots may hold
+//! subscriptions, so one is always left for a plain request.
+//!
+//! A same-uid client that forks a new process for every connection defeats the accounting by pid; it
+//! could as well kill the host, and is outside what this guards against (buggy scripts and tools in a
+//! loop are inside).
+//!
+//! The table is a mutex taken only by the agent's own threads, once per connection and per request,
+//! never by the application.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::server::MAX_CLIENTS;
+use crate::sys::FastMap;
+
+/// Subscriptions served at once, at most: one slot less than [`MAX_CLIENTS`].
+pub const MAX_SUBSCRIPTIONS: usize = MAX_CLIENTS - 1;
+/// A client whose answers took this share of the agent's time, or more, is greedy.
+pub const GREEDY_SHARE: f64 = 0.05;
+/// How far back a process's share is reckoned (between one and two of these).
+pub const WINDOW: Duration = Duration::from_secs(2);
+/// How long a process whose connection was dropped counts as greedy.
+pub const COOLDOWN: Duration = Duration::from_secs(5);
+/// Processes remembered, at most; the least recently seen are forgotten first.
+const MAX_PEERS: usize = 256;
+/// Shares are reckoned over at least this long, so that a new connection's first answer does not
+/// count as all of its time.
+const LEAST_SPAN: Duration = Duration::from_millis(250);
+
+struct Slot {
+    peer: u32,
+    opened: Instant,
+    /// Time spent answering this connection, in nanoseconds.
+    busy_ns: AtomicU64,
+    evicted: AtomicBool,
+    subscribed: AtomicBool,
+}
+
+impl Slot {
+    fn share(&self) -> f64 {
+        let span = self.opened.elapsed().max(LEAST_SPAN);
+        self.busy_ns.load(Relaxed) as f64 / span.as_nanos() as f64
+    }
+}
+
+/// What one client process cost lately.
+struct Peer {
+    /// The current window's start, and the time charged in it and in the one before.
+    window: Instant,
+    busy: Duration,
+    before: Duration,
+    seen: Instant,
+    dropped: Option<Instant>,
+}
+
+impl Peer {
+    fn new(now: Instant) -> Peer {
+        Peer {
+            window: now,
+            busy: Duration::ZERO,
+            before: Duration::ZERO,
+            seen: now,
+            dropped: None,
+        }
+    }
+
+    fn roll(&mut self, now: Instant) {
+        let age = now.duration_since(self.window);
+        if age >= WINDOW * 2 {
+            (self.before, self.busy, self.window) = (Duration::ZERO, Duration::ZERO, now);
+        } else if age >= WINDOW {
+            (self.before, self.busy, self.window) =
+                (self.busy, Duration::ZERO, self.window + WINDOW);
+        }
+    }
+
+    fn greedy(&mut self, now: Instant) -> bool {
+        self.roll(now);
+        let span = WINDOW + now.duration_since(self.window);
+        let share = (self.before + self.busy).as_secs_f64() / span.as_secs_f64();
+        share >= GREEDY_SHARE
+            || self
+                .dropped
+                .is_some_and(|at| now.duration_since(at) < COOLDOWN)
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    slots: Vec<Arc<Slot>>,
+    peers: FastMap<u32, Peer>,
+}
+
+impl Table {
+    fn peer(&mut self, pid: u32, now: Instant) -> &mut Peer {
+        if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&pid) {
+            let oldest = self
+                .peers
+                .iter()
+                .min_by_key(|(_, p)| p.seen)
+                .map(|(&k, _)| k);
+            if let Some(oldest) = oldest {
+                self.peers.remove(&oldest);
+            }
+        }
+        let peer = self.peers.entry(pid).or_insert_with(|| Peer::new(now));
+        peer.seen = now;
+        peer
+    }
+}
+
+fn table() -> std::sync::MutexGuard<'static, Table> {
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    // The table holds plain counters, consistent after any panic: a poisoned lock is simply taken.
+    let table = TABLE.get_or_init(Default::default);
+    table.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A connection's slot, given back on drop.
+pub(crate) struct Lease(Arc<Slot>);
+
+/// Takes a slot for a new connection from process `peer`, evicting a greedy client if need be; `Err`
+/// says why not.
+pub(crate) fn admit(peer: u32) -> Result<Lease, String> {
+    let now = Instant::now();
+    let mut table = table();
+    if table
+        .slots
+        .iter()
+        .filter(|s| !s.evicted.load(Relaxed))
+        .count()
+        >= MAX_CLIENTS
+    {
+        if table.peer(peer, now).greedy(now) {
+            return Err(format!(
+                "agent busy: {MAX_CLIENTS} clients connected, and this process asked much lately; retry"
+            ));
+        }
+        let greediest = table
+            .slots
+            .iter()
+            .filter(|s| !s.evicted.load(Relaxed))
+            .max_by(|a, b| a.share().total_cmp(&b.share()))
+            .filter(|s| s.share() >= GREEDY_SHARE)
+            .cloned();
+        let Some(slot) = greediest else {
+            return Err(format!(
+                "agent busy: {MAX_CLIENTS} clients connected; retry"
+            ));
+        };
+        slot.evicted.store(true, Relaxed);
+        table.peer(slot.peer, now).dropped = Some(now);
+    }
+    let slot = Arc::new(Slot {
+        peer,
+        opened: now,
+        busy_ns: AtomicU64::new(0),
+        evicted: AtomicBool::new(false),
+        subscribed: AtomicBool::new(false),
+    });
+    table.slots.push(slot.clone());
+    Ok(Lease(slot))
+}
+
+impl Lease {
+    /// Adds `took` to the time spent answering this connection.
+    pub(crate) fn charge(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.0.busy_ns.fetch_add(ns, Relaxed);
+        let now = Instant::now();
+        let mut table = table();
+        let peer = table.peer(self.0.peer, now);
+        peer.roll(now);
+        peer.busy += took;
+    }
+
+    /// Why this connection must end, once a newcomer took its slot.
+    pub(crate) fn evicted(&self) -> Option<String> {
+        self.0.evicted.load(Relaxed).then(|| {
+            format!(
+                "dropped: this client took {:.0}% of the agent's time while another waited for a slot; ask less often",
+                self.0.share() * 100.0
+            )
+        })
+    }
+
+    /// Marks this connection as subscribed, unless [`MAX_SUBSCRIPTIONS`] are served already.
+    pub(crate) fn subscribe(&self) -> Result<Subscribed<'_>, String> {
+        let table = table();
+        let others = table
+            .slots
+            .iter()
+            .filter(|s| !Arc::ptr_eq(s, &self.0) && s.subscribed.load(Relaxed))
+            .count();
+        if others >= MAX_SUBSCRIPTIONS {
+            return Err(format!(
+                "agent busy: {MAX_SUBSCRIPTIONS} subscriptions served already; retry"
+            ));
+        }
+        self.0.subscribed.store(true, Relaxed);
+        Ok(Subscribed(self))
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        table().slots.retain(|s| !Arc::ptr_eq(s, &self.0));
+    }
+}
+
+/// A subscription's hold on its slot's mark; cleared on drop.
+pub(crate) struct Subscribed<'a>(&'a Lease);
+
+impl Drop for Subscribed<'_> {
+    fn drop(&mut self) {
+        self.0.0.subscribed.store(false, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One spec, as the table is process-wide: these steps must not interleave with another test's.
+    #[test]
+    fn a_greedy_client_gives_its_slot_up_to_a_modest_one_and_not_to_its_like() {
+        let (greedy, modest, other) = (1001, 1002, 1003);
+        let mut leases: Vec<Lease> = (0..MAX_CLIENTS).map(|_| admit(greedy).unwrap()).collect();
+        assert!(admit(modest).is_err(), "full, and nobody greedy");
+        leases[2].charge(Duration::from_millis(125));
+        assert!(admit(greedy).is_err(), "a greedy process waits its turn");
+        let newcomer = admit(modest).expect("the greedy connection's slot");
+        assert!(leases[2].evicted().is_some_and(|m| m.contains("50%")));
+        assert!(leases[0].evicted().is_none());
+        assert!(admit(other).is_err(), "no other connection is greedy");
+        drop(leases.remove(2));
+        assert!(admit(greedy).is_err(), "full again");
+        let subs: Vec<_> = leases.iter().map(|l| l.subscribe()).collect();
+        assert!(subs.iter().all(|s| s.is_ok()), "three subscriptions");
+        assert!(newcomer.subscribe().is_err(), "a fourth is refused");
+        drop(subs);
+        assert!(newcomer.subscribe().is_ok());
+    }
+}
