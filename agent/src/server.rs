@@ -93,7 +93,8 @@ pub fn init() -> Result<Agent, InitError> {
     Builder::new().start()
 }
 
-static STARTED: OnceLock<PathBuf> = OnceLock::new();
+/// Which process started the agent, and where it serves.
+static STARTED: Mutex<Option<(u32, PathBuf)>> = Mutex::new(None);
 static START_MONO_NS: OnceLock<u64> = OnceLock::new();
 
 /// The monotonic clock at process start, approximated by the agent's first use of it.
@@ -140,7 +141,11 @@ impl Builder {
         }
         static START_LOCK: Mutex<()> = Mutex::new(());
         let _guard = START_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(path) = STARTED.get() {
+        // A forked child inherits the record but not the server thread: it starts its own agent.
+        let mut started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((pid, path)) = started.as_ref()
+            && *pid == std::process::id()
+        {
             return Err(InitError::AlreadyStarted(path.clone()));
         }
         process_start_mono_ns();
@@ -173,6 +178,7 @@ impl Builder {
                             path: parent.to_owned(),
                             source,
                         })?;
+                    ensure_safe_parent(parent)?;
                 }
                 path
             }
@@ -186,9 +192,15 @@ impl Builder {
         ensure_replaceable(&path)?;
         let listener = bind_atomically(&path)?;
         let inode = fs::metadata(&path).map(|m| m.ino()).unwrap_or(0);
-        let _ = SOCKET_TO_REMOVE.set((path.clone(), inode, pid));
+        *SOCKET_TO_REMOVE
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((path.clone(), inode, pid));
+        // Once per address space: a forked child inherits the hook, which reads the record above.
+        static HOOKED: std::sync::Once = std::sync::Once::new();
         // SAFETY: `remove_socket_at_exit` is an `extern "C" fn()` that does not unwind (it catches panics).
-        unsafe { libc::atexit(remove_socket_at_exit) };
+        HOOKED.call_once(|| unsafe {
+            libc::atexit(remove_socket_at_exit);
+        });
         let handshake = Handshake {
             protocol_version: PROTOCOL_VERSION,
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -203,9 +215,41 @@ impl Builder {
                 path: path.clone(),
                 source,
             })?;
-        let _ = STARTED.set(path.clone());
+        *started = Some((pid, path.clone()));
         Ok(Agent { socket_path: path })
     }
+}
+
+/// The directory of an explicitly named socket: it may be shared (`/tmp`, `/run/app`), but no one but
+/// this uid or root may replace what is in it, so it must be theirs, and writable by others only with
+/// the sticky bit (which keeps them from removing or renaming our socket).
+fn ensure_safe_parent(dir: &Path) -> Result<(), InitError> {
+    let meta = fs::metadata(dir).map_err(|source| InitError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let insecure = |reason: String| InitError::InsecureDir {
+        path: dir.to_owned(),
+        reason,
+    };
+    if !meta.is_dir() {
+        return Err(insecure("it is not a directory".into()));
+    }
+    if meta.uid() != sys::euid() && meta.uid() != 0 {
+        return Err(insecure(format!(
+            "it belongs to uid {}, not to this uid ({}) or root",
+            meta.uid(),
+            sys::euid()
+        )));
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(insecure(format!(
+            "others may write to it (mode {:o}) and it has no sticky bit, so they could replace the socket",
+            mode & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 fn ensure_private_dir(dir: &Path) -> Result<(), InitError> {
@@ -289,11 +333,17 @@ fn bind_atomically(path: &Path) -> Result<UnixListener, InitError> {
 }
 
 /// The socket this process bound, its inode, and the pid that bound it.
-static SOCKET_TO_REMOVE: OnceLock<(PathBuf, u64, u32)> = OnceLock::new();
+static SOCKET_TO_REMOVE: Mutex<Option<(PathBuf, u64, u32)>> = Mutex::new(None);
 
 extern "C" fn remove_socket_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if let Some((path, inode, pid)) = SOCKET_TO_REMOVE.get() {
+        // Never waits at exit: a record being written is one we cannot trust anyway.
+        let record = match SOCKET_TO_REMOVE.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if let Some((path, inode, pid)) = record.as_ref() {
             // Only the process that bound it removes it: a forked child inherits this hook, and its
             // exit must not take its parent's socket away. And only while it is still ours: a newer
             // process may have reused the pid and bound its own.
@@ -554,9 +604,17 @@ fn connection(mut stream: UnixStream, handshake: &Handshake, lease: &Lease) -> i
             encode(&failed).unwrap_or_default()
         });
         write_frame(&mut stream, &bytes)?;
+        let big = bytes.len() > BIG_ANSWER;
+        drop(bytes);
+        if big {
+            sys::give_back_memory();
+        }
         lease.charge(started.elapsed());
     }
 }
+
+/// Answers bigger than this are followed by handing the memory they took back to the OS.
+pub(crate) const BIG_ANSWER: usize = 1 << 20;
 
 fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
     match request {

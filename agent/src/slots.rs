@@ -100,6 +100,8 @@ impl Peer {
 
 #[derive(Default)]
 struct Table {
+    /// The process these slots are of: a forked child inherits its parent's, which are not its own.
+    pid: u32,
     slots: Vec<Arc<Slot>>,
     peers: FastMap<u32, Peer>,
 }
@@ -126,7 +128,15 @@ fn table() -> std::sync::MutexGuard<'static, Table> {
     static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
     // The table holds plain counters, consistent after any panic: a poisoned lock is simply taken.
     let table = TABLE.get_or_init(Default::default);
-    table.lock().unwrap_or_else(PoisonError::into_inner)
+    let mut table = table.lock().unwrap_or_else(PoisonError::into_inner);
+    let pid = std::process::id();
+    if table.pid != pid {
+        *table = Table {
+            pid,
+            ..Table::default()
+        };
+    }
+    table
 }
 
 /// A connection's slot, given back on drop.

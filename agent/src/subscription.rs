@@ -91,6 +91,10 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lea
         if write_frame(stream, &bytes).is_err() {
             return End::Closed;
         }
+        if bytes.len() > crate::server::BIG_ANSWER {
+            drop(bytes);
+            sys::give_back_memory();
+        }
         lease.charge(tick.elapsed());
         if let Some(why) = lease.evicted() {
             crate::server::refuse(stream, asyncdump_protocol::ErrorKind::Busy, why);

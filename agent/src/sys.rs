@@ -139,6 +139,17 @@ pub(crate) fn lower_thread_priority() {
     unsafe { libc::setpriority(libc::PRIO_PROCESS, tid() as libc::id_t, 10) };
 }
 
+/// Hands freed heap memory back to the OS (glibc's `malloc_trim`; nothing elsewhere). Called after a
+/// big answer: glibc keeps the pages of a freed 100 MB snapshot otherwise, and the host's RSS with them.
+pub(crate) fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own arenas under their locks; it takes no pointer of ours.
+    // (nix has no wrapper for it.)
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Maps keyed by pointers and ids the agent made itself: no untrusted keys, so no need for SipHash.
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 

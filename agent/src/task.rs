@@ -35,7 +35,7 @@ pub(crate) const READER: u32 = u32::MAX;
 /// Number of registry shards; spreads spawn/exit contention across threads.
 const SHARDS: usize = 16;
 
-/// How many ended tasks are kept for `--all`, unless set otherwise (see [`set_completed_retained`]).
+/// How many ended tasks are kept for `--all` unless the host sets otherwise ([`crate::Builder::completed_retained`]).
 pub const COMPLETED_RETAINED: usize = 256;
 /// The most ended tasks that can be kept: a bound on the memory they hold, whatever is asked.
 pub const MAX_COMPLETED_RETAINED: usize = 100_000;

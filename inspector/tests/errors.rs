@@ -552,4 +552,22 @@ fn the_agent_refuses_to_serve_in_a_planted_directory_or_over_a_planted_file() {
     let err = agent_refuses(&[("ASYNCDUMP_SOCKET", &target)]);
     assert!(err.contains("not a socket is there already"), "{err}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    // An explicit socket path in a directory anyone may write to, without the sticky bit; with it
+    // (as /tmp has), the agent serves there.
+    let shared = tempdir();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = agent_refuses(&[("ASYNCDUMP_SOCKET", &shared.join("agent.sock"))]);
+    assert!(
+        err.contains("others may write to it (mode 777) and it has no sticky bit"),
+        "{err}"
+    );
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let socket = shared.join("agent.sock");
+    let fx = Fixture::start_with(
+        "depth_chain",
+        &["--depth", "1"],
+        &[("ASYNCDUMP_SOCKET", &socket)],
+    );
+    assert!(socket.exists(), "served in a sticky shared directory");
+    drop(fx);
 }

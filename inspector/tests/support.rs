@@ -113,11 +113,13 @@ impl Fixture {
 
     fn start_io(path: &Path, args: &[&str], env: &[(&str, &Path)], stderr: Stdio) -> Fixture {
         let name = path.display();
-        let mut child = Command::new(path)
+        let mut command = Command::new(path);
+        // The caller's environment chooses no socket path; the spec's may.
+        command.env_remove("ASYNCDUMP_SOCKET");
+        let mut child = command
             .args(args)
             .envs(env.iter().copied())
             .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")
-            .env_remove("ASYNCDUMP_SOCKET")
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -140,9 +142,11 @@ impl Fixture {
             .expect("fixture printed nothing within 30s");
         assert_eq!(line.trim(), "ready", "fixture {name} did not get ready");
         let mut fixture = fixture;
-        fixture.socket = match env.iter().find(|(k, _)| *k == "XDG_RUNTIME_DIR") {
-            Some((_, xdg)) => Some(xdg.join("asyncdump").join(format!("{pid}.sock"))),
-            None => socket_of(pid),
+        let var = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+        fixture.socket = match (var("ASYNCDUMP_SOCKET"), var("XDG_RUNTIME_DIR")) {
+            (Some(socket), _) => Some(socket.to_owned()),
+            (None, Some(xdg)) => Some(xdg.join("asyncdump").join(format!("{pid}.sock"))),
+            (None, None) => socket_of(pid),
         };
         fixture
     }
