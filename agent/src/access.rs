@@ -63,14 +63,9 @@ pub(crate) fn may_walk(peer: u32) -> Result<(), String> {
         Rule::Kernel => match ptrace_scope() {
             0 => return Ok(()),
             1 if descends_from(peer) => return Ok(()),
-            1 | 2 => Some(format!(
-                "this kernel's Yama ptrace_scope is {} here: only a client with CAP_SYS_PTRACE{} may read process {pid}'s memory (run asyncdump as root, or start the process with {WALKS_ENV}=same-uid)",
-                ptrace_scope(),
-                if ptrace_scope() == 1 {
-                    " or an ancestor"
-                } else {
-                    ""
-                }
+            scope @ (1 | 2) => Some(format!(
+                "this kernel's Yama ptrace_scope is {scope}: only a client with CAP_SYS_PTRACE{} may read process {pid}'s memory (run asyncdump as root, or start the process with {WALKS_ENV}=same-uid)",
+                if scope == 1 { " or an ancestor" } else { "" }
             )),
             _ => None,
         },

@@ -438,8 +438,9 @@ fn serve(listener: &UnixListener, handshake: &Handshake) {
                 continue;
             }
         };
-        let peer = sys::peer(&stream).map_or(0, |(pid, _)| pid);
-        let lease = match slots::admit(peer) {
+        // Asked once, here: the pid decides the slot, the uid whether the client is served at all.
+        let peer = sys::peer(&stream);
+        let lease = match slots::admit(peer.as_ref().map_or(0, |&(pid, _)| pid)) {
             Ok(lease) => lease,
             Err(busy) => {
                 let mut stream = stream;
@@ -455,7 +456,7 @@ fn serve(listener: &UnixListener, handshake: &Handshake) {
             .spawn(move || {
                 sys::lower_thread_priority();
                 containment::contain("a connection", move || {
-                    connection(stream, &handshake, &lease)
+                    connection(stream, peer, &handshake, &lease)
                 });
             });
     }
@@ -489,10 +490,16 @@ fn frame_error(stream: &mut UnixStream, err: FrameError) {
     refuse(stream, kind, message);
 }
 
-fn connection(mut stream: UnixStream, handshake: &Handshake, lease: &Lease) -> io::Result<()> {
+/// Serves one connection, whose client is `peer` (its pid and uid, by SO_PEERCRED).
+fn connection(
+    mut stream: UnixStream,
+    peer: io::Result<(u32, u32)>,
+    handshake: &Handshake,
+    lease: &Lease,
+) -> io::Result<()> {
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let me = sys::euid();
-    let peer = match sys::peer(&stream) {
+    let peer = match peer {
         Ok((pid, uid)) if uid == me || uid == 0 => pid,
         Ok((_, uid)) => {
             refuse(
@@ -603,18 +610,23 @@ fn connection(mut stream: UnixStream, handshake: &Handshake, lease: &Lease) -> i
             });
             encode(&failed).unwrap_or_default()
         });
-        write_frame(&mut stream, &bytes)?;
-        let big = bytes.len() > BIG_ANSWER;
-        drop(bytes);
-        if big {
-            sys::give_back_memory();
-        }
+        write_answer(&mut stream, bytes)?;
         lease.charge(started.elapsed());
     }
 }
 
 /// Answers bigger than this are followed by handing the memory they took back to the OS.
-pub(crate) const BIG_ANSWER: usize = 1 << 20;
+const BIG_ANSWER: usize = 1 << 20;
+
+/// Writes one encoded answer; after a big one, hands the memory it took back to the OS.
+pub(crate) fn write_answer(stream: &mut UnixStream, bytes: Vec<u8>) -> io::Result<()> {
+    let written = write_frame(stream, &bytes);
+    if bytes.len() > BIG_ANSWER {
+        drop(bytes);
+        sys::give_back_memory();
+    }
+    written
+}
 
 fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
     match request {

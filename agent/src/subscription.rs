@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     MIN_INTERVAL_MS, Reply, RuntimeReport, Snapshot, SubscribeRequest, TaskState, Update, encode,
-    write_frame,
 };
 
 use crate::capture::Interner;
@@ -88,12 +87,8 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lea
         let Ok(bytes) = encoded else {
             return End::Closed;
         };
-        if write_frame(stream, &bytes).is_err() {
+        if crate::server::write_answer(stream, bytes).is_err() {
             return End::Closed;
-        }
-        if bytes.len() > crate::server::BIG_ANSWER {
-            drop(bytes);
-            sys::give_back_memory();
         }
         lease.charge(tick.elapsed());
         if let Some(why) = lease.evicted() {
