@@ -571,3 +571,25 @@ fn the_agent_refuses_to_serve_in_a_planted_directory_or_over_a_planted_file() {
     assert!(socket.exists(), "served in a sticky shared directory");
     drop(fx);
 }
+
+#[test]
+fn another_users_ps_neither_lists_nor_touches_our_agents() {
+    let fx = Fixture::start("depth_chain", &["--depth", "1"]);
+    let socket = fx.socket();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_asyncdump"),
+            "ps",
+        ])
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!listing.contains(&fx.pid.to_string()), "{listing}");
+    assert!(socket.exists(), "our socket is left alone");
+    assert!(crate::support::asyncdump_ok(&["ps"]).contains(&fx.pid.to_string()));
+}
