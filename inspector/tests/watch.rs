@@ -120,20 +120,20 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
     });
     tmux.keys("o");
     let by_name = tmux.until("o sorts by the next column, name", |s| s.contains("name ▼"));
-    let rows: Vec<&str> = by_name
-        .lines()
-        .filter(|l| l.contains(" DEADLOCK "))
-        .collect();
+    let deadlocked = |screen: &str| -> Vec<String> {
+        (screen.lines())
+            .filter(|l| l.contains(" DEADLOCK "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let rows = deadlocked(&by_name);
     assert!(
         rows[0].contains(" left ") && rows[1].contains(" right "),
         "{by_name}"
     );
     tmux.keys("r");
     let reversed = tmux.until("r reverses it", |s| s.contains("name ▲"));
-    let rows: Vec<&str> = reversed
-        .lines()
-        .filter(|l| l.contains(" DEADLOCK "))
-        .collect();
+    let rows = deadlocked(&reversed);
     assert!(
         rows[0].contains(" right ") && rows[1].contains(" left "),
         "{reversed}"

@@ -321,14 +321,20 @@ mod tests {
         crate::view::json::render(d, None)
     }
 
-    #[test]
-    fn a_replay_shows_every_recorded_update_as_it_was() {
-        let path = scratch("replay").join("r.jsonl");
-        let dumps = updates();
+    /// Records `dumps` in a new file under a scratch directory named `name`; the file's path.
+    fn recorded(name: &str, dumps: &[Dump]) -> std::path::PathBuf {
+        let path = scratch(name).join("r.jsonl");
         let mut rec = Recorder::create(&path).unwrap();
-        for d in &dumps {
+        for d in dumps {
             rec.record(d).unwrap();
         }
+        path
+    }
+
+    #[test]
+    fn a_replay_shows_every_recorded_update_as_it_was() {
+        let dumps = updates();
+        let path = recorded("replay", &dumps);
         let Opened::Recording(mut replay) = open(&path).unwrap() else {
             panic!("a recording")
         };
@@ -343,11 +349,7 @@ mod tests {
 
     #[test]
     fn an_update_carries_only_the_tasks_that_changed() {
-        let path = scratch("compact").join("r.jsonl");
-        let mut rec = Recorder::create(&path).unwrap();
-        for d in &updates() {
-            rec.record(d).unwrap();
-        }
+        let path = recorded("compact", &updates());
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
@@ -365,11 +367,7 @@ mod tests {
 
     #[test]
     fn a_recording_cut_short_replays_up_to_its_last_whole_update() {
-        let path = scratch("cut").join("r.jsonl");
-        let mut rec = Recorder::create(&path).unwrap();
-        for d in &updates() {
-            rec.record(d).unwrap();
-        }
+        let path = recorded("cut", &updates());
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, &text[..text.len() - 20]).unwrap();
         let Opened::Recording(replay) = open(&path).unwrap() else {
