@@ -369,28 +369,6 @@ pub(crate) fn with_capturer<T>(f: impl FnOnce(&mut Capturer) -> T) -> T {
     f(&mut guard)
 }
 
-/// Runs `f`, the agent's work for one answer (capture and encoding, not the writing), one answer at a
-/// time and at most half of one core: after work that took `t`, the next starts `t` later at the
-/// earliest. However many clients ask, the application keeps the rest of the machine. Never called
-/// from inside `f`.
-pub(crate) fn work<T>(f: impl FnOnce() -> T) -> T {
-    static GATE: Mutex<Option<std::time::Instant>> = Mutex::new(None);
-    // Only a time is kept under the lock: a poisoned one is as good as any.
-    let mut rest_until = GATE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(until) = *rest_until {
-        std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
-    }
-    let start = std::time::Instant::now();
-    let out = f();
-    let took = start.elapsed();
-    *rest_until = Some(std::time::Instant::now() + took.min(WORK_REST_MAX));
-    out
-}
-
-/// The longest rest after one answer's work, so that one huge snapshot does not hold up the next
-/// client for as long as it took.
-const WORK_REST_MAX: Duration = Duration::from_millis(200);
-
 /// How often the listener may fail before the agent disables itself.
 const MAX_LISTENER_FAILURES: u32 = 3;
 
@@ -568,7 +546,6 @@ fn connection(
             refuse(&mut stream, ErrorKind::Busy, why);
             return Ok(());
         }
-        let started = std::time::Instant::now();
         let request = match decode::<Request>(&bytes) {
             Ok(r) => r,
             Err(e) => {
@@ -602,7 +579,14 @@ fn connection(
             }
         }
         let answered =
-            containment::contain("a request", || work(|| encode(&answer(&request, &walks))));
+            lease.work(|| containment::contain("a request", || encode(&answer(&request, &walks))));
+        let answered = match answered {
+            Ok(answered) => answered,
+            Err(evicted) => {
+                refuse(&mut stream, ErrorKind::Busy, evicted);
+                return Ok(());
+            }
+        };
         let bytes = answered.and_then(Result::ok).unwrap_or_else(|| {
             let failed = Reply::Error(ErrorReply {
                 kind: ErrorKind::Internal,
@@ -611,7 +595,6 @@ fn connection(
             encode(&failed).unwrap_or_default()
         });
         write_answer(&mut stream, bytes)?;
-        lease.charge(started.elapsed());
     }
 }
 

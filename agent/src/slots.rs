@@ -16,11 +16,16 @@
 //! could as well kill the host, and is outside what this guards against (buggy scripts and tools in a
 //! loop are inside).
 //!
-//! The table is a mutex taken only by the agent's own threads, once per connection and per request,
-//! never by the application.
+//! Answers are worked out one at a time, and at most half of one core: after work that took `t`, the
+//! next starts `t` later at the earliest (see [`Lease::work`]). Of the connections waiting, the one
+//! with the smallest share of the agent's time goes first, so a `dump` beside clients asking in a
+//! loop waits for at most one of their answers.
+//!
+//! The table and the gate are mutexes taken only by the agent's own threads, once per connection and
+//! per request, never by the application.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::server::MAX_CLIENTS;
@@ -173,6 +178,8 @@ pub(crate) fn admit(peer: u32) -> Result<Lease, String> {
         };
         slot.evicted.store(true, Relaxed);
         table.peer(slot.peer, now).dropped = Some(now);
+        // It may be waiting for its turn, which it no longer needs.
+        gate().changed.notify_all();
     }
     let slot = Arc::new(Slot {
         peer,
@@ -186,8 +193,22 @@ pub(crate) fn admit(peer: u32) -> Result<Lease, String> {
 }
 
 impl Lease {
+    /// Runs `f`, the agent's work for one answer to this connection (capture and encoding, not the
+    /// writing), in its turn at the gate, and charges the time it took. `Err` says why not: a
+    /// newcomer took this connection's slot while it waited. Never called from inside `f`.
+    pub(crate) fn work<T>(&self, f: impl FnOnce() -> T) -> Result<T, String> {
+        let Some(turn) = gate().enter(self.0.share(), &self.0.evicted) else {
+            return Err(self.evicted().unwrap_or_default());
+        };
+        let start = Instant::now();
+        let out = f();
+        drop(turn);
+        self.charge(start.elapsed());
+        Ok(out)
+    }
+
     /// Adds `took` to the time spent answering this connection.
-    pub(crate) fn charge(&self, took: Duration) {
+    fn charge(&self, took: Duration) {
         let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         self.0.busy_ns.fetch_add(ns, Relaxed);
         let now = Instant::now();
@@ -231,6 +252,109 @@ impl Drop for Lease {
     }
 }
 
+/// The longest rest after one answer's work, so that one huge snapshot does not hold up the next
+/// client for as long as it took.
+const REST_MAX: Duration = Duration::from_millis(200);
+
+/// Who is working, who waits, and until when the agent rests.
+#[derive(Default)]
+struct GateState {
+    working: bool,
+    rest_until: Option<Instant>,
+    /// Each waiter's ticket and its connection's share when it came: the smallest share goes first,
+    /// and of equal shares the earliest ticket.
+    waiting: Vec<(u64, f64)>,
+    next_ticket: u64,
+}
+
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+fn gate() -> &'static Gate {
+    static GATE: OnceLock<Gate> = OnceLock::new();
+    GATE.get_or_init(Gate::new)
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate {
+            state: Mutex::default(),
+            changed: Condvar::new(),
+        }
+    }
+
+    // Only flags, times and tickets are kept under the lock, each written whole: a poisoned one is
+    // as good as any.
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for this caller's turn: nobody working, the rest over, and no waiter before it; `None`
+    /// once `evicted` is set.
+    fn enter(&self, share: f64, evicted: &AtomicBool) -> Option<Turn<'_>> {
+        let mut state = self.lock();
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.waiting.push((ticket, share));
+        loop {
+            if evicted.load(Relaxed) {
+                state.waiting.retain(|&(t, _)| t != ticket);
+                drop(state);
+                // Whoever is next may have been waiting behind this caller.
+                self.changed.notify_all();
+                return None;
+            }
+            let first = state
+                .waiting
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+                .is_some_and(|&(t, _)| t == ticket);
+            let now = Instant::now();
+            let rest = state
+                .rest_until
+                .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+            state = match (first && !state.working, rest.is_zero()) {
+                (true, true) => break,
+                (true, false) => {
+                    self.changed
+                        .wait_timeout(state, rest)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                (false, _) => self
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+        state.waiting.retain(|&(t, _)| t != ticket);
+        state.working = true;
+        Some(Turn {
+            gate: self,
+            started: Instant::now(),
+        })
+    }
+}
+
+/// The right to work, given back on drop (also when the work panics), with the rest it earned.
+struct Turn<'a> {
+    gate: &'a Gate,
+    started: Instant,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let took = self.started.elapsed();
+        let mut state = self.gate.lock();
+        state.working = false;
+        state.rest_until = Some(Instant::now() + took.min(REST_MAX));
+        drop(state);
+        self.gate.changed.notify_all();
+    }
+}
+
 /// A subscription's hold on its slot's mark; cleared on drop.
 pub(crate) struct Subscribed<'a>(&'a Lease);
 
@@ -263,5 +387,49 @@ mod tests {
         assert!(newcomer.subscribe().is_err(), "a fourth is refused");
         drop(subs);
         assert!(newcomer.subscribe().is_ok());
+    }
+
+    #[test]
+    fn of_the_waiting_the_one_that_asked_least_works_first() {
+        let gate = Gate::new();
+        let order = Mutex::new(Vec::new());
+        let waiting = |n| {
+            while gate.lock().waiting.len() < n {
+                std::thread::yield_now();
+            }
+        };
+        let no = AtomicBool::new(false);
+        let busy = gate.enter(0.3, &no);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _turn = gate.enter(0.5, &no);
+                order.lock().unwrap().push("greedy, came first");
+            });
+            waiting(1);
+            s.spawn(|| {
+                let _turn = gate.enter(0.0, &no);
+                order.lock().unwrap().push("modest, came second");
+            });
+            waiting(2);
+            drop(busy);
+        });
+        let order = order.into_inner().unwrap();
+        assert_eq!(order, ["modest, came second", "greedy, came first"]);
+    }
+
+    #[test]
+    fn after_work_the_gate_rests_as_long_as_the_work_took() {
+        let gate = Gate::new();
+        let no = AtomicBool::new(false);
+        let turn = gate.enter(0.0, &no);
+        std::thread::sleep(Duration::from_millis(30));
+        drop(turn);
+        let asked = Instant::now();
+        drop(gate.enter(0.0, &no));
+        assert!(
+            asked.elapsed() >= Duration::from_millis(30),
+            "{:?}",
+            asked.elapsed()
+        );
     }
 }

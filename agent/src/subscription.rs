@@ -81,8 +81,13 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lea
         } else {
             subscriber.take()
         };
-        let encoded =
-            crate::server::work(|| encode(&Reply::Update(sent.update(&cells, req, full))));
+        let encoded = match lease.work(|| encode(&Reply::Update(sent.update(&cells, req, full)))) {
+            Ok(encoded) => encoded,
+            Err(evicted) => {
+                crate::server::refuse(stream, asyncdump_protocol::ErrorKind::Busy, evicted);
+                return End::Closed;
+            }
+        };
         full = false;
         let Ok(bytes) = encoded else {
             return End::Closed;
@@ -90,7 +95,6 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lea
         if crate::server::write_answer(stream, bytes).is_err() {
             return End::Closed;
         }
-        lease.charge(tick.elapsed());
         if let Some(why) = lease.evicted() {
             crate::server::refuse(stream, asyncdump_protocol::ErrorKind::Busy, why);
             return End::Closed;
