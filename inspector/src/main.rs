@@ -89,6 +89,9 @@ enum Command {
         /// Show annotated frames only: do not decode unannotated chains from DWARF.
         #[arg(long)]
         no_decode: bool,
+        /// Plan from the DWARF and neither read nor write the plan cache.
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Start a bundled fixture program and dump it (or, with --watch, watch it).
     Demo {
@@ -102,9 +105,20 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct DumpOptions {
-    /// Print the versioned JSON document (see the README) instead of text.
-    #[arg(long)]
+    /// Print the versioned JSON document (see the README) instead of text (`--format json`).
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// text (for people), json (for tools), or folded: one line per distinct chain, root first,
+    /// frames separated by `;`, then its weight, for flame graph tools.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Draw the chains as a flame graph into FILE (SVG) instead of printing.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["output", "json", "format"])]
+    svg: Option<std::path::PathBuf>,
+    /// What a folded line or a flame graph box weighs: tasks (how many) or suspended (for how long
+    /// they have been suspended, in microseconds).
+    #[arg(long, value_enum, default_value = "tasks")]
+    weight: WeightArg,
     /// Group identical chains and print each group once with its count.
     #[arg(long)]
     coalesce: bool,
@@ -124,6 +138,10 @@ struct DumpOptions {
     /// Show annotated frames only: do not decode unannotated chains from DWARF.
     #[arg(long)]
     no_decode: bool,
+    /// Plan from the DWARF and neither read nor write the plan cache
+    /// ($XDG_CACHE_HOME/asyncdump/plans, by build-id).
+    #[arg(long)]
+    no_cache: bool,
     /// Print source paths whole (text shows a dependency's from its crate's directory, the standard
     /// library's from `std/`; `--json` always has them whole).
     #[arg(long)]
@@ -135,6 +153,28 @@ struct DumpOptions {
     /// The longest to wait for each of the agent's answers, whole.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "15s")]
     timeout: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Folded,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum WeightArg {
+    Tasks,
+    Suspended,
+}
+
+impl From<WeightArg> for view::folded::Weight {
+    fn from(w: WeightArg) -> Self {
+        match w {
+            WeightArg::Tasks => view::folded::Weight::Tasks,
+            WeightArg::Suspended => view::folded::Weight::Suspended,
+        }
+    }
 }
 
 /// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
@@ -169,6 +209,7 @@ fn dump(target: &Target, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Resu
         binary: o.binary.clone(),
         decode: !o.no_decode,
         timeout: std::time::Duration::from_nanos(o.timeout),
+        cache: !o.no_cache,
     };
     let mut session = Session::attach(target, &options)?;
     let dump = session.snapshot(o.all)?;
@@ -192,6 +233,16 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()
         min_age_ns: o.min_age.unwrap_or(0),
     };
     let dump = dump.filter(&filter);
+    let style = view::text::Style {
+        full_paths: o.full_paths,
+    };
+    if let Some(path) = &o.svg {
+        return flame_graph(&dump, path, o.weight.into(), style);
+    }
+    if o.format == Format::Folded {
+        view::folded::write(out, &dump, o.weight.into(), style);
+        return Ok(());
+    }
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
     if let Some(path) = &o.output {
         let doc = view::json::render(&dump, groups.as_deref());
@@ -202,14 +253,30 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()
             dump.process.pid,
             path.display()
         );
-    } else if o.json {
+    } else if o.json || o.format == Format::Json {
         out.write_str(&view::json::render(&dump, groups.as_deref()))?;
     } else {
-        let style = view::text::Style {
-            full_paths: o.full_paths,
-        };
         view::text::write(out, &dump, groups.as_deref(), style);
     }
+    Ok(())
+}
+
+/// Writes `dump`'s flame graph to `path`, whole or not at all.
+fn flame_graph(
+    dump: &Dump,
+    path: &std::path::Path,
+    weight: view::folded::Weight,
+    style: view::text::Style,
+) -> Result<()> {
+    let mut svg = Vec::new();
+    view::folded::svg(&mut svg, dump, weight, style)?;
+    file::write_atomically(path, &svg)?;
+    eprintln!(
+        "asyncdump: drew the chains of {} tasks of pid {} to {}",
+        dump.tasks.len(),
+        dump.process.pid,
+        path.display()
+    );
     Ok(())
 }
 
@@ -219,6 +286,7 @@ struct WatchArgs {
     all: bool,
     binary: Option<std::path::PathBuf>,
     no_decode: bool,
+    no_cache: bool,
     record: Option<std::path::PathBuf>,
     stuck_after_ns: u64,
     timeout_ns: u64,
@@ -230,6 +298,7 @@ fn watch(target: &Target, a: WatchArgs) -> Result<()> {
             binary: a.binary,
             decode: !a.no_decode,
             timeout: std::time::Duration::from_nanos(a.timeout_ns),
+            cache: !a.no_cache,
         },
         interval: std::time::Duration::from_nanos(a.interval_ns.max(10_000_000)),
         all: a.all,
@@ -277,6 +346,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             all,
             binary,
             no_decode,
+            no_cache,
             record,
             stuck_after,
             timeout,
@@ -288,6 +358,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
                 all,
                 binary,
                 no_decode,
+                no_cache,
                 record,
                 stuck_after_ns: stuck_after,
                 timeout_ns: timeout,
@@ -307,6 +378,7 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
                     all: options.all,
                     binary: None,
                     no_decode: options.no_decode,
+                    no_cache: options.no_cache,
                     record: None,
                     stuck_after_ns: asyncdump::watch::state::STUCK_AFTER.as_nanos() as u64,
                     timeout_ns: options.timeout,

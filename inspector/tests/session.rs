@@ -1,5 +1,5 @@
-//! The inspector as a library: a `Session` kept attached across snapshots plans its DWARF once, and
-//! plans again when a task of a root type it has not seen appears.
+//! The inspector as a library: a `Session` kept attached across snapshots plans once, for every root
+//! type of the binary, so a task of a root type first seen later is decoded without planning again.
 
 use asyncdump::model::{Dump, Source};
 use asyncdump::session::{Session, SessionOptions};
@@ -14,7 +14,7 @@ fn late_task(dump: &Dump) -> Option<&asyncdump::model::TaskView> {
 }
 
 #[test]
-fn a_root_type_that_appears_after_attaching_is_planned_and_decoded() {
+fn a_root_type_that_appears_after_attaching_is_decoded_with_the_plan_made_at_attach() {
     let fx = Fixture::start("plain_tasks", &["--late", "2000"]);
     let options = SessionOptions::default();
     let mut session = Session::attach(&Target::Pid(fx.pid), &options).expect("attached");
@@ -37,11 +37,15 @@ fn a_root_type_that_appears_after_attaching_is_planned_and_decoded() {
     assert_eq!(top.name, "plain_tasks::late_arrival");
     assert_eq!(top.source, Source::Decoded);
     assert_eq!(later.decoding.note, None, "every root type is in the plan");
-    assert!(later.decoding.plan_types > types_before);
+    assert_eq!(later.decoding.plan_types, types_before, "not planned again");
+    assert_eq!(
+        later.decoding.plan_ns, first.decoding.plan_ns,
+        "not planned again"
+    );
 }
 
 #[test]
-fn a_subscription_plans_a_root_type_that_appears_later_and_decodes_it() {
+fn a_subscription_decodes_a_root_type_that_appears_later() {
     let fx = Fixture::start("plain_tasks", &["--late", "2000"]);
     let mut session = Session::attach(&Target::Pid(fx.pid), &SessionOptions::default()).unwrap();
     session.subscribe(100, false).expect("subscribed");

@@ -185,9 +185,12 @@ pub fn asyncdump(args: &[&str]) -> Output {
     asyncdump_with(args, &[])
 }
 
+/// Runs `asyncdump` with extra environment variables. Its plan cache is this test run's own (unless
+/// `env` names one), never the developer's.
 pub fn asyncdump_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_asyncdump"))
         .args(args)
+        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
         .envs(env.iter().copied())
         .output()
         .expect("run asyncdump")
@@ -246,4 +249,10 @@ pub fn at_line(fixture: &str, needle: &str) -> String {
 pub fn line_of(fixture: &str, needle: &str) -> u64 {
     let at = at_line(fixture, needle);
     at.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+/// A plan cache for this test binary's run: the first dump of each fixture plans, later ones read
+/// the cache, so both paths run.
+pub fn plan_cache_of_this_run() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("plan-cache-{}", std::process::id()))
 }

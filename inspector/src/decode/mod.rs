@@ -28,6 +28,7 @@ use asyncdump_protocol::{
     Case, Discr, Edge, NO_PARENT, NodeStatus, Target, TypePlan, WalkNode, WalkPlan,
 };
 use gimli::constants;
+use serde::{Deserialize, Serialize};
 
 use crate::dwarf::Debug;
 use crate::model::{FastMap, FrameInfo, FrameNode, Loc, Source};
@@ -39,7 +40,7 @@ pub const MAX_NODES: u32 = 1024;
 pub const MAX_BYTES: u32 = 256 * 1024;
 
 /// How a node of one plan type is shown.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 enum Kind {
     /// An async fn or block; what it shows depends on its state.
     Coroutine(FastMap<u64, StateView>),
@@ -77,14 +78,15 @@ enum Kind {
     Leaf(Arc<FrameInfo>),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StateView {
     info: Arc<FrameInfo>,
     /// `Returned` or `Panicked`: a finished branch of a `select!`, not part of the chain.
     done: bool,
 }
 
-/// A plan for one process, and what its types mean.
+/// A plan for one process, and what its types mean. Serialized whole (at load bias 0) by the plan cache.
+#[derive(Default, Serialize, Deserialize)]
 pub struct Decoder {
     pub plan: WalkPlan,
     kinds: Vec<Kind>,
@@ -177,6 +179,38 @@ impl Decoder {
             runtime_note,
             task_types,
         }
+    }
+
+    /// Plans every root future type the DWARF has, for a process whose executable is loaded at 0:
+    /// what the plan cache keeps, and [`Decoder::rebase`] moves to where a process loaded it.
+    pub fn for_every_root(debug: &Debug, runtimes: bool) -> Decoder {
+        let anchors: Vec<u64> = debug.anchors().iter().map(|a| a.low_pc).collect();
+        Decoder::new(debug, &anchors, 0, runtimes)
+    }
+
+    /// Moves every address in the plan by `bias`: a plan made at load bias 0 for a process whose
+    /// executable is loaded at `bias`.
+    pub fn rebase(&mut self, bias: u64) {
+        let moved = |a: &mut u64| *a = a.wrapping_add(bias);
+        let plan = &mut self.plan;
+        plan.roots.iter_mut().for_each(|(a, _)| moved(a));
+        plan.vtables.iter_mut().for_each(|(a, _)| moved(a));
+        if let Some(rt) = &mut plan.runtime {
+            rt.tasks.iter_mut().for_each(|t| moved(&mut t.poll_fn));
+            rt.set_wakers
+                .iter_mut()
+                .for_each(|w| moved(&mut w.clone_fn));
+        }
+        self.root_names = std::mem::take(&mut self.root_names)
+            .into_iter()
+            .map(|(a, n)| (a.wrapping_add(bias), n))
+            .collect();
+        self.task_types = std::mem::take(&mut self.task_types)
+            .into_iter()
+            .map(|(a, n)| (a.wrapping_add(bias), n))
+            .collect();
+        self.owned_vtable.iter_mut().for_each(moved);
+        self.tokio_vtable.iter_mut().for_each(moved);
     }
 
     /// The frames of one task: its walk merged with its annotated frames.

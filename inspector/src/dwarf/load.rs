@@ -56,9 +56,15 @@ fn vaddr_at_zero(obj: &object::File<'_>) -> Option<u64> {
 }
 
 /// The GNU build-id of an ELF file, hex; `None` if it has none.
+/// Reads only the headers and the note it is in, not the whole file: the plan cache is looked up by it
+/// before any DWARF is read.
 pub fn build_id(path: &Path) -> Result<Option<String>, DwarfError> {
-    let bytes = read(path)?;
-    let obj = parse(path, &bytes)?;
+    let (file, _) = open_regular(path)?;
+    let cache = object::ReadCache::new(file);
+    let obj = object::File::parse(&cache).map_err(|e| DwarfError::Object {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
     Ok(obj.build_id().ok().flatten().map(hex))
 }
 
@@ -73,9 +79,8 @@ pub fn hex(bytes: &[u8]) -> String {
 /// input from filling memory.
 pub const MAX_BINARY_BYTES: u64 = 16 << 30;
 
-/// Reads a whole executable or debug file: a regular file, at most [`MAX_BINARY_BYTES`].
-fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
-    use std::io::Read;
+/// Opens an executable or debug file: a regular file, at most [`MAX_BINARY_BYTES`]; with its length.
+fn open_regular(path: &Path) -> Result<(std::fs::File, u64), DwarfError> {
     let io = |source| DwarfError::Io {
         path: path.to_owned(),
         source,
@@ -92,11 +97,21 @@ fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
     if meta.len() > MAX_BINARY_BYTES {
         return Err(refuse("over 16 GiB"));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    Ok((file, meta.len()))
+}
+
+/// Reads a whole executable or debug file (see [`open_regular`]).
+fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
+    use std::io::Read;
+    let (file, len) = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(len as usize);
     // Bounded also if the file grows while it is read.
     file.take(MAX_BINARY_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(io)?;
+        .map_err(|source| DwarfError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
     Ok(bytes)
 }
 

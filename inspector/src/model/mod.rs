@@ -64,6 +64,12 @@ pub struct DecodingInfo {
     pub plan_ns: u64,
     /// Distinct future types in the walk plan.
     pub plan_types: usize,
+    /// The plan was read from the plan cache (no DWARF read).
+    #[serde(default)]
+    pub plan_cached: bool,
+    /// Why the plan was not cached, or why a cached one was not used; one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -200,7 +206,7 @@ pub struct FrameNode {
     pub children: Vec<FrameNode>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(from = "FrameInfoFields")]
 pub struct FrameInfo {
     pub name: String,
@@ -208,15 +214,38 @@ pub struct FrameInfo {
     /// `None` for decoded combinators and awaited leaf futures.
     pub location: Option<Loc>,
     /// The await the future is suspended at (decoded from its state; the column is 0: DWARF has none).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Left out of a JSON document when absent.
     pub suspended_at: Option<Loc>,
-    /// For an annotated frame around a leaf future, the leaf's type as decoding saw it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// For an annotated frame around a leaf future, the leaf's type as decoding saw it. Left out of a
+    /// JSON document when absent.
     pub awaits_type: Option<String>,
     pub source: Source,
     /// Hash of the fields above, computed once: coalescing hashes every frame of every task.
-    #[serde(skip)]
     hash: u64,
+}
+
+/// A JSON document leaves absent optional fields out; a compact format (the plan cache's) has no
+/// field names, so it writes every field, in order.
+impl Serialize for FrameInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let every_field = !s.is_human_readable();
+        let mut st = s.serialize_struct("FrameInfo", 5)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("location", &self.location)?;
+        if every_field || self.suspended_at.is_some() {
+            st.serialize_field("suspended_at", &self.suspended_at)?;
+        } else {
+            st.skip_field("suspended_at")?;
+        }
+        if every_field || self.awaits_type.is_some() {
+            st.serialize_field("awaits_type", &self.awaits_type)?;
+        } else {
+            st.skip_field("awaits_type")?;
+        }
+        st.serialize_field("source", &self.source)?;
+        st.end()
+    }
 }
 
 /// [`FrameInfo`] as a document holds it: its hash is computed again on reading.

@@ -1,30 +1,32 @@
 //! One attached target: a connection to its agent, kept with the DWARF plan for as many snapshots as the
 //! caller takes (`dump` takes one).
 //!
-//! The binary's debug info is loaded once, at [`Session::attach`], and checked against the build-id the
-//! agent reports. The walk plan covers the root future types of the tasks alive so far; a snapshot that
-//! finds a task of a root type the plan has not seen plans again, from the DWARF already loaded,
-//! instead of decoding that task as unknown. A live view subscribes instead ([`Session::subscribe`]): the
-//! agent then sends what changed at every interval, the session keeps the agent's state current
-//! (`mirror`), and each [`Session::next_update`] is a whole dump of it. A new root type there plans again
-//! and subscribes anew with the new plan. What keeps chains from being decoded (no debug info,
+//! The walk plan covers every root future type of the binary, so a task of a root type first seen
+//! later needs no new plan; it comes from the plan cache when that has the running build's
+//! (`plan_cache`), else from the binary's DWARF, checked against the build-id the agent reports
+//! (`planner`). Only a runtime registered after the plan was made asks for a new one (with the runtime
+//! plan). A live view subscribes instead ([`Session::subscribe`]): the agent then sends what changed at
+//! every interval, the session keeps the agent's state current (`mirror`), and each
+//! [`Session::next_update`] is a whole dump of it. What keeps chains from being decoded (no debug info,
 //! another binary, a plan too big to send) is the dump's note, never an error: the annotated frames are
 //! still worth showing.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use asyncdump_protocol::{Handshake, SubscribeRequest, WalkInfo};
+use asyncdump_protocol::{Handshake, SubscribeRequest};
 
 use crate::client::Client;
 use crate::decode::Decoder;
-use crate::dwarf;
 use crate::error::TargetError;
 use crate::model::{ChainCache, DecodingInfo, Dump};
 use crate::target::Target;
 
 mod mirror;
+pub mod plan_cache;
+mod planner;
 pub use mirror::{Applied, COMPLETED_KEPT, Mirror, OutOfStep};
+use planner::Planner;
 
 /// How to attach.
 #[derive(Debug, Clone)]
@@ -35,6 +37,8 @@ pub struct SessionOptions {
     pub decode: bool,
     /// The longest any one reply may take to arrive whole (`--timeout`).
     pub timeout: std::time::Duration,
+    /// Read and keep walk plans in the plan cache (`false`: `--no-cache`).
+    pub cache: bool,
 }
 
 impl Default for SessionOptions {
@@ -43,25 +47,21 @@ impl Default for SessionOptions {
             binary: None,
             decode: true,
             timeout: crate::client::DEFAULT_TIMEOUT,
+            cache: true,
         }
     }
 }
 
-/// The target's DWARF, loaded once.
-struct Loaded {
-    debug: dwarf::Debug,
-    bias: u64,
-    load_ns: u64,
-    /// What the agent said while the DWARF was checked, for the first plan (asked again later).
-    info: Option<WalkInfo>,
-}
-
 pub struct Session {
     client: Client,
-    dwarf: Option<Loaded>,
-    /// The plan for `anchors`, and what the dump says about decoding.
-    decoder: Option<Decoder>,
-    anchors: Vec<u64>,
+    /// `None` when not decoding.
+    planner: Option<Planner>,
+    /// The plan, and whether it lists runtimes' tasks.
+    decoder: Option<(Decoder, bool)>,
+    /// Root anchors seen that the plan does not have (not in the DWARF): the dump's note says so.
+    unplanned: Vec<u64>,
+    /// Distinct root anchors seen.
+    anchors_seen: Vec<u64>,
     decoding: DecodingInfo,
     /// The open subscription, if any.
     live: Option<Live>,
@@ -134,16 +134,13 @@ fn connect_when_free(path: &Path, timeout: std::time::Duration) -> Result<Client
 }
 
 impl Session {
-    /// Connects, handshakes and, when decoding, loads the target's DWARF.
+    /// Connects, handshakes and, when decoding, checks which binary the target runs.
     pub fn attach(target: &Target, options: &SessionOptions) -> Result<Session, TargetError> {
         let mut client = connect(target, options.timeout)?;
-        let (dwarf, decoding) = if options.decode {
-            match load(&mut client, options.binary.as_deref())? {
-                Ok(loaded) => (Some(loaded), DecodingInfo::default()),
-                Err(note) => (
-                    None,
-                    DecodingInfo::off(format!("chains not decoded: {note}")),
-                ),
+        let (planner, decoding) = if options.decode {
+            match Planner::new(&mut client, options.binary.as_deref(), options.cache)? {
+                Ok(planner) => (Some(planner), DecodingInfo::default()),
+                Err(note) => (None, not_decoded(note)),
             }
         } else {
             let note = "chains not decoded (--no-decode): annotated frames only".to_owned();
@@ -151,9 +148,10 @@ impl Session {
         };
         Ok(Session {
             client,
-            dwarf,
+            planner,
             decoder: None,
-            anchors: Vec::new(),
+            unplanned: Vec::new(),
+            anchors_seen: Vec::new(),
             decoding,
             live: None,
         })
@@ -165,8 +163,8 @@ impl Session {
 
     /// One snapshot, decoded with the plan (planned again first if a root type is new).
     pub fn snapshot(&mut self, include_completed: bool) -> Result<Dump, TargetError> {
-        self.replan_if_new_roots()?;
-        let walk = self.decoder.as_ref().map(|d| d.plan.clone());
+        self.plan_for_live_tasks()?;
+        let walk = self.decoder.as_ref().map(|d| d.0.plan.clone());
         let (snap, rtt) = match self.client.snapshot(include_completed, walk) {
             // A plan too big to send: the annotated frames are still worth a dump.
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
@@ -182,7 +180,7 @@ impl Session {
             &self.client.handshake,
             &snap,
             rtt.as_nanos() as u64,
-            self.decoder.as_ref(),
+            self.decoder.as_ref().map(|d| &d.0),
             self.decoding.clone(),
             &mut ChainCache::default(),
         ))
@@ -194,7 +192,7 @@ impl Session {
         interval_ms: u32,
         include_completed: bool,
     ) -> Result<(), TargetError> {
-        self.replan_if_new_roots()?;
+        self.plan_for_live_tasks()?;
         self.live = Some(Live {
             interval_ms,
             include_completed,
@@ -213,7 +211,7 @@ impl Session {
         let req = SubscribeRequest {
             interval_ms: live.interval_ms,
             include_completed: live.include_completed,
-            walk: self.decoder.as_ref().map(|d| d.plan.clone()),
+            walk: self.decoder.as_ref().map(|d| d.0.plan.clone()),
         };
         match self.client.subscribe(req.clone()) {
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
@@ -245,14 +243,11 @@ impl Session {
                 // Its walks may follow a newer plan than the kept chains, at the same poll counts.
                 live.chains.clear();
             }
-            // Only the tasks this update carried can be of a root type the plan has not seen.
-            let new_roots: Vec<u64> = (applied.anchors.iter())
-                .filter(|a| !self.anchors.contains(a))
-                .copied()
-                .collect();
-            if self.dwarf.is_some() && !new_roots.is_empty() {
-                let runtimes = !live.mirror.snap.runtimes.is_empty();
-                self.plan(new_roots, runtimes);
+            let runtimes = !live.mirror.snap.runtimes.is_empty();
+            // Only the tasks this update carried can be of a root type not seen before.
+            self.note_unplanned(&applied.anchors);
+            if self.needs_plan(runtimes) {
+                self.plan(runtimes);
                 self.resubscribe()?;
             }
             let live = self.live.as_mut().expect("subscribed");
@@ -260,7 +255,7 @@ impl Session {
                 &self.client.handshake,
                 &live.mirror.snap,
                 0,
-                self.decoder.as_ref(),
+                self.decoder.as_ref().map(|d| &d.0),
                 self.decoding.clone(),
                 &mut live.chains,
             );
@@ -272,116 +267,87 @@ impl Session {
 
     /// Decoding off, because the plan is too big for the agent to take.
     fn drop_plan(&mut self, bytes: usize, max: usize) {
-        let types = self.decoder.take().map_or(0, |d| d.plan.types.len());
-        self.dwarf = None;
+        let types = self.decoder.take().map_or(0, |d| d.0.plan.types.len());
+        self.planner = None;
         self.decoding = DecodingInfo::off(format!(
             "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
         ));
     }
 
-    /// Plans the live tasks' root types, unless the plan covers them all already.
-    fn replan_if_new_roots(&mut self) -> Result<(), TargetError> {
-        let Some(loaded) = &mut self.dwarf else {
+    /// Makes the plan the live tasks need, unless the one made already serves.
+    fn plan_for_live_tasks(&mut self) -> Result<(), TargetError> {
+        let Some(planner) = &mut self.planner else {
             return Ok(());
         };
-        let info = match loaded.info.take() {
+        let info = match planner.first_info.take() {
             Some(info) => info,
             None => self.client.walk_info()?,
         };
-        let new = info.root_anchors.iter().any(|a| !self.anchors.contains(a));
-        if self.decoder.is_some() && !new {
-            return Ok(());
+        let runtimes = !info.runtimes.is_empty();
+        if self.needs_plan(runtimes) {
+            self.plan(runtimes);
         }
-        self.plan(info.root_anchors, !info.runtimes.is_empty());
+        self.note_unplanned(&info.root_anchors);
         Ok(())
     }
 
-    /// Plans again for the anchors known so far and `anchors` (a no-op without DWARF).
-    fn plan(&mut self, anchors: Vec<u64>, runtimes: bool) {
-        let Some(loaded) = &self.dwarf else {
+    /// Whether there is no plan yet, or one without the runtime plan a registered runtime needs.
+    fn needs_plan(&self, runtimes: bool) -> bool {
+        self.planner.is_some() && self.decoder.as_ref().is_none_or(|d| runtimes && !d.1)
+    }
+
+    /// Plans (a no-op when not decoding); a plan that cannot be made turns decoding off, with why.
+    fn plan(&mut self, runtimes: bool) {
+        let Some(planner) = &mut self.planner else {
             return;
         };
-        let start = Instant::now();
-        for a in anchors {
-            if !self.anchors.contains(&a) {
-                self.anchors.push(a);
+        match planner.plan(runtimes) {
+            Ok(planned) => {
+                self.decoder = Some((planned.decoder, planned.runtimes));
+                self.decoding = planned.decoding;
+                self.unplanned.clear();
+                let seen = std::mem::take(&mut self.anchors_seen);
+                self.note_unplanned(&seen);
+            }
+            Err(note) => {
+                self.planner = None;
+                self.decoder = None;
+                self.decoding = not_decoded(note);
             }
         }
-        let debug = &loaded.debug;
-        let decoder = Decoder::new(debug, &self.anchors, loaded.bias, runtimes);
-        let missing = self.anchors.len() - decoder.roots_found;
-        self.decoding = DecodingInfo {
-            enabled: true,
-            note: (missing > 0).then(|| {
-                format!(
-                    "{missing} of {} root future types are not in {}'s DWARF; those tasks show annotated frames only",
-                    self.anchors.len(),
-                    debug.path.display()
-                )
-            }),
-            debug_file: Some(debug.path.display().to_string()),
-            build_id: debug.build_id.clone(),
-            debug_info_bytes: debug.debug_info_bytes,
-            plan_ns: loaded.load_ns + start.elapsed().as_nanos() as u64,
-            plan_types: decoder.plan.types.len(),
-        };
-        self.decoder = Some(decoder);
         if let Some(live) = &mut self.live {
             live.chains.clear();
         }
     }
+
+    /// Counts the root anchors among `anchors` that the plan lacks (their type is not in the DWARF),
+    /// for the dump's note.
+    fn note_unplanned(&mut self, anchors: &[u64]) {
+        let Some((decoder, _)) = &self.decoder else {
+            return;
+        };
+        for &a in anchors {
+            if self.anchors_seen.contains(&a) {
+                continue;
+            }
+            self.anchors_seen.push(a);
+            if !decoder.plan.roots.iter().any(|r| r.0 == a) {
+                self.unplanned.push(a);
+            }
+        }
+        let missing = self.unplanned.len();
+        self.decoding.note = (missing > 0).then(|| {
+            format!(
+                "{missing} of {} root future types are not in {}'s DWARF; those tasks show annotated frames only",
+                self.anchors_seen.len(),
+                self.decoding.debug_file.as_deref().unwrap_or("the binary")
+            )
+        });
+    }
 }
 
-/// Loads the DWARF of the process `client` talks to (or of `binary`), checked against the build-id the
-/// agent reads from what the loader mapped. `Ok(Err(note))`: decoding is off, and why.
-fn load(client: &mut Client, binary: Option<&Path>) -> Result<Result<Loaded, String>, TargetError> {
-    let start = Instant::now();
-    let pid = client.handshake.pid;
-    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-    let path = binary.unwrap_or(&exe);
-    let info = client.walk_info()?;
-    if let Some(why) = &info.walks_refused {
-        return Ok(Err(format!(
-            "the agent allows this client no memory walks: {why}"
-        )));
-    }
-    let debug = match dwarf::Debug::load(path) {
-        Ok(d) => d,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    // The agent reads its build-id from the notes the loader mapped: the truth about what runs, whether
-    // the file on disk was replaced, `--binary` names another build, or the pid is another namespace's.
-    let running = match info.build_id.as_deref().map(dwarf::hex) {
-        Some(id) => Some(id),
-        None if binary.is_some() => match dwarf::build_id(&exe) {
-            Ok(id) => id,
-            Err(e) => {
-                return Ok(Err(format!(
-                    "cannot check the running binary's build-id: {e}"
-                )));
-            }
-        },
-        None => None,
-    };
-    if running.is_some() && running != debug.build_id {
-        let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "none".into());
-        return Ok(Err(format!(
-            "{} (build-id {}) is not the binary process {pid} runs (build-id {}); pass the matching build with --binary",
-            path.display(),
-            id(&debug.build_id),
-            id(&running)
-        )));
-    }
-    let bias = match dwarf::load_bias(pid, debug.vaddr_at_zero) {
-        Ok(b) => b,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    Ok(Ok(Loaded {
-        debug,
-        bias,
-        load_ns: start.elapsed().as_nanos() as u64,
-        info: Some(info),
-    }))
+fn not_decoded(note: String) -> DecodingInfo {
+    DecodingInfo::off(format!("chains not decoded: {note}"))
 }
 
 #[cfg(test)]
@@ -396,5 +362,6 @@ mod tests {
         send::<Session>();
         shared::<Dump>();
         shared::<Decoder>();
+        send::<plan_cache::Entry>();
     }
 }

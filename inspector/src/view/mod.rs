@@ -1,5 +1,6 @@
 //! Rendering a [`crate::model::Dump`]: [`text`] (dumpasync-style, for people) and [`json`] (for tools).
 
+pub mod folded;
 pub mod json;
 pub mod names;
 pub mod text;

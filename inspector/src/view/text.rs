@@ -56,7 +56,7 @@ pub struct Style {
 }
 
 impl Style {
-    fn path<'a>(&self, file: &'a str) -> &'a str {
+    pub fn path<'a>(&self, file: &'a str) -> &'a str {
         if self.full_paths {
             file
         } else {
@@ -265,12 +265,13 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         }
         let _ = writeln!(
             out,
-            " · {} future types planned in {}",
+            " · {} future types planned in {}{}",
             dec.plan_types,
-            Dur(dec.plan_ns)
+            Dur(dec.plan_ns),
+            if dec.plan_cached { " (plan cache)" } else { "" }
         );
     }
-    if let Some(note) = &dec.note {
+    for note in [&dec.note, &dec.cache_note].into_iter().flatten() {
         let _ = writeln!(out, "note: {note}");
     }
     let _ = writeln!(

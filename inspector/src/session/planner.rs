@@ -1,0 +1,215 @@
+//! Where a session's walk plan comes from: the plan cache when it has this binary's, else the binary's
+//! DWARF, read at most once per session and planned for every root future type it has (so a task of a
+//! root type first seen later needs no new plan), then kept in the cache.
+//!
+//! The running binary is known by the build-id the agent reads from what the loader mapped; `--binary`
+//! must name a build with the same one. A plan is made at load bias 0 and moved to the process's.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use asyncdump_protocol::WalkInfo;
+
+use super::plan_cache::{Entry, Lookup, PlanCache};
+use crate::client::Client;
+use crate::decode::Decoder;
+use crate::dwarf;
+use crate::error::TargetError;
+use crate::model::DecodingInfo;
+
+/// Plans for one attached process.
+pub(super) struct Planner {
+    pid: u32,
+    /// The file the DWARF is read from: `--binary`, else `/proc/PID/exe`.
+    path: PathBuf,
+    /// The running executable's build-id, hex: the cache's key.
+    build_id: Option<String>,
+    /// `Err`: why plans are not cached (no cache directory); `Err(None)`: `--no-cache`, said by the
+    /// user, so the dump need not say it again.
+    cache: Result<PlanCache, Option<String>>,
+    /// The DWARF, once a plan had to be made from it.
+    dwarf: Option<Loaded>,
+    /// What the agent said while the planner was made, for the first plan.
+    pub(super) first_info: Option<WalkInfo>,
+}
+
+/// The binary's DWARF, loaded once.
+struct Loaded {
+    debug: dwarf::Debug,
+    load_ns: u64,
+}
+
+/// A plan moved to the process's load bias, and what the dump says about it.
+pub(super) struct Planned {
+    pub decoder: Decoder,
+    pub decoding: DecodingInfo,
+    /// Whether the plan lists tokio runtimes' tasks.
+    pub runtimes: bool,
+}
+
+impl Planner {
+    /// Asks the agent whether this client may walk its memory and which binary it runs, and checks
+    /// `binary` against it. `Ok(Err(note))`: decoding is off, and why.
+    pub(super) fn new(
+        client: &mut Client,
+        binary: Option<&Path>,
+        cache: bool,
+    ) -> Result<Result<Planner, String>, TargetError> {
+        let pid = client.handshake.pid;
+        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+        let info = client.walk_info()?;
+        if let Some(why) = &info.walks_refused {
+            return Ok(Err(format!(
+                "the agent allows this client no memory walks: {why}"
+            )));
+        }
+        // The agent's word is the truth about what runs, whether the file on disk was replaced,
+        // `--binary` names another build, or the pid is another namespace's.
+        let running = match info.build_id.as_deref().map(dwarf::hex) {
+            Some(id) => Some(id),
+            None if binary.is_some() => match dwarf::build_id(&exe) {
+                Ok(id) => id,
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "cannot check the running binary's build-id: {e}"
+                    )));
+                }
+            },
+            None => None,
+        };
+        if let (Some(path), Some(running)) = (binary, &running) {
+            // A binary without type info is still checked by its own build-id: its separate debug
+            // file is found by it.
+            let given = dwarf::build_id(path).map_err(|e| e.to_string());
+            match given {
+                Ok(given) if given.as_ref() == Some(running) => {}
+                Ok(given) => return Ok(Err(not_running(path, given.as_deref(), running, pid))),
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        let cache = if cache {
+            PlanCache::open().map_err(Some)
+        } else {
+            Err(None)
+        };
+        Ok(Ok(Planner {
+            pid,
+            path: binary.map_or(exe, Path::to_owned),
+            build_id: running,
+            cache,
+            dwarf: None,
+            first_info: Some(info),
+        }))
+    }
+
+    /// A plan for every root future type, with the runtime plan if `runtimes`: from the cache if it
+    /// has one, else from the DWARF (then cached). `Err(note)`: decoding is off, and why.
+    pub(super) fn plan(&mut self, runtimes: bool) -> Result<Planned, String> {
+        let start = Instant::now();
+        let mut cache_note = None;
+        if let (Ok(cache), Some(id)) = (&self.cache, &self.build_id) {
+            match cache.get(id, runtimes) {
+                Lookup::Hit(entry) => {
+                    let mut planned = self.placed(*entry, start)?;
+                    planned.decoding.plan_cached = true;
+                    return Ok(planned);
+                }
+                Lookup::Miss => {}
+                Lookup::Ignored(why) => cache_note = Some(why),
+            }
+        }
+        let loaded_now = self.dwarf.is_none();
+        let loaded = match &mut self.dwarf {
+            Some(loaded) => loaded,
+            none => none.insert(load(&self.path, self.build_id.as_deref(), self.pid)?),
+        };
+        let plan_start = Instant::now();
+        let decoder = Decoder::for_every_root(&loaded.debug, runtimes);
+        let debug = &loaded.debug;
+        let debug_path = debug.path.clone();
+        let plan_ns =
+            plan_start.elapsed().as_nanos() as u64 + if loaded_now { loaded.load_ns } else { 0 };
+        let entry = Entry {
+            build_id: self.build_id.clone().unwrap_or_default(),
+            runtimes,
+            debug_file: lasting_name(&debug.path),
+            debug_info_bytes: debug.debug_info_bytes,
+            vaddr_at_zero: debug.vaddr_at_zero,
+            plan_ns,
+            decoder,
+        };
+        match (&self.cache, &self.build_id) {
+            (Ok(cache), Some(_)) => {
+                if let Err(why) = cache.put(&entry) {
+                    cache_note.get_or_insert(why);
+                }
+            }
+            (Ok(_), None) => {
+                cache_note = Some("not cached: the binary has no build-id to key it by".into())
+            }
+            (Err(Some(why)), _) => cache_note = Some(format!("not cached: {why}")),
+            (Err(None), _) => {}
+        }
+        let mut planned = self.placed(entry, start)?;
+        planned.decoding.debug_file = Some(debug_path.display().to_string());
+        planned.decoding.plan_ns = plan_ns;
+        planned.decoding.cache_note = cache_note;
+        Ok(planned)
+    }
+
+    /// `entry`'s plan moved to where the process loaded the executable.
+    fn placed(&self, entry: Entry, start: Instant) -> Result<Planned, String> {
+        let bias = dwarf::load_bias(self.pid, entry.vaddr_at_zero).map_err(|e| e.to_string())?;
+        let mut decoder = entry.decoder;
+        decoder.rebase(bias);
+        let decoding = DecodingInfo {
+            enabled: true,
+            note: None,
+            debug_file: Some(entry.debug_file),
+            build_id: self.build_id.clone(),
+            debug_info_bytes: entry.debug_info_bytes,
+            plan_ns: start.elapsed().as_nanos() as u64,
+            plan_types: decoder.plan.types.len(),
+            plan_cached: false,
+            cache_note: None,
+        };
+        Ok(Planned {
+            decoder,
+            decoding,
+            runtimes: entry.runtimes,
+        })
+    }
+}
+
+/// The name of the file the DWARF came from that still means something after the process is gone:
+/// `/proc/PID/exe` resolved to the executable's path.
+fn lasting_name(path: &Path) -> String {
+    let resolved = path
+        .starts_with("/proc")
+        .then(|| std::fs::read_link(path).ok())
+        .flatten();
+    resolved.as_deref().unwrap_or(path).display().to_string()
+}
+
+fn not_running(path: &Path, given: Option<&str>, running: &str, pid: u32) -> String {
+    format!(
+        "{} (build-id {}) is not the binary process {pid} runs (build-id {running}); pass the matching build with --binary",
+        path.display(),
+        given.unwrap_or("none"),
+    )
+}
+
+/// Loads the DWARF of `path`, checked against the running binary's build-id.
+fn load(path: &Path, running: Option<&str>, pid: u32) -> Result<Loaded, String> {
+    let start = Instant::now();
+    let debug = dwarf::Debug::load(path).map_err(|e| e.to_string())?;
+    if let Some(running) = running
+        && debug.build_id.as_deref() != Some(running)
+    {
+        return Err(not_running(path, debug.build_id.as_deref(), running, pid));
+    }
+    Ok(Loaded {
+        debug,
+        load_ns: start.elapsed().as_nanos() as u64,
+    })
+}
