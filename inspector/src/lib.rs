@@ -19,6 +19,7 @@ pub mod file;
 pub mod model;
 pub mod ps;
 pub mod session;
+pub mod source_path;
 pub mod target;
 pub mod view;
 pub mod watch;

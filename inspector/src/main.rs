@@ -56,9 +56,13 @@ enum Command {
         /// Also resolve each live task of this process to its root future's type in the DWARF.
         #[arg(long)]
         pid: Option<u32>,
-        /// Print JSON instead of text.
+        /// Print JSON instead of text (whose paths are always whole).
         #[arg(long)]
         json: bool,
+        /// Print source paths whole (text shows a dependency's from its crate's directory, the
+        /// standard library's from `std/`).
+        #[arg(long)]
+        full_paths: bool,
     },
     /// Watch a process's tasks and chains live in the terminal (`?` lists the keys).
     Watch {
@@ -334,7 +338,15 @@ fn run(cli: Cli, out: &mut dyn std::fmt::Write) -> Result<()> {
             ..
         } => dump(&Target::parse(&target), &options, out)?,
         Command::Dump { .. } => unreachable!("clap requires a target or --from"),
-        Command::Index { binary, pid, json } => out.write_str(&index(binary, pid, json)?)?,
+        Command::Index {
+            binary,
+            pid,
+            json,
+            full_paths,
+        } => {
+            let style = view::text::Style { full_paths };
+            out.write_str(&index(binary, pid, json, style)?)?
+        }
         Command::Watch {
             from: Some(path),
             stuck_after,
@@ -412,7 +424,12 @@ struct ResolvedTask {
     root_type: Option<String>,
 }
 
-fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Result<String> {
+fn index(
+    binary: Option<std::path::PathBuf>,
+    pid: Option<u32>,
+    json: bool,
+    style: view::text::Style,
+) -> Result<String> {
     let binary = match (binary, pid) {
         (Some(b), _) => b,
         (None, Some(pid)) => std::path::PathBuf::from(format!("/proc/{pid}/exe")),
@@ -473,11 +490,15 @@ fn index(binary: Option<std::path::PathBuf>, pid: Option<u32>, json: bool) -> Re
     if !tasks.is_empty() {
         out.push('\n');
     }
-    out.push_str(&render_index(&index, took));
+    out.push_str(&render_index(&index, took, style));
     Ok(out)
 }
 
-fn render_index(index: &dwarf::Index, took: std::time::Duration) -> String {
+fn render_index(
+    index: &dwarf::Index,
+    took: std::time::Duration,
+    style: view::text::Style,
+) -> String {
     use std::fmt::Write;
     // The same type is described again in each codegen unit: print each distinct one once.
     let mut seen = std::collections::HashSet::new();
@@ -491,7 +512,8 @@ fn render_index(index: &dwarf::Index, took: std::time::Duration) -> String {
             let awaits = s.awaitee.as_ref().map_or("?".to_owned(), |a| {
                 format!("{} at +{}", a.type_name, a.offset)
             });
-            let _ = writeln!(text, "  {} {}:{} awaits {awaits}", s.name, s.file, s.line);
+            let file = style.path(&s.file);
+            let _ = writeln!(text, "  {} {file}:{} awaits {awaits}", s.name, s.line);
         }
         if seen.insert(text.clone()) {
             body.push_str(&text);

@@ -574,3 +574,25 @@ fn a_separate_debug_file_is_found_by_build_id() {
     let note = missing["decoding"]["note"].as_str().unwrap();
     assert!(note.contains("has no type debug info"), "{note}");
 }
+
+#[test]
+fn a_leaf_wrapped_in_tokio_s_budget_is_named_by_the_future_it_wraps() {
+    // `broadcast::Receiver::recv` awaits `Coop<Recv<()>>`: the task waits on the `Recv`.
+    let fx = Fixture::start("plain_chain", &["--depth", "1", "--broadcast", "1"]);
+    let text = dump(fx.pid, &[]);
+    let s = section(&text, "task 2 \"plain-broadcast\"");
+    let chain = chain_lines(&s);
+    assert_eq!(
+        chain[0],
+        format!(
+            "  plain_chain::listen at {} [decoded]",
+            at_line("plain_chain", "rx.recv().await")
+        )
+    );
+    assert!(
+        chain[1].starts_with("    tokio::sync::broadcast::Receiver::recv<()> at tokio-1."),
+        "{chain:#?}"
+    );
+    assert_eq!(chain[2], "      awaiting tokio::sync::broadcast::Recv<()>");
+    assert_eq!(chain.len(), 3, "{chain:#?}");
+}

@@ -126,3 +126,27 @@ fn async_blocks_that_share_a_type_name_resolve_to_different_types() {
     }
     assert_ne!(a["root_type"], b["root_type"]);
 }
+
+#[test]
+fn a_dependency_s_file_reads_from_its_crate_and_never_as_the_program_s_own() {
+    let binary = bin("demo_service");
+    let text = asyncdump_ok(&["index", binary.to_str().unwrap()]);
+    let files: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  Suspend"))
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    let listener = files
+        .iter()
+        .find(|f| f.contains("/src/net/tcp/listener.rs:"))
+        .expect("tokio's TcpListener::accept");
+    assert!(listener.starts_with("tokio-1."), "{listener}");
+    // A file relative to its crate was a dependency's: the program's own are under fixtures/.
+    let bare: Vec<&&str> = files.iter().filter(|f| f.starts_with("src/")).collect();
+    assert!(bare.is_empty(), "{bare:?}");
+    let whole = asyncdump_ok(&["index", binary.to_str().unwrap(), "--full-paths"]);
+    assert!(
+        whole.contains("/registry/src/") && whole.contains("/tokio-1."),
+        "whole paths"
+    );
+}

@@ -757,7 +757,7 @@ impl Builder<'_> {
             classified
         };
         if self.descended.remove(&die).is_some() {
-            let name = short_type(&self.debug.qualified_name(die));
+            let name = self.leaf_name(die);
             self.hand_written.insert(t, Arc::new(leaf(name)));
         }
         self.types[t as usize] = plan;
@@ -793,8 +793,38 @@ impl Builder<'_> {
     }
 
     fn leaf(&self, die: u64) -> (TypePlan, Kind) {
-        let name = short_type(&self.debug.qualified_name(die));
+        let name = self.leaf_name(die);
         (TypePlan::default(), Kind::Leaf(Arc::new(leaf(name))))
+    }
+
+    /// A leaf future's name: its type's, or for a wrapper of one future (`Coop<Recv<()>>`, tokio's
+    /// budget around a receive) the wrapped future's, which is what the task awaits.
+    fn leaf_name(&self, mut die: u64) -> String {
+        for _ in 0..8 {
+            match self.wrapped(die) {
+                Some(inner) => die = inner,
+                None => break,
+            }
+        }
+        short_type(&self.debug.qualified_name(die))
+    }
+
+    /// The type a structure wraps: its only member's, when that is one of the structure's own type
+    /// parameters (`struct Coop<F> { fut: F }`).
+    fn wrapped(&self, die: u64) -> Option<u64> {
+        let node = self.debug.node(die)?;
+        let [(_, _, member)] = self.members(die)[..] else {
+            return None;
+        };
+        let member = self.strip(member);
+        let is_param = |c: &crate::dwarf::Node| {
+            c.tag == constants::DW_TAG_template_type_parameter
+                && c.type_ref.map(|t| self.strip(t)) == Some(member)
+        };
+        node.children
+            .iter()
+            .any(|&c| is_param(&self.debug.nodes[c]))
+            .then_some(member)
     }
 
     /// The data members of a structure: (name, offset, type DIE).

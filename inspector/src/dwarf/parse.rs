@@ -244,6 +244,10 @@ fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) 
             .ok()
             .map(|s| s.to_string_lossy().into_owned())
     };
+    let comp_dir = unit
+        .comp_dir
+        .as_ref()
+        .map(|d| d.to_string_lossy().into_owned());
     // DWARF 5 numbers files from 0, earlier versions from 1: ask for each index the header can answer.
     let count = header.file_names().len() as u64 + 1;
     (0..count)
@@ -252,10 +256,11 @@ fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) 
                 .file(i)
                 .and_then(|f| {
                     let name = string(f.path_name())?;
-                    match f.directory(header).and_then(string) {
-                        Some(dir) if !name.starts_with('/') => Some(format!("{dir}/{name}")),
-                        _ => Some(name),
-                    }
+                    let name = match f.directory(header).and_then(string) {
+                        Some(dir) if !name.starts_with('/') => format!("{dir}/{name}"),
+                        _ => name,
+                    };
+                    Some(crate::source_path::in_unit(name, comp_dir.as_deref()))
                 })
                 .unwrap_or_default()
         })

@@ -1,5 +1,6 @@
 //! Type, frame and file names as people read them in text: generic arguments shortened, and source
-//! paths of dependencies and the standard library from their crate's directory on.
+//! paths of dependencies and the standard library from their crate's directory on
+//! ([`short_path`], from [`crate::source_path`]).
 //!
 //! Framework futures carry their whole service stack in their generic arguments
 //! (`handle_connection::{async block#3}<tokio::net::tcp::listener::TcpListener, axum::routing::Router<()>, …>`),
@@ -10,6 +11,8 @@
 //! `--json` keeps every name whole.
 
 use std::borrow::Cow;
+
+pub use crate::source_path::short_path;
 
 /// Longest name shown as it is.
 pub const NAME_MAX: usize = 80;
@@ -46,28 +49,6 @@ pub fn short(name: &str) -> Cow<'_, str> {
     }
     out.push_str(rest);
     Cow::Owned(out)
-}
-
-/// A source path as people read it: a file of a crate from cargo's registry from the crate's directory
-/// on (from the checkout's, for a git dependency) (`tokio-1.54.1/src/sync/mpsc/bounded.rs`), one of the standard library's from
-/// the library's (`std/src/thread/mod.rs`, not `/rustc/<commit>/library/std/…`). Any other path, the
-/// program's own, is kept as it is.
-pub fn short_path(file: &str) -> &str {
-    if let Some(i) = file.find("/registry/src/") {
-        // The index's directory comes next, then the crate's.
-        let rest = &file[i + "/registry/src/".len()..];
-        return rest.find('/').map_or(rest, |j| &rest[j + 1..]);
-    }
-    if let Some(i) = file.find("/git/checkouts/") {
-        // `<repository>-<hash>/<revision>/…`: the repository names it.
-        return &file[i + "/git/checkouts/".len()..];
-    }
-    if let Some(rest) = file.strip_prefix("/rustc/")
-        && let Some(i) = rest.find("/library/")
-    {
-        return &rest[i + "/library/".len()..];
-    }
-    file
 }
 
 /// Bytes of the `<…>` group `s` starts with, through its closing `>`; `None` if it never closes.
@@ -144,31 +125,6 @@ fn flush(out: &mut String, segments: &mut Vec<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dependency_and_standard_library_paths_start_at_their_crate() {
-        assert_eq!(
-            short_path(
-                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.54.1/src/sync/mpsc/bounded.rs"
-            ),
-            "tokio-1.54.1/src/sync/mpsc/bounded.rs"
-        );
-        assert_eq!(
-            short_path("/home/u/.cargo/git/checkouts/hyper-3a1b/5e2c1d0/src/proto/h1/dispatch.rs"),
-            "hyper-3a1b/5e2c1d0/src/proto/h1/dispatch.rs"
-        );
-        assert_eq!(
-            short_path(
-                "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/std/src/thread/mod.rs"
-            ),
-            "std/src/thread/mod.rs"
-        );
-        assert_eq!(
-            short_path("fixtures/src/bin/plain_tasks.rs"),
-            "fixtures/src/bin/plain_tasks.rs"
-        );
-        assert_eq!(short_path("/srv/app/src/main.rs"), "/srv/app/src/main.rs");
-    }
 
     #[test]
     fn paths_inside_generic_arguments_keep_their_last_segment() {

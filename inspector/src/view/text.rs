@@ -127,9 +127,11 @@ fn group<W: Write + ?Sized>(out: &mut W, g: &Group, labels: &Labels<'_>, style: 
         state_word(g.state),
     );
     if let (Some(min), Some(max)) = (g.min_age_ns, g.max_age_ns) {
-        let _ = write!(out, " · {} {}", age_word(g.state), Dur(min));
+        let (min, max) = (Dur(min).to_string(), Dur(max).to_string());
+        let _ = write!(out, " · {} {min}", age_word(g.state));
+        // Ages that read the same are one value, not a range (`4.10s–4.10s`).
         if min != max {
-            let _ = write!(out, "–{}", Dur(max));
+            let _ = write!(out, "–{max}");
         }
     }
     let _ = out.write_char('\n');
@@ -575,6 +577,22 @@ mod tests {
             ]
         );
         assert_eq!(body[6], "  delegate: none");
+    }
+
+    #[test]
+    fn a_group_whose_ages_read_the_same_shows_one_age_not_a_range() {
+        let dump = Dump::build(&handshake(), &sample(), 0);
+        let mut groups = coalesce(&dump.tasks);
+        let header = |g: &Group| {
+            let mut out = String::new();
+            group(&mut out, g, &Labels(FastMap::default()), Style::default());
+            out.lines().next().unwrap().to_owned()
+        };
+        let g = &mut groups[0];
+        (g.min_age_ns, g.max_age_ns) = (Some(4_100_000_000), Some(4_101_000_000));
+        assert!(header(g).ends_with(" 4.10s"), "{}", header(g));
+        g.max_age_ns = Some(4_200_000_000);
+        assert!(header(g).ends_with(" 4.10s–4.20s"), "{}", header(g));
     }
 
     #[test]
