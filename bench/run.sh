@@ -27,6 +27,7 @@ echo
 echo "## init() alone"
 python3 bench/init_alone.py target/criterion
 cargo build --release -q -p asyncdump -p asyncdump-fixtures
+cargo build -q -p asyncdump-fixtures --bin axum_service
 echo
 echo "## Snapshot cost"
 python3 bench/snapshot.py
