@@ -11,6 +11,10 @@
 /// the library's (`std/src/thread/mod.rs`, not `/rustc/<commit>/library/std/…`). Any other path, the
 /// program's own, is kept as it is.
 pub fn short_path(file: &str) -> &str {
+    // Every path shortened here is absolute; the program's own files, most of a dump, are not.
+    if !file.starts_with('/') {
+        return file;
+    }
     if let Some(i) = file.find("/registry/src/") {
         // The index's directory comes next, then the crate's.
         let rest = &file[i + "/registry/src/".len()..];

@@ -33,15 +33,31 @@ pub(super) struct Chain {
     pub searched: std::sync::Arc<str>,
 }
 
-/// Chains by agent task id; a fresh one for a one-off dump.
+/// Chains by agent task id, kept from one dump to the next of a live view.
 #[derive(Debug, Default)]
 pub struct ChainCache {
     chains: FastMap<u64, (ChainKey, Chain)>,
     /// Ids seen by the last dump built with this cache: the others are dropped after it.
     seen: Vec<u64>,
+    /// A one-off dump's: keeps nothing, and its tasks get no search text (a live view's `/`).
+    one_off: bool,
 }
 
 impl ChainCache {
+    /// For a dump that is built once and printed: nothing is kept, and the text a live view searches
+    /// is not made (its search falls back to reading the chain).
+    pub fn one_off() -> ChainCache {
+        ChainCache {
+            one_off: true,
+            ..ChainCache::default()
+        }
+    }
+
+    /// Whether chains built with this cache are kept (and made searchable) for later dumps.
+    pub(super) fn keeps(&self) -> bool {
+        !self.one_off
+    }
+
     /// Forgets every chain: after a new plan, kept chains were decoded with the old one.
     pub fn clear(&mut self) {
         self.chains.clear();
@@ -59,7 +75,9 @@ impl ChainCache {
     }
 
     pub(super) fn saw(&mut self, id: u64) {
-        self.seen.push(id);
+        if !self.one_off {
+            self.seen.push(id);
+        }
     }
 
     /// Drops the chains of tasks the last dump did not have.

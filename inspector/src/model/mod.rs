@@ -540,7 +540,7 @@ impl Dump {
             })
             .collect();
         cache.sweep();
-        tasks.extend(listed.views(decoder));
+        tasks.extend(listed.views(decoder, cache.keeps()));
         listed.join_edges(&mut tasks, decoder);
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
@@ -854,7 +854,7 @@ fn task_view(
         decode_note: chain.decode_note,
         searched: chain.searched,
     };
-    if fresh {
+    if fresh && cache.keeps() {
         view.searched = view.search_text();
         let chain = Chain {
             frames: view.frames.clone(),

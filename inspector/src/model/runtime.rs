@@ -110,18 +110,25 @@ impl<'a> Listed<'a> {
     }
 
     /// The listed tasks the agent has no record of, in the order of tokio's ids (the order of spawning).
-    pub(super) fn views(&self, decoder: Option<&Decoder>) -> Vec<TaskView> {
+    /// With `searchable`, each view gets the text a live view's search looks in.
+    pub(super) fn views(&self, decoder: Option<&Decoder>, searchable: bool) -> Vec<TaskView> {
         let mut views: Vec<TaskView> = self
             .tasks
             .iter()
             .filter(|(_, key)| key & TOKIO_ONLY != 0)
-            .map(|&(t, key)| self.view(t, key, decoder))
+            .map(|&(t, key)| self.view(t, key, decoder, searchable))
             .collect();
         views.sort_unstable_by_key(|v| v.id);
         views
     }
 
-    fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Decoder>) -> TaskView {
+    fn view(
+        &self,
+        t: &RuntimeTask,
+        key: u64,
+        decoder: Option<&Decoder>,
+        searchable: bool,
+    ) -> TaskView {
         let state = self.state(t.state);
         let mut awaits_tasks = Vec::new();
         let (mut frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
@@ -163,7 +170,9 @@ impl<'a> Listed<'a> {
             decode_note: decode_note.map(Arc::from),
             searched: Arc::from(""),
         };
-        view.searched = view.search_text();
+        if searchable {
+            view.searched = view.search_text();
+        }
         view
     }
 

@@ -182,7 +182,7 @@ impl Session {
             rtt.as_nanos() as u64,
             self.decoder.as_ref().map(|d| &d.0),
             self.decoding.clone(),
-            &mut ChainCache::default(),
+            &mut ChainCache::one_off(),
         ))
     }
 

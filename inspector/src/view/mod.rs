@@ -44,7 +44,9 @@ impl<W: std::io::Write> std::fmt::Write for IoWriter<W> {
 /// the window or hide a line. Borrowed when there is nothing to escape.
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() && c != '\n';
-    if !s.chars().any(unsafe_char) {
+    // Printable ASCII, nearly all of any dump, is checked a byte at a time (the loop vectorises).
+    let plain_ascii = s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\n');
+    if plain_ascii || !s.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
