@@ -596,3 +596,27 @@ fn a_leaf_wrapped_in_tokio_s_budget_is_named_by_the_future_it_wraps() {
     assert_eq!(chain[2], "      awaiting tokio::sync::broadcast::Recv<()>");
     assert_eq!(chain.len(), 3, "{chain:#?}");
 }
+
+#[test]
+fn the_task_holding_a_oneshot_s_sender_is_named_as_the_one_that_can_wake_the_receiver() {
+    let fx = Fixture::start("plain_chain", &["--depth", "2", "--sender", "1"]);
+    let text = dump(fx.pid, &[]);
+    let s = section(&text, "task 1 \"plain-chain\"");
+    assert!(
+        s.contains(&"  delegate (decoded): tokio::sync::oneshot::Receiver<u32> holds this task's waker · its sender is held by task 2 \"plain-sender\"".to_owned()),
+        "{s:#?}"
+    );
+    let doc = dump_json(fx.pid, &[]);
+    let chain = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "plain-chain")
+        .unwrap();
+    assert_eq!(chain["decoded_delegates"][0]["sender_held_by"], 2);
+
+    // A sender nobody holds across an await (this one is forgotten) names nobody.
+    let alone = Fixture::start("plain_chain", &["--depth", "2"]);
+    let text = dump(alone.pid, &[]);
+    assert!(!text.contains("its sender is held by"), "{text}");
+}

@@ -74,6 +74,9 @@ enum Kind {
     WakerVtable,
     /// The registered waker's data pointer: a task cell, if it is an asyncdump waker.
     WakerData,
+    /// A `tokio::sync::oneshot::Sender` held across an await: its channel's address in the
+    /// discriminant, matched to a receiver's to name who can wake it. Never shown.
+    OneshotSender,
     /// A leaf future.
     Leaf(Arc<FrameInfo>),
 }
@@ -115,6 +118,8 @@ pub struct Decoder {
 pub struct TaskRefs {
     pub cells: FastMap<u64, u64>,
     pub headers: FastMap<u64, u64>,
+    /// The oneshot channels whose `Sender` a task holds across an await: channel address → task.
+    pub senders: FastMap<u64, u64>,
 }
 
 impl Decoder {
@@ -264,7 +269,13 @@ impl Decoder {
             }
             let internal = matches!(
                 kind,
-                Some(Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData | Kind::SelectMask)
+                Some(
+                    Kind::OneshotInner
+                        | Kind::WakerVtable
+                        | Kind::WakerData
+                        | Kind::SelectMask
+                        | Kind::OneshotSender
+                )
             );
             let parent_skipped = parent.is_some_and(|p| placed[p].skipped);
             if !parent_skipped {
@@ -362,7 +373,10 @@ impl Decoder {
                             here.attach = Some(d);
                             here.join = Some(d);
                         }
-                        Kind::OneshotInner | Kind::WakerVtable | Kind::WakerData => {}
+                        Kind::OneshotInner
+                        | Kind::WakerVtable
+                        | Kind::WakerData
+                        | Kind::OneshotSender => {}
                         Kind::CellRef { .. } | Kind::HeaderRef if n.status != NodeStatus::Read => {}
                         Kind::AgentRoot => {}
                         Kind::CellRef { .. } | Kind::HeaderRef => {
@@ -447,6 +461,17 @@ impl Decoder {
                 arena.push(placed[i].attach, self.hand_written[&walk[i].ty].clone());
             }
         }
+    }
+
+    /// The oneshot channels whose `Sender` the walked task holds (their addresses).
+    pub fn senders_held<'w>(&'w self, walk: &'w [WalkNode]) -> impl Iterator<Item = u64> + 'w {
+        walk.iter().filter_map(|n| {
+            let sender = matches!(self.kinds.get(n.ty as usize), Some(Kind::OneshotSender));
+            (sender && n.status == NodeStatus::Read)
+                .then_some(n.discr)
+                .flatten()
+                .filter(|&p| p != 0)
+        })
     }
 
     /// The agent's task cell that a runtime task's walk leads to, when the task was spawned through the
@@ -536,6 +561,7 @@ impl Decoder {
                 foreign_vtable: (registered && !ours).then_some(vtable).flatten(),
                 value_sent: state & ONESHOT_VALUE_SENT != 0,
                 closed: state & ONESHOT_CLOSED != 0,
+                sender_held_by: refs.senders.get(&n.addr).copied(),
             });
         }
         out
@@ -585,6 +611,9 @@ pub struct DecodedDelegate {
     pub value_sent: bool,
     /// The sender was dropped.
     pub closed: bool,
+    /// The task that holds the `Sender` across an await, when a walk found it: who can wake this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_held_by: Option<u64>,
 }
 
 /// Where `merge` put one walk node.
@@ -809,14 +838,23 @@ impl Builder<'_> {
         short_type(&self.debug.qualified_name(die))
     }
 
-    /// The type a structure wraps: its only member's, when that is one of the structure's own type
-    /// parameters (`struct Coop<F> { fut: F }`).
+    /// The future a structure wraps: its only member's type, when that is one of the structure's own
+    /// type parameters (`struct Coop<F> { fut: F }`) and a structure or enum, but not a closure
+    /// (`PollFn<F> { f: F }` is the future; its closure is not).
     fn wrapped(&self, die: u64) -> Option<u64> {
         let node = self.debug.node(die)?;
         let [(_, _, member)] = self.members(die)[..] else {
             return None;
         };
         let member = self.strip(member);
+        let inner = self.debug.node(member)?;
+        let is_data = matches!(
+            inner.tag,
+            constants::DW_TAG_structure_type | constants::DW_TAG_enumeration_type
+        );
+        if !is_data || inner.name.as_deref().is_none_or(|n| n.contains("{closure")) {
+            return None;
+        }
         let is_param = |c: &crate::dwarf::Node| {
             c.tag == constants::DW_TAG_template_type_parameter
                 && c.type_ref.map(|t| self.strip(t)) == Some(member)
@@ -1309,12 +1347,21 @@ impl Builder<'_> {
             );
             if let Some(a) = &s.awaitee {
                 let t = self.ty(a.type_die);
+                let mut edges = vec![Edge {
+                    offset: a.offset as u32,
+                    to: Target::Inline(t),
+                }];
+                for &(offset, die) in &s.senders {
+                    if let Some(t) = self.sender(die) {
+                        edges.push(Edge {
+                            offset: offset as u32,
+                            to: Target::Inline(t),
+                        });
+                    }
+                }
                 cases.push(Case {
                     value: Some(s.discr),
-                    edges: vec![Edge {
-                        offset: a.offset as u32,
-                        to: Target::Inline(t),
-                    }],
+                    edges,
                 });
             }
         }
@@ -1444,6 +1491,29 @@ impl Builder<'_> {
         })
     }
 
+    /// The plan type of a `oneshot::Sender` (DIE `die`): its channel pointer read as the discriminant,
+    /// nothing followed. `None` if its layout is not the one known.
+    fn sender(&mut self, die: u64) -> Option<u32> {
+        let die = self.strip(die);
+        if let Some(&t) = self.by_die.get(&die) {
+            return matches!(self.kinds[t as usize], Kind::OneshotSender).then_some(t);
+        }
+        let (ptr_off, _) = self.pointer_to(die, "inner")?;
+        let size = self.debug.node(die)?.byte_size?;
+        let t = self.types.len() as u32;
+        self.by_die.insert(die, t);
+        self.types.push(TypePlan {
+            size: size as u32,
+            discr: Some(Discr {
+                offset: ptr_off as u32,
+                size: 8,
+            }),
+            ..TypePlan::default()
+        });
+        self.kinds.push(Kind::OneshotSender);
+        Some(t)
+    }
+
     /// The offset of the first member named `name` anywhere inside `die` (depth-first, through nested
     /// structures and unions), at most `depth` levels down.
     fn find_member(&self, die: u64, name: &str, depth: usize) -> Option<u64> {
@@ -1537,6 +1607,11 @@ fn loc(file: &str, line: u64) -> Loc {
 /// `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}` →
 /// `a::main::{async block#1}`.
 pub(crate) fn display_name(qualified: &str) -> String {
+    // Every pattern starts with `::{async` or `{async`: a name without one (most leaf and frame
+    // names) is copied as it is, without three scans.
+    if !qualified.contains("{async") {
+        return qualified.to_owned();
+    }
     qualified
         .replace("::{async_fn_env#0}", "")
         .replace("::{async_fn#0}", "")

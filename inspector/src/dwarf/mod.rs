@@ -90,6 +90,10 @@ pub struct State {
     pub file: String,
     pub line: u64,
     pub awaitee: Option<Awaitee>,
+    /// The `tokio::sync::oneshot::Sender`s held across this await: (offset within the whole state
+    /// machine, type DIE). Whoever holds a sender is who can wake its receiver.
+    #[serde(skip)]
+    pub senders: Vec<(u64, u64)>,
 }
 
 /// The future a suspended state awaits.
@@ -435,6 +439,20 @@ fn machine(
                     type_die: f.type_ref?,
                 })
             });
+        let senders = nodes[ty]
+            .children
+            .iter()
+            .map(|&f| &nodes[f])
+            .filter(|f| f.tag == constants::DW_TAG_member)
+            .filter_map(|f| {
+                let t = f.type_ref?;
+                let ti = by_offset.get(&t)?;
+                // The unqualified name first: most members are not senders.
+                let is_sender = nodes[ti].name.as_deref()?.starts_with("Sender<")
+                    && qualified(nodes, ti).starts_with("tokio::sync::oneshot::Sender<");
+                is_sender.then(|| Some((base + f.member_offset?, t)))?
+            })
+            .collect();
         states.push(State {
             discr: value.unwrap_or(0),
             name: nodes[ty].name.clone().unwrap_or_default(),
@@ -445,6 +463,7 @@ fn machine(
                 .unwrap_or_default(),
             line: member.decl_line.unwrap_or(0),
             awaitee,
+            senders,
         });
     }
     let has = |name: &str| states.iter().any(|s| s.name == name);

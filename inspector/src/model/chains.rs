@@ -39,13 +39,15 @@ pub struct ChainCache {
     chains: FastMap<u64, (ChainKey, Chain)>,
     /// Ids seen by the last dump built with this cache: the others are dropped after it.
     seen: Vec<u64>,
-    /// A one-off dump's: keeps nothing, and its tasks get no search text (a live view's `/`).
+    /// A one-off dump's: keeps nothing, and its tasks get what only a live view uses (the text its `/`
+    /// searches, frame ids that keep a selection) left out.
     one_off: bool,
 }
 
 impl ChainCache {
-    /// For a dump that is built once and printed: nothing is kept, and the text a live view searches
-    /// is not made (its search falls back to reading the chain).
+    /// For a dump that is built once and printed: nothing is kept, and neither the text a live view
+    /// searches (its search falls back to reading the chain) nor frame ids (all 0: identical chains
+    /// still compare equal) are made.
     pub fn one_off() -> ChainCache {
         ChainCache {
             one_off: true,
@@ -53,8 +55,9 @@ impl ChainCache {
         }
     }
 
-    /// Whether chains built with this cache are kept (and made searchable) for later dumps.
-    pub(super) fn keeps(&self) -> bool {
+    /// Whether chains built with this cache are for a live view: kept for later dumps, searchable, and
+    /// with stable frame ids.
+    pub(super) fn live(&self) -> bool {
         !self.one_off
     }
 

@@ -540,7 +540,7 @@ impl Dump {
             })
             .collect();
         cache.sweep();
-        tasks.extend(listed.views(decoder, cache.keeps()));
+        tasks.extend(listed.views(decoder, cache.live()));
         listed.join_edges(&mut tasks, decoder);
         let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
@@ -820,7 +820,8 @@ fn task_view(
     cache.saw(t.id);
     let cached = cache.get(t.id, &key).cloned();
     let fresh = cached.is_none();
-    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, decoder, refs));
+    let live = cache.live();
+    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, decoder, refs, live));
     let mut view = TaskView {
         id: t.id,
         agent_id: Some(t.id),
@@ -854,7 +855,7 @@ fn task_view(
         decode_note: chain.decode_note,
         searched: chain.searched,
     };
-    if fresh && cache.keeps() {
+    if fresh && cache.live() {
         view.searched = view.search_text();
         let chain = Chain {
             frames: view.frames.clone(),
@@ -870,13 +871,14 @@ fn task_view(
 }
 
 /// A task's chain: its annotated frames as a tree with the edges `edges` hung on them, merged with its
-/// decoded walk when there is one.
+/// decoded walk when there is one; for a `live` view, with frame ids.
 fn chain(
     shared: &Shared,
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
     decoder: Option<&Decoder>,
     refs: &TaskRefs,
+    live: bool,
 ) -> Chain {
     let mut awaits_root: Vec<u64> = Vec::new();
     let mut by_frame: FastMap<u64, Vec<u64>> = FastMap::default();
@@ -915,7 +917,9 @@ fn chain(
         _ => (build_tree(shared, &t.frames, &by_frame), None),
     };
     let mut frames = frames;
-    assign_frame_ids(&mut frames);
+    if live {
+        assign_frame_ids(&mut frames);
+    }
     Chain {
         frames: frames.into(),
         awaits_tasks: awaits_root,

@@ -43,6 +43,20 @@ pub(super) struct Listed<'a> {
     bits: StateBits,
 }
 
+/// Which task holds the `Sender` of each oneshot channel a walk found one of, by channel address:
+/// every agent task's walk, then every listed runtime task's (`tasks`, with their keys).
+fn senders_held(snap: &Snapshot, d: &Decoder, tasks: &[(&RuntimeTask, u64)]) -> FastMap<u64, u64> {
+    let walks = (snap.tasks.iter().map(|t| (t.walk.as_ref(), t.id)))
+        .chain(tasks.iter().map(|&(t, key)| (t.walk.as_ref(), key)));
+    let mut out = FastMap::default();
+    for (walk, key) in walks {
+        if let Some(Walk::Nodes { nodes, .. }) = walk {
+            out.extend(d.senders_held(nodes).map(|ch| (ch, key)));
+        }
+    }
+    out
+}
+
 impl<'a> Listed<'a> {
     pub(super) fn new(snap: &'a Snapshot, decoder: Option<&Decoder>) -> Listed<'a> {
         let cells: FastMap<u64, u64> = snap.tasks.iter().map(|t| (t.cell, t.id)).collect();
@@ -78,6 +92,9 @@ impl<'a> Listed<'a> {
             listed.tasks.push((t, key));
         }
         listed.refs.cells = cells;
+        if let Some(d) = decoder {
+            listed.refs.senders = senders_held(snap, d, &listed.tasks);
+        }
         listed
     }
 
@@ -110,25 +127,19 @@ impl<'a> Listed<'a> {
     }
 
     /// The listed tasks the agent has no record of, in the order of tokio's ids (the order of spawning).
-    /// With `searchable`, each view gets the text a live view's search looks in.
-    pub(super) fn views(&self, decoder: Option<&Decoder>, searchable: bool) -> Vec<TaskView> {
+    /// With `live`, each view gets what only a live view uses: its search text and frame ids.
+    pub(super) fn views(&self, decoder: Option<&Decoder>, live: bool) -> Vec<TaskView> {
         let mut views: Vec<TaskView> = self
             .tasks
             .iter()
             .filter(|(_, key)| key & TOKIO_ONLY != 0)
-            .map(|&(t, key)| self.view(t, key, decoder, searchable))
+            .map(|&(t, key)| self.view(t, key, decoder, live))
             .collect();
         views.sort_unstable_by_key(|v| v.id);
         views
     }
 
-    fn view(
-        &self,
-        t: &RuntimeTask,
-        key: u64,
-        decoder: Option<&Decoder>,
-        searchable: bool,
-    ) -> TaskView {
+    fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Decoder>, live: bool) -> TaskView {
         let state = self.state(t.state);
         let mut awaits_tasks = Vec::new();
         let (mut frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
@@ -139,7 +150,9 @@ impl<'a> Listed<'a> {
             (Some(_), Some(walk)) => (Vec::new(), Vec::new(), Decoder::note(walk)),
             _ => (Vec::new(), Vec::new(), None),
         };
-        super::assign_frame_ids(&mut frames);
+        if live {
+            super::assign_frame_ids(&mut frames);
+        }
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
@@ -170,7 +183,7 @@ impl<'a> Listed<'a> {
             decode_note: decode_note.map(Arc::from),
             searched: Arc::from(""),
         };
-        if searchable {
+        if live {
             view.searched = view.search_text();
         }
         view

@@ -71,6 +71,7 @@ pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, sty
     let mut ids = vec![t.id];
     ids.extend(t.awaited_by.as_ref().map(|a| a.task));
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.waker_of));
+    ids.extend(t.decoded_delegates.iter().filter_map(|d| d.sender_held_by));
     mentioned(&t.frames, &t.awaits_tasks, &mut ids);
     task(out, t, &labels_for(dump, &ids), style);
 }
@@ -176,17 +177,25 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     if !dump.deadlocks.is_empty() {
         let _ = out.write_char('\n');
     }
+    // Each section is written into a buffer, then passed on whole: one write of a few hundred bytes
+    // instead of dozens of small ones through `out` (which escapes and buffers each).
+    let mut section = String::with_capacity(4096);
+    let mut pass_on = |section: &mut String| {
+        section.push('\n');
+        let _ = out.write_str(section);
+        section.clear();
+    };
     match groups {
         Some(groups) => {
             for g in groups {
-                group(out, g, &labels, style);
-                let _ = out.write_char('\n');
+                group(&mut section, g, &labels, style);
+                pass_on(&mut section);
             }
         }
         None => {
             for t in &dump.tasks {
-                task(out, t, &labels, style);
-                let _ = out.write_char('\n');
+                task(&mut section, t, &labels, style);
+                pass_on(&mut section);
             }
         }
     }
@@ -422,6 +431,9 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
         }
         if d.closed {
             let _ = out.write_str(" · its sender is gone");
+        }
+        if let Some(id) = d.sender_held_by {
+            let _ = write!(out, " · its sender is held by {}", labels.of(id));
         }
         let _ = out.write_char('\n');
     }
