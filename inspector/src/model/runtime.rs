@@ -74,7 +74,11 @@ impl<'a> Listed<'a> {
                 .map(|r| r.state_bits)
                 .unwrap_or_default(),
         };
-        for t in snap.runtimes.iter().flat_map(|r| &r.tasks) {
+        // In tokio's task order, whatever order the agent listed them in (shard by shard, or the
+        // shards interleaved): edges found from them come out in the same order every time.
+        let mut listing: Vec<&RuntimeTask> = snap.runtimes.iter().flat_map(|r| &r.tasks).collect();
+        listing.sort_by_key(|t| t.id);
+        for t in listing {
             if listed.refs.headers.contains_key(&t.header) {
                 continue; // one runtime registered twice
             }
