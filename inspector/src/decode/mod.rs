@@ -1,6 +1,6 @@
 //! Zero-annotation chains: walk plans built from DWARF, and the agent's walks turned back into frames.
 //!
-//! [`Decoder::new`] starts at the root future type of each live task (its root anchor, resolved through
+//! [`Decoder::for_every_root`] starts at every root future type (each root anchor, resolved through
 //! the DWARF's `Instrumented<F>::poll` instantiations) and classifies every type reachable through fields
 //! that hold the awaited future. Each type gets a [`TypePlan`] for the agent (what to read, which fields to
 //! follow) and a `Kind` for us (how a node of that type is shown):
@@ -96,8 +96,6 @@ pub struct Decoder {
     /// Hand-written futures followed through their fields, by plan type: named as a chain's leaf when
     /// nothing below them shows (their fields hold no future we can read further).
     hand_written: FastMap<u32, Arc<FrameInfo>>,
-    /// How many distinct root anchors were found in the DWARF.
-    pub roots_found: usize,
     /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
     /// `{{closure}}`.
     pub root_names: FastMap<u64, Arc<str>>,
@@ -123,10 +121,11 @@ pub struct TaskRefs {
 }
 
 impl Decoder {
-    /// Builds the plan for tasks whose root anchors are `anchors` (as the agent reports them), in a
-    /// process whose executable is loaded at `bias`; with `runtimes`, also the plan for listing tokio
-    /// runtimes' tasks, which plans every future type tokio can run.
-    pub fn new(debug: &Debug, anchors: &[u64], bias: u64, runtimes: bool) -> Decoder {
+    /// Plans every root future type the DWARF has (every `Instrumented<F>::poll`), so that a task of a
+    /// root type first seen later needs no new plan; with `runtimes`, also the plan for listing tokio
+    /// runtimes' tasks, which plans every future type tokio can run. Addresses are the file's (load
+    /// bias 0): what the plan cache keeps, and [`Decoder::rebase`] moves to where a process loaded it.
+    pub fn for_every_root(debug: &Debug, runtimes: bool) -> Decoder {
         let mut b = Builder {
             debug,
             types: Vec::new(),
@@ -136,34 +135,29 @@ impl Decoder {
             hand_written: FastMap::default(),
             descended: FastMap::default(),
         };
-        let by_pc: HashMap<u64, u64> = debug
-            .anchors()
-            .into_iter()
-            .map(|a| (a.low_pc, a.root_die))
-            .collect();
         let mut roots = Vec::new();
         let mut root_names = FastMap::default();
-        for &anchor in anchors {
-            if let Some(&die) = anchor.checked_sub(bias).and_then(|pc| by_pc.get(&pc)) {
-                roots.push((anchor, b.ty(die)));
-                root_names.insert(anchor, Arc::from(debug.qualified_name(die)));
-            }
+        for anchor in debug.anchors() {
+            roots.push((anchor.low_pc, b.ty(anchor.root_die)));
+            root_names.insert(
+                anchor.low_pc,
+                Arc::from(debug.qualified_name(anchor.root_die)),
+            );
         }
         // A `dyn Future` may hide any future type the binary has a vtable for, so all of them are
         // planned; they are few next to all types.
         let mut vtables: Vec<(u64, u32)> = debug
             .vtables
             .iter()
-            .map(|&(addr, die)| (addr.wrapping_add(bias), b.ty(die)))
+            .map(|&(addr, die)| (addr, b.ty(die)))
             .collect();
         vtables.sort_unstable();
         vtables.dedup_by_key(|v| v.0);
-        let (runtime, task_types, runtime_note) = match runtimes.then(|| b.runtime_plan(bias)) {
+        let (runtime, task_types, runtime_note) = match runtimes.then(|| b.runtime_plan()) {
             Some(Ok((plan, names))) => (Some(Box::new(plan)), names, None),
             Some(Err(why)) => (None, FastMap::default(), Some(why)),
             None => (None, FastMap::default(), None),
         };
-        let roots_found = roots.len();
         Decoder {
             plan: WalkPlan {
                 types: b.types,
@@ -175,22 +169,12 @@ impl Decoder {
             },
             kinds: b.kinds,
             hand_written: b.hand_written,
-            roots_found,
             root_names,
-            owned_vtable: debug.owned_waker_vtable().map(|a| a.wrapping_add(bias)),
-            tokio_vtable: debug
-                .static_addr("tokio::runtime::task::waker::WAKER_VTABLE")
-                .map(|a| a.wrapping_add(bias)),
+            owned_vtable: debug.owned_waker_vtable(),
+            tokio_vtable: debug.static_addr("tokio::runtime::task::waker::WAKER_VTABLE"),
             runtime_note,
             task_types,
         }
-    }
-
-    /// Plans every root future type the DWARF has, for a process whose executable is loaded at 0:
-    /// what the plan cache keeps, and [`Decoder::rebase`] moves to where a process loaded it.
-    pub fn for_every_root(debug: &Debug, runtimes: bool) -> Decoder {
-        let anchors: Vec<u64> = debug.anchors().iter().map(|a| a.low_pc).collect();
-        Decoder::new(debug, &anchors, 0, runtimes)
     }
 
     /// Moves every address in the plan by `bias`: a plan made at load bias 0 for a process whose

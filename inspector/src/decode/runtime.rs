@@ -38,7 +38,7 @@ const STATE_BITS: StateBits = StateBits {
 impl Builder<'_> {
     /// The runtime plan, with each task type's name by poll function, or why tokio's task lists cannot
     /// be read from this binary's DWARF.
-    pub(super) fn runtime_plan(&mut self, bias: u64) -> Result<(RuntimePlan, TaskTypes), String> {
+    pub(super) fn runtime_plan(&mut self) -> Result<(RuntimePlan, TaskTypes), String> {
         let d = self.debug;
         let need = |name: &str| {
             d.find_type(name)
@@ -51,7 +51,7 @@ impl Builder<'_> {
         let (handle_discr, flavors, owned_ty) = self.flavors(handle)?;
         let layout = |what: &str| format!("tokio's {what} has an unknown layout");
         let mut names = TaskTypes::default();
-        let tasks = self.task_layouts(bias, &mut names);
+        let tasks = self.task_layouts(&mut names);
         let plan = RuntimePlan {
             handle_discr,
             flavors,
@@ -69,7 +69,7 @@ impl Builder<'_> {
                 .ok_or_else(|| layout("task Trailer"))?,
             state_bits: STATE_BITS,
             tasks,
-            set_wakers: self.set_waker_layouts(bias),
+            set_wakers: self.set_waker_layouts(),
             local_set: d
                 .find_type("tokio::task::local::LocalSet")
                 .and_then(|set| self.local_set_layout(set)),
@@ -211,7 +211,7 @@ impl Builder<'_> {
 
     /// Per `JoinSet` type: how a member's join waker (the set entry's) leads to the waker of the task
     /// polling the set, `ListEntry { parent: Arc<Mutex<ListsInner { .., waker: Option<Waker> }>>, .. }`.
-    fn set_waker_layouts(&mut self, bias: u64) -> Vec<SetWakerLayout> {
+    fn set_waker_layouts(&mut self) -> Vec<SetWakerLayout> {
         let mut out: Vec<SetWakerLayout> = self
             .debug
             .wake_clones()
@@ -224,7 +224,7 @@ impl Builder<'_> {
                 let (parent, lists) = self.pointer_to(self.strip(entry), "parent")?;
                 let (waker, waker_ty) = self.find_member_typed(lists, "waker", 8)?;
                 Some(SetWakerLayout {
-                    clone_fn: clone_fn.wrapping_add(bias),
+                    clone_fn,
                     parent: parent as u32,
                     waker_data: (waker + self.find_member(waker_ty, "data", 6)?) as u32,
                     waker_vtable: (waker + self.find_member(waker_ty, "vtable", 6)?) as u32,
@@ -237,7 +237,7 @@ impl Builder<'_> {
     }
 
     /// Every task type tokio can run in this binary: where its stage is, planned for walking.
-    fn task_layouts(&mut self, bias: u64, names: &mut TaskTypes) -> Vec<TaskLayout> {
+    fn task_layouts(&mut self, names: &mut TaskTypes) -> Vec<TaskLayout> {
         let debug = self.debug;
         let cells = debug.generic_types(&["tokio", "runtime", "task", "core"], "Cell");
         let mut out = Vec::new();
@@ -254,7 +254,7 @@ impl Builder<'_> {
                 continue;
             };
             let stage_ty = self.ty(stage);
-            let poll_fn = poll.low_pc.wrapping_add(bias);
+            let poll_fn = poll.low_pc;
             names.insert(poll_fn, Arc::from(name));
             out.push(TaskLayout {
                 poll_fn,

@@ -135,7 +135,6 @@ impl Planner {
             debug_file: lasting_name(&debug.path),
             debug_info_bytes: debug.debug_info_bytes,
             vaddr_at_zero: debug.vaddr_at_zero,
-            plan_ns,
             decoder,
         };
         match (&self.cache, &self.build_id) {
