@@ -258,7 +258,7 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()
             path.display()
         );
     } else if o.json || o.format == Format::Json {
-        out.write_str(&view::json::render(&dump, groups.as_deref()))?;
+        view::json::write(out, &dump, groups.as_deref())?;
     } else {
         view::text::write(out, &dump, groups.as_deref(), style);
     }
