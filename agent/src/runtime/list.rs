@@ -170,44 +170,47 @@ fn walk_shards(rp: &RuntimePlan, cursors: &mut [u64], list_id: u64, report: &mut
                 }
             }
         }
-        let t = rp.trailer;
-        let mut ids = vec![[0u8; 8]; valid.len()];
-        let mut trailers = vec![0u8; t.size as usize * valid.len()];
-        let mut reads: Vec<sys::Read<'_>> = Vec::with_capacity(2 * valid.len());
-        for ((&(i, _, vt), id), tb) in valid
-            .iter()
-            .zip(ids.iter_mut())
-            .zip(trailers.chunks_mut(t.size as usize))
-        {
-            let node = cursors[i];
-            reads.push(sys::Read::new(node.wrapping_add(vt.id_offset) as usize, id));
-            reads.push(sys::Read::new(
-                node.wrapping_add(vt.trailer_offset) as usize,
-                tb,
-            ));
-        }
-        let read = sys::read_own_many(&mut reads).is_ok();
-        let failed: Vec<bool> = reads
-            .chunks(2)
-            .map(|r| !read || r[0].failed || r[1].failed)
-            .collect();
-        drop(reads);
-        for ((((i, hb, vt), id), tb), failed) in valid
-            .into_iter()
-            .zip(&ids)
-            .zip(trailers.chunks(t.size as usize))
-            .zip(failed)
-        {
-            if failed {
-                report.skipped += 1;
-                cursors[i] = 0;
-                continue;
+        let at: Vec<(u64, Vtable)> = valid.iter().map(|&(i, _, vt)| (cursors[i], vt)).collect();
+        for ((i, hb, vt), rest) in valid.into_iter().zip(ids_and_trailers(rp, &at)) {
+            // The round read up to one task per shard: the limit holds exactly all the same.
+            match rest {
+                Some((id, tb)) if report.tasks.len() < max => {
+                    let (task, next) = task_from(rp, cursors[i], hb, vt, id, &tb);
+                    report.tasks.push(task);
+                    cursors[i] = next;
+                }
+                _ => {
+                    report.skipped += 1;
+                    cursors[i] = 0;
+                }
             }
-            let (task, next) = task_from(rp, cursors[i], hb, vt, *id, tb);
-            report.tasks.push(task);
-            cursors[i] = next;
         }
     }
+}
+
+/// The id and trailer of the task at each header of `at` (with its vtable, which says where they
+/// are), read in one batch; `None` where a read failed.
+fn ids_and_trailers(rp: &RuntimePlan, at: &[(u64, Vtable)]) -> Vec<Option<([u8; 8], Vec<u8>)>> {
+    let size = rp.trailer.size as usize;
+    let mut ids = vec![[0u8; 8]; at.len()];
+    let mut trailers = vec![0u8; size * at.len()];
+    let mut reads: Vec<sys::Read<'_>> = Vec::with_capacity(2 * at.len());
+    for ((&(node, vt), id), tb) in at.iter().zip(ids.iter_mut()).zip(trailers.chunks_mut(size)) {
+        reads.push(sys::Read::new(node.wrapping_add(vt.id_offset) as usize, id));
+        reads.push(sys::Read::new(
+            node.wrapping_add(vt.trailer_offset) as usize,
+            tb,
+        ));
+    }
+    let read = sys::read_own_many(&mut reads).is_ok();
+    let ok: Vec<bool> = reads
+        .chunks(2)
+        .map(|r| read && !r[0].failed && !r[1].failed)
+        .collect();
+    drop(reads);
+    (ids.into_iter().zip(trailers.chunks(size)).zip(ok))
+        .map(|((id, tb), ok)| ok.then(|| (id, tb.to_vec())))
+        .collect()
 }
 
 /// Reads each address of `from` into the buffer `into` gives it, in one batch; whether each read.

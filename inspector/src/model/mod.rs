@@ -60,7 +60,8 @@ pub struct DecodingInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
     pub debug_info_bytes: u64,
-    /// Time to load the DWARF and build the walk plan, in the inspector.
+    /// Time to load the DWARF and build the walk plan in the inspector, or to read it from the plan
+    /// cache (`plan_cached`).
     pub plan_ns: u64,
     /// Distinct future types in the walk plan.
     pub plan_types: usize,
