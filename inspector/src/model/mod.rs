@@ -383,6 +383,9 @@ pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 struct Shared {
     metas: Vec<Arc<FrameInfo>>,
     sites: Vec<(Arc<Loc>, Arc<str>)>,
+    /// What most tasks have: no decoded delegate and no search text yet, one allocation for all.
+    no_delegates: Arc<Vec<DecodedDelegate>>,
+    no_text: Arc<str>,
 }
 
 impl Shared {
@@ -505,6 +508,8 @@ impl Dump {
                 .iter()
                 .map(|s| (Arc::new(loc(&s.location)), Arc::from(s.root_type.as_str())))
                 .collect(),
+            no_delegates: Arc::default(),
+            no_text: Arc::from(""),
         };
         let by_id: FastMap<u64, usize> = snap
             .tasks
@@ -924,10 +929,13 @@ fn chain(
     Chain {
         frames: frames.into(),
         awaits_tasks: awaits_root,
-        decoded_delegates: decoded_delegates.into(),
+        decoded_delegates: match decoded_delegates.is_empty() {
+            true => shared.no_delegates.clone(),
+            false => decoded_delegates.into(),
+        },
         decode_note: decode_note.map(Arc::from),
         name: t.name.as_deref().map(Arc::from),
-        searched: Arc::from(""),
+        searched: shared.no_text.clone(),
     }
 }
 
