@@ -861,7 +861,7 @@ fn task_view(
         decode_note: chain.decode_note,
         searched: chain.searched,
     };
-    if fresh && cache.live() {
+    if fresh && live {
         view.searched = view.search_text();
         let chain = Chain {
             frames: view.frames.clone(),

@@ -31,10 +31,7 @@ pub fn write<W: std::fmt::Write + ?Sized>(
 ) -> std::fmt::Result {
     // Compact: a dump of 100,000 tasks is twice as big, and twice as slow to write, when pretty-printed;
     // pipe it through `jq` to read it.
-    let mut to = Text {
-        out,
-        pending: Vec::with_capacity(CHUNK),
-    };
+    let mut to = Text::new(out);
     let written = match groups {
         None => serde_json::to_writer(&mut to, dump),
         Some(groups) => serde_json::to_writer(
@@ -65,7 +62,14 @@ struct Text<'a, W: std::fmt::Write + ?Sized> {
     pending: Vec<u8>,
 }
 
-impl<W: std::fmt::Write + ?Sized> Text<'_, W> {
+impl<'a, W: std::fmt::Write + ?Sized> Text<'a, W> {
+    fn new(out: &'a mut W) -> Self {
+        Text {
+            out,
+            pending: Vec::with_capacity(CHUNK),
+        }
+    }
+
     /// Passes on the whole characters gathered; with `last`, all of it must be whole.
     fn pass_on(&mut self, last: bool) -> std::io::Result<()> {
         let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8");
@@ -113,10 +117,7 @@ mod tests {
     #[test]
     fn a_character_split_between_writes_arrives_whole() {
         let mut out = String::new();
-        let mut to = Text {
-            out: &mut out,
-            pending: Vec::new(),
-        };
+        let mut to = Text::new(&mut out);
         // A chunk's worth of text that ends inside a character.
         let text = format!("{}·→b", "a".repeat(CHUNK - 1));
         for b in text.as_bytes() {
@@ -130,10 +131,7 @@ mod tests {
     #[test]
     fn bytes_that_are_not_utf8_are_refused() {
         let mut out = String::new();
-        let mut to = Text {
-            out: &mut out,
-            pending: Vec::new(),
-        };
+        let mut to = Text::new(&mut out);
         to.write_all(&[b'a', 0xff, b'b']).unwrap();
         assert!(to.pass_on(true).is_err());
     }
