@@ -364,12 +364,15 @@ fn read_tree(root: &Node, out: &mut Vec<RawFrame>) {
         // SAFETY: every node reachable from the root is linked and therefore alive (nodes unlink before
         // they are dropped, under the lock we hold), and its links are stable while we hold the lock.
         let n = unsafe { &*node };
+        // SAFETY: a linked frame's meta is set (a `static`, or a label pinned in the same future as the node,
+        // alive for the reason above).
+        let meta = unsafe { &*n.meta() };
         out.push(RawFrame {
             id: node as usize,
             parent: n.parent() as usize,
-            name: n.name,
-            location: n.location,
-            source: n.source,
+            name: meta.name,
+            location: meta.location,
+            source: meta.source,
         });
         let child = n.first_child();
         if !child.is_null() {
@@ -414,7 +417,7 @@ impl Interner {
                 location: location(f.location),
                 source: match f.source {
                     Source::AnnotatedFn => FrameSource::AnnotatedFn,
-                    Source::Labelled | Source::Root => FrameSource::Labelled,
+                    Source::Labelled => FrameSource::Labelled,
                 },
             });
             next

@@ -31,15 +31,35 @@ use crate::task::TaskCell;
 /// What kind of frame a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Source {
-    Root,
     AnnotatedFn,
     Labelled,
 }
 
-pub(crate) struct Node {
+/// What a frame is: its name, where it is written and its kind. `#[frame]` makes one `static` per function,
+/// so a node carries one pointer instead of these three fields, which every level of a chain would otherwise
+/// copy each time its future moves.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Meta {
     pub(crate) name: &'static str,
     pub(crate) location: &'static Location<'static>,
     pub(crate) source: Source,
+}
+
+impl Meta {
+    /// The metadata of an `async fn` annotated with `#[frame]`.
+    pub const fn annotated_fn(name: &'static str, location: &'static Location<'static>) -> Meta {
+        Meta {
+            name,
+            location,
+            source: Source::AnnotatedFn,
+        }
+    }
+}
+
+pub(crate) struct Node {
+    /// Null only for a task's root and for a labelled frame not linked yet (see [`Label`]).
+    meta: AtomicPtr<Meta>,
     /// The task whose tree holds this node; null while unlinked.
     task: AtomicPtr<TaskCell>,
     parent: AtomicPtr<Node>,
@@ -50,7 +70,7 @@ pub(crate) struct Node {
     _pin: PhantomPinned,
 }
 
-fn null<T>() -> AtomicPtr<T> {
+const fn null<T>() -> AtomicPtr<T> {
     AtomicPtr::new(ptr::null_mut())
 }
 
@@ -59,15 +79,9 @@ fn raw<T>(r: &T) -> *mut T {
 }
 
 impl Node {
-    pub(crate) fn new(
-        name: &'static str,
-        location: &'static Location<'static>,
-        source: Source,
-    ) -> Self {
+    const fn new(meta: *const Meta) -> Self {
         Node {
-            name,
-            location,
-            source,
+            meta: AtomicPtr::new(meta as *mut Meta),
             task: null(),
             parent: null(),
             first: null(),
@@ -78,8 +92,14 @@ impl Node {
         }
     }
 
-    pub(crate) fn root(location: &'static Location<'static>) -> Self {
-        Node::new("", location, Source::Root)
+    /// A task's root: the parent of its outermost frames, never itself reported.
+    pub(crate) const fn root() -> Self {
+        Node::new(ptr::null())
+    }
+
+    /// What this frame is. Valid while the node is linked: the caller holds its task's lock.
+    pub(crate) fn meta(&self) -> *const Meta {
+        self.meta.load(Relaxed)
     }
 
     pub(crate) fn first_child(&self) -> *const Node {
@@ -97,8 +117,13 @@ impl Node {
     /// # Safety
     /// The caller holds `task`'s lock, `self` is unlinked, `parent` is in `task`'s tree (or is its root), and
     /// `self` is pinned: it stays at this address until its `Drop` runs.
-    unsafe fn link(&self, task: *const TaskCell, parent: &Node) {
+    unsafe fn link(&self, task: *const TaskCell, parent: &Node, label: Option<&Meta>) {
         let me = raw(self);
+        if let Some(label) = label {
+            // The label lives beside this node in the same pinned future, so the pointer stays valid for as
+            // long as the node is linked.
+            self.meta.store(raw(label), Relaxed);
+        }
         self.task.store(task as *mut _, Relaxed);
         self.parent.store(raw(parent), Relaxed);
         self.next.store(ptr::null_mut(), Relaxed);
@@ -245,9 +270,10 @@ impl Node {
     /// Puts `self` under `cur.node` in `cur.task`'s tree unless it is there already.
     ///
     /// # Safety
-    /// This thread holds `cur.task`'s lock, and `self` is pinned.
+    /// This thread holds `cur.task`'s lock, and `self` is pinned, as is `label` (when given) in the same
+    /// future.
     #[inline]
-    unsafe fn attach(&self, cur: Current) {
+    unsafe fn attach(&self, cur: Current, label: Option<&Meta>) {
         let owner = self.task.load(Relaxed);
         if ptr::eq(owner, cur.task) && ptr::eq(self.parent.load(Relaxed), cur.node) {
             return;
@@ -260,7 +286,7 @@ impl Node {
         }
         // SAFETY: `cur.node` is a linked node of `cur.task` (or its root): Current only ever names the node
         // being polled right now on this thread, and we hold that task's lock.
-        unsafe { self.link(cur.task, &*cur.node) };
+        unsafe { self.link(cur.task, &*cur.node, label) };
     }
 }
 
@@ -321,29 +347,74 @@ impl Drop for Enter {
     }
 }
 
+/// Where a frame's [`Meta`] is kept: `()` when it is a `static` the node points to from the start (`#[frame]`),
+/// [`Label`] when it is only known at run time (`.frame(label)`) and is kept in the future itself.
+pub trait MetaSlot: sealed::Sealed {
+    #[doc(hidden)]
+    fn inline(&self) -> Option<&Meta>;
+}
+
+/// The name and location of a frame made by [`crate::FrameExt::frame`], kept in its future.
+pub struct Label(Meta);
+
+impl MetaSlot for () {
+    #[inline(always)]
+    fn inline(&self) -> Option<&Meta> {
+        None
+    }
+}
+
+impl MetaSlot for Label {
+    #[inline(always)]
+    fn inline(&self) -> Option<&Meta> {
+        Some(&self.0)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for () {}
+    impl Sealed for super::Label {}
+}
+
 /// A future that appears as one frame in its task's chain. Made by `#[frame]` and [`crate::FrameExt::frame`].
 #[must_use = "futures do nothing unless polled"]
-pub struct Framed<F> {
+pub struct Framed<F, M: MetaSlot = ()> {
     // Declared before `node` so that it is dropped first: child frames unlink before this one does.
     inner: F,
     node: Node,
+    meta: M,
 }
 
 impl<F> Framed<F> {
-    pub(crate) fn new(
-        inner: F,
-        name: &'static str,
-        location: &'static Location<'static>,
-        source: Source,
-    ) -> Self {
+    pub(crate) const fn annotated(inner: F, meta: &'static Meta) -> Self {
         Framed {
             inner,
-            node: Node::new(name, location, source),
+            node: Node::new(meta),
+            meta: (),
         }
     }
 }
 
-impl<F: Future> Future for Framed<F> {
+impl<F> Framed<F, Label> {
+    pub(crate) fn labelled(
+        inner: F,
+        name: &'static str,
+        location: &'static Location<'static>,
+    ) -> Self {
+        Framed {
+            inner,
+            node: Node::new(ptr::null()),
+            meta: Label(Meta {
+                name,
+                location,
+                source: Source::Labelled,
+            }),
+        }
+    }
+}
+
+impl<F: Future, M: MetaSlot> Future for Framed<F, M> {
     type Output = F::Output;
 
     #[inline]
@@ -352,7 +423,7 @@ impl<F: Future> Future for Framed<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: see above.
         let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
-        let node = &this.node;
+        let (node, label) = (&this.node, this.meta.inline());
         // One thread-local access: read what this thread polls and, inside a task, make `node` current.
         let Some(enter) = Enter::frame(node) else {
             // Polled outside any instrumented task: nothing to record.
@@ -362,7 +433,7 @@ impl<F: Future> Future for Framed<F> {
         let cur = enter.0;
         // SAFETY: `cur.task` is set only by `Instrumented::poll`, which holds that task's lock on this thread
         // for the whole poll; `node` is pinned inside `self`.
-        unsafe { node.attach(cur) };
+        unsafe { node.attach(cur, label) };
         let out = inner.poll(cx);
         drop(enter);
         if out.is_ready() {
@@ -383,12 +454,10 @@ mod tests {
 
     #[test]
     fn the_inspector_finds_framed_by_the_names_in_the_protocol() {
-        let f = Framed::new(async {}, "x", Location::caller(), Source::Labelled);
+        let f = Framed::labelled(async {}, "x", Location::caller());
         let ty = std::any::type_name_of_val(&f);
         assert!(ty.starts_with(&format!("{}<", names::FRAMED)), "{ty}");
-        assert_eq!(
-            field_names!(f, Framed { inner, node }),
-            [names::FRAMED_INNER, names::FRAMED_NODE]
-        );
+        let [inner, node, _] = field_names!(f, Framed { inner, node, meta });
+        assert_eq!([inner, node], [names::FRAMED_INNER, names::FRAMED_NODE]);
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
-use crate::frame::{Enter, Framed, Source};
+use crate::frame::{Enter, Framed, Label};
 use crate::sys;
 use crate::task::{TaskCell, registry};
 use crate::waker::PollWaker;
@@ -161,8 +161,8 @@ impl Drop for Exit {
 pub trait FrameExt: Future + Sized {
     /// Shows this future as a frame named `label` in its task's chain, at the caller's location.
     #[track_caller]
-    fn frame(self, label: &'static str) -> Framed<Self> {
-        Framed::new(self, label, Location::caller(), Source::Labelled)
+    fn frame(self, label: &'static str) -> Framed<Self, Label> {
+        Framed::labelled(self, label, Location::caller())
     }
 
     /// Registers this future as a task (see [`instrument`]).
@@ -184,11 +184,12 @@ impl<F: Future> FrameExt for F {}
 pub mod __private {
     use super::*;
 
-    /// Used by `#[frame]`: wraps an async fn's body.
-    #[track_caller]
+    pub use crate::frame::Meta;
+
+    /// Used by `#[frame]`: wraps an async fn's body; `meta` is the function's own `static`.
     #[inline]
-    pub fn framed_fn<F: Future>(name: &'static str, body: F) -> Framed<F> {
-        Framed::new(body, name, Location::caller(), Source::AnnotatedFn)
+    pub fn framed_fn<F: Future>(meta: &'static Meta, body: F) -> Framed<F> {
+        Framed::annotated(body, meta)
     }
 }
 

@@ -104,7 +104,7 @@ pub use asyncdump_protocol as protocol;
 pub use capture::{
     MAX_FRAMES_PER_TASK, PER_TASK_WAIT_NS, STALE_CACHE_MAX, TOTAL_WAIT_NS, snapshot,
 };
-pub use frame::Framed;
+pub use frame::{Framed, Label, MetaSlot};
 pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
 #[cfg(feature = "tokio")]
 pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};

@@ -107,7 +107,7 @@ impl TaskCell {
             poll_waker_data: AtomicUsize::new(0),
             created_ns: sys::ticks(),
             lock: AtomicU32::new(0),
-            root: Node::root(spawn),
+            root: Node::root(),
             running_since_ns: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),

@@ -1,11 +1,12 @@
 //! `#[frame]`: makes an `async fn` appear as a frame in asyncdump chains.
 //!
 //! The macro turns `async fn f(args) -> T { body }` into
-//! `fn f(args) -> impl Future<Output = T> { framed_fn("module::f", async move { let r: T = body; r }) }`:
-//! one future per call, the body's own, wrapped once. (Keeping `async fn` and awaiting the wrapper inside it,
+//! `fn f(args) -> impl Future<Output = T> { static META = ("module::f", here); framed_fn(&META, async move {
+//! let r: T = body; r }) }`: one future per call, the body's own, wrapped once, its name and location in a
+//! `static` so that the frame carries one pointer to them. (Keeping `async fn` and awaiting the wrapper inside it,
 //! as tracing's `#[instrument]` does, adds a second state machine per level and copies each level's
-//! future one more time: in the benchmarks that cost twice the time per frame.) The call is spanned at the
-//! function's name, so the recorded location is the function's own line. The type ascription keeps `?` and
+//! future one more time: in the benchmarks that cost twice the time per frame.) The `static` is spanned at
+//! the function's name, so the recorded location is the function's own line. The type ascription keeps `?` and
 //! `return` inference identical to the original body (skipped when the return type is `impl Trait`, which
 //! cannot be named there). The `impl Future` is spanned so that the 2024 capture rules apply in every
 //! edition: like an `async fn`, the future captures every argument lifetime.
@@ -52,8 +53,10 @@ pub fn frame(attr: TokenStream, item: TokenStream) -> TokenStream {
         ),
         ReturnType::Type(_, ty) => (quote!(#ty), quote!(#body)),
     };
-    let call = quote_spanned! {ident.span()=>
-        ::asyncdump_agent::__private::framed_fn(#name, __asyncdump_body)
+    // Spanned at the function's name: in a constant, `Location::caller()` is where it is written.
+    let meta = quote_spanned! {ident.span()=>
+        static __ASYNCDUMP_META: ::asyncdump_agent::__private::Meta =
+            ::asyncdump_agent::__private::Meta::annotated_fn(#name, ::core::panic::Location::caller());
     };
     let future = quote_spanned!(Span::mixed_site()=> impl ::core::future::Future<Output = #output>);
     func.sig.asyncness = None;
@@ -63,7 +66,8 @@ pub fn frame(attr: TokenStream, item: TokenStream) -> TokenStream {
         // unit-typed `let` for `()` functions: both are artefacts of the expansion, not of the user's code.
         #[allow(unreachable_code, clippy::let_unit_value)]
         let __asyncdump_body = async move { #ascribed };
-        #call
+        #meta
+        ::asyncdump_agent::__private::framed_fn(&__ASYNCDUMP_META, __asyncdump_body)
     });
     quote!(#func).into()
 }
