@@ -29,7 +29,8 @@ use crate::walk::Walker;
 pub const PER_TASK_WAIT_NS: u64 = 2_000_000;
 /// Longest total wait for running tasks in one snapshot.
 pub const TOTAL_WAIT_NS: u64 = 50_000_000;
-/// Most frames read from one task; deeper trees are cut (and say so by ending early).
+/// Most frames read from one task; deeper trees are cut (and say so by ending early), and of a frame with
+/// more children than that, the newest are read.
 pub const MAX_FRAMES_PER_TASK: usize = 4096;
 /// Most tasks whose last capture is remembered for showing while they run.
 pub const STALE_CACHE_MAX: usize = 4096;
@@ -356,10 +357,11 @@ fn walk_start(cell: &TaskCell, plan: &Plan<'_>) -> Result<(u32, usize), Walk> {
     }
 }
 
-/// Copies the tree under `root` in pre-order. The caller holds the task lock in reader mode.
+/// Copies the tree under `root` in pre-order, siblings in first-poll order, at most `MAX_FRAMES_PER_TASK`
+/// frames (the newest children of a node that has more). The caller holds the task lock in reader mode.
 fn read_tree(root: &Node, out: &mut Vec<RawFrame>) {
     let root_ptr: *const Node = root;
-    let mut node = root.first_child();
+    let mut node = root.oldest_child(MAX_FRAMES_PER_TASK);
     while !node.is_null() && out.len() < MAX_FRAMES_PER_TASK {
         // SAFETY: every node reachable from the root is linked and therefore alive (nodes unlink before
         // they are dropped, under the lock we hold), and its links are stable while we hold the lock.
@@ -374,7 +376,7 @@ fn read_tree(root: &Node, out: &mut Vec<RawFrame>) {
             location: meta.location,
             source: meta.source,
         });
-        let child = n.first_child();
+        let child = n.oldest_child(MAX_FRAMES_PER_TASK - out.len());
         if !child.is_null() {
             node = child;
             continue;
@@ -385,7 +387,7 @@ fn read_tree(root: &Node, out: &mut Vec<RawFrame>) {
         while up != root_ptr {
             // SAFETY: as above.
             let u = unsafe { &*up };
-            let next = u.next_sibling();
+            let next = u.newer_sibling();
             if !next.is_null() {
                 node = next;
                 break;

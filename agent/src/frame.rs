@@ -1,8 +1,9 @@
 //! Intrusive frames: a [`Node`] lives inside each pinned [`Framed`] future and links into its task's tree.
 //!
 //! Each node's `parent` is its continuation link (the frame that awaits it, or the task's root node); the
-//! children of a node form a doubly linked list, kept in first-poll order, so a `join!`/`select!` with several
-//! pending framed branches shows as a tree. Linking happens on a frame's first poll, by reading the
+//! children of a node form a doubly linked list, newest first (a new child is pushed at the head, which needs
+//! no tail pointer), read back oldest first, so a `join!`/`select!` with several pending framed branches
+//! shows as a tree in first-poll order. Linking happens on a frame's first poll, by reading the
 //! thread-local [`Current`] that the enclosing task (and each enclosing frame) sets while it polls; unlinking
 //! happens when the frame completes or is dropped. Nothing is allocated: the node is part of the future.
 //!
@@ -63,8 +64,9 @@ pub(crate) struct Node {
     /// The task whose tree holds this node; null while unlinked.
     task: AtomicPtr<TaskCell>,
     parent: AtomicPtr<Node>,
+    /// The newest child.
     first: AtomicPtr<Node>,
-    last: AtomicPtr<Node>,
+    /// The next newer and the next older sibling. Both null while unlinked, as is `first`.
     prev: AtomicPtr<Node>,
     next: AtomicPtr<Node>,
     _pin: PhantomPinned,
@@ -85,7 +87,6 @@ impl Node {
             task: null(),
             parent: null(),
             first: null(),
-            last: null(),
             prev: null(),
             next: null(),
             _pin: PhantomPinned,
@@ -102,17 +103,34 @@ impl Node {
         self.meta.load(Relaxed)
     }
 
-    pub(crate) fn first_child(&self) -> *const Node {
-        self.first.load(Relaxed)
+    /// The child first polled, the tail of the children list, or, when there are more than `at_most`
+    /// children, the `at_most`-th newest: a reader that keeps that many can stop there. The caller holds
+    /// the task's lock.
+    pub(crate) fn oldest_child(&self, at_most: usize) -> *const Node {
+        let mut child: *const Node = self.first.load(Relaxed);
+        for _ in 1..at_most {
+            if child.is_null() {
+                break;
+            }
+            // SAFETY: a linked child is alive (nodes unlink before they die) and the caller holds the lock
+            // that guards its links.
+            let older = unsafe { (*child).next.load(Relaxed) };
+            if older.is_null() {
+                break;
+            }
+            child = older;
+        }
+        child
     }
-    pub(crate) fn next_sibling(&self) -> *const Node {
-        self.next.load(Relaxed)
+    /// The sibling first polled after this one. The caller holds the task's lock.
+    pub(crate) fn newer_sibling(&self) -> *const Node {
+        self.prev.load(Relaxed)
     }
     pub(crate) fn parent(&self) -> *const Node {
         self.parent.load(Relaxed)
     }
 
-    /// Appends `self` to `parent`'s children in `task`'s tree.
+    /// Pushes `self` at the head of `parent`'s children in `task`'s tree.
     ///
     /// # Safety
     /// The caller holds `task`'s lock, `self` is unlinked, `parent` is in `task`'s tree (or is its root), and
@@ -124,19 +142,17 @@ impl Node {
             // long as the node is linked.
             self.meta.store(raw(label), Relaxed);
         }
+        // `prev` and `first` are null already: `self` is unlinked.
         self.task.store(task as *mut _, Relaxed);
         self.parent.store(raw(parent), Relaxed);
-        self.next.store(ptr::null_mut(), Relaxed);
-        let last = parent.last.load(Relaxed);
-        self.prev.store(last, Relaxed);
-        if last.is_null() {
-            parent.first.store(me, Relaxed);
-        } else {
-            // SAFETY: `last` is a linked child of `parent`, alive because linked nodes unlink before they die,
-            // and we hold the lock that guards its links.
-            unsafe { (*last).next.store(me, Relaxed) };
+        let older = parent.first.load(Relaxed);
+        self.next.store(older, Relaxed);
+        if !older.is_null() {
+            // SAFETY: `older` is a linked child of `parent`, alive because linked nodes unlink before they
+            // die, and we hold the lock that guards its links.
+            unsafe { (*older).prev.store(me, Relaxed) };
         }
-        parent.last.store(me, Relaxed);
+        parent.first.store(me, Relaxed);
     }
 
     /// Removes `self` from its tree and flattens any children it still has into unlinked nodes.
@@ -149,7 +165,7 @@ impl Node {
         let parent = self.parent.load(Relaxed);
         if !parent.is_null() {
             let (prev, next) = (self.prev.load(Relaxed), self.next.load(Relaxed));
-            // SAFETY (all four derefs): `parent`, `prev` and `next` are linked nodes of the same tree, alive
+            // SAFETY (all three derefs): `parent`, `prev` and `next` are linked nodes of the same tree, alive
             // because linked nodes unlink before they die; we hold the lock guarding their links.
             unsafe {
                 if prev.is_null() {
@@ -157,9 +173,7 @@ impl Node {
                 } else {
                     (*prev).next.store(next, Relaxed);
                 }
-                if next.is_null() {
-                    (*parent).last.store(prev, Relaxed);
-                } else {
+                if !next.is_null() {
                     (*next).prev.store(prev, Relaxed);
                 }
             }
@@ -189,46 +203,36 @@ impl Node {
             any = true;
             // SAFETY: `child` is linked under `self`, so alive; the lock we hold guards its links.
             let child = unsafe { &*child };
-            let (grand_first, grand_last) = (child.first.load(Relaxed), child.last.load(Relaxed));
+            let grand_first = child.first.load(Relaxed);
+            let mut grand_last = ptr::null_mut();
             let mut g = grand_first;
             while !g.is_null() {
                 // SAFETY: as above, for each grandchild.
                 unsafe {
                     (*g).parent.store(raw(self), Relaxed);
+                    grand_last = g;
                     g = (*g).next.load(Relaxed);
                 }
             }
+            // `child` is the head (newest) of `self`'s list: its children take its place, in their order.
             let after = child.next.load(Relaxed);
             if grand_first.is_null() {
                 self.first.store(after, Relaxed);
-                if after.is_null() {
-                    self.last.store(ptr::null_mut(), Relaxed);
-                } else {
+                if !after.is_null() {
                     // SAFETY: `after` is a linked sibling of `child`.
                     unsafe { (*after).prev.store(ptr::null_mut(), Relaxed) };
                 }
             } else {
                 self.first.store(grand_first, Relaxed);
-                // SAFETY: grandchildren are linked and alive.
-                unsafe {
-                    (*grand_first).prev.store(ptr::null_mut(), Relaxed);
-                    (*grand_last).next.store(after, Relaxed);
-                }
-                if after.is_null() {
-                    self.last.store(grand_last, Relaxed);
-                } else {
+                // SAFETY: `grand_last` is a linked grandchild, alive.
+                unsafe { (*grand_last).next.store(after, Relaxed) };
+                if !after.is_null() {
                     // SAFETY: `after` is a linked sibling of `child`.
                     unsafe { (*after).prev.store(grand_last, Relaxed) };
                 }
             }
             child.task.store(ptr::null_mut(), Relaxed);
-            for field in [
-                &child.parent,
-                &child.first,
-                &child.last,
-                &child.prev,
-                &child.next,
-            ] {
+            for field in [&child.parent, &child.first, &child.prev, &child.next] {
                 field.store(ptr::null_mut(), Relaxed);
             }
         }

@@ -148,6 +148,80 @@ fn join_keeps_every_pending_branch_as_a_tree() {
 }
 
 #[test]
+fn siblings_read_in_first_poll_order_as_branches_come_and_go() {
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..4)
+        .map(|_| futures::channel::oneshot::channel::<()>())
+        .unzip();
+    let [a, b, c, d] = <[_; 4]>::try_from(rxs).unwrap();
+    let mut fut = Box::pin(instrument(
+        async move {
+            let (first, second, third) = (a.frame("first"), b.frame("second"), c.frame("third"));
+            let _ = futures::join!(first, second, async {
+                let _ = third.await;
+                // Polled for the first time only after `second` is gone.
+                let _ = d.frame("fourth").await;
+            });
+        }
+        .frame("all"),
+    ));
+    let id = fut.task_id();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    assert_eq!(children(&snap(), id, "all"), ["first", "second", "third"]);
+
+    let mut txs = txs.into_iter().map(Some).collect::<Vec<_>>();
+    txs[1].take().unwrap().send(()).unwrap();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    assert_eq!(children(&snap(), id, "all"), ["first", "third"]);
+
+    txs[2].take().unwrap().send(()).unwrap();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    assert_eq!(
+        children(&snap(), id, "all"),
+        ["first", "fourth"],
+        "a frame polled later comes after the older ones"
+    );
+    for tx in txs.into_iter().flatten() {
+        tx.send(()).unwrap();
+    }
+    assert!(poll_once(fut.as_mut()).is_ready());
+}
+
+#[test]
+fn a_task_with_more_frames_than_a_snapshot_keeps_shows_the_newest_in_order() {
+    let max = asyncdump_agent::MAX_FRAMES_PER_TASK;
+    // One slice, so that the frames' ids (their addresses) grow in the order they are first polled.
+    let mut leaves: Pin<Box<[_]>> = (0..max + 100)
+        .map(|_| futures::future::pending::<()>().frame("leaf"))
+        .collect::<Box<[_]>>()
+        .into();
+    let (base, stride) = (leaves.as_ptr() as u64, size_of_val(&leaves[0]) as u64);
+    let mut fut = Box::pin(instrument(
+        futures::future::poll_fn(move |cx| {
+            for i in 0..leaves.len() {
+                // SAFETY: the slice is pinned and its elements are never moved out of it.
+                let leaf = unsafe { leaves.as_mut().map_unchecked_mut(|s| &mut s[i]) };
+                let _ = leaf.poll(cx);
+            }
+            Poll::<()>::Pending
+        })
+        .frame("all"),
+    ));
+    let id = fut.task_id();
+    assert!(poll_once(fut.as_mut()).is_pending());
+    let s = snap();
+    let frames = &task(&s, id).frames;
+    assert_eq!(frames.len(), max, "capped at {max}");
+    let ids: Vec<u64> = frames[1..].iter().map(|f| f.id).collect();
+    assert!(ids.is_sorted(), "children in first-poll order");
+    // `all` takes one place: 4,095 of the 4,196 leaves are kept.
+    assert_eq!(
+        (ids[0] - base) / stride,
+        101,
+        "the 101 oldest leaves are the ones left out"
+    );
+}
+
+#[test]
 fn works_under_the_futures_executor_too() {
     let (tx, rx) = futures::channel::oneshot::channel();
     let mut pool = futures::executor::LocalPool::new();
