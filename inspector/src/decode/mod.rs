@@ -500,7 +500,9 @@ impl Decoder {
         receivers: &[usize],
         refs: &TaskRefs,
     ) -> Vec<DecodedDelegate> {
-        let mut out = Vec::new();
+        // Sized for every receiver: one dump holds one such list per task, and growing from empty
+        // would leave room for four.
+        let mut out = Vec::with_capacity(receivers.len());
         for &i in receivers {
             let n = &walk[i];
             if n.status != NodeStatus::Read {
@@ -714,10 +716,10 @@ impl Arena {
         }
         for i in (0..infos.len()).rev() {
             let (meta, awaits_tasks) = infos[i].take().expect("each node built once");
-            let children = children_of[i]
-                .iter()
-                .filter_map(|&c| built[c].take())
-                .collect();
+            // Exact sizes here and for the roots: `collect` through a filter starts at room for four,
+            // and a dump keeps every one of these lists.
+            let mut children = Vec::with_capacity(children_of[i].len());
+            children.extend(children_of[i].iter().filter_map(|&c| built[c].take()));
             built[i] = Some(FrameNode {
                 id: 0,
                 meta,
@@ -725,7 +727,9 @@ impl Arena {
                 children,
             });
         }
-        self.roots.iter().filter_map(|&r| built[r].take()).collect()
+        let mut roots = Vec::with_capacity(self.roots.len());
+        roots.extend(self.roots.iter().filter_map(|&r| built[r].take()));
+        roots
     }
 }
 

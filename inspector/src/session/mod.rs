@@ -164,6 +164,12 @@ impl Session {
     /// One snapshot, decoded with the plan (planned again first if a root type is new).
     pub fn snapshot(&mut self, include_completed: bool) -> Result<Dump, TargetError> {
         self.plan_for_live_tasks()?;
+        if self.live.is_none()
+            && let Some(planner) = &mut self.planner
+        {
+            // Not needed while the dump is built, which for many tasks is when memory peaks.
+            planner.forget_dwarf();
+        }
         let walk = self.decoder.as_ref().map(|d| d.0.plan.clone());
         let (snap, rtt) = match self.client.snapshot(include_completed, walk) {
             // A plan too big to send: the annotated frames are still worth a dump.

@@ -156,6 +156,11 @@ impl Planner {
         Ok(planned)
     }
 
+    /// Frees the DWARF. Planning again, only needed when a runtime is registered later, loads it again.
+    pub(super) fn forget_dwarf(&mut self) {
+        self.dwarf = None;
+    }
+
     /// `entry`'s plan moved to where the process loaded the executable.
     fn placed(&self, entry: Entry, start: Instant) -> Result<Planned, String> {
         let bias = dwarf::load_bias(self.pid, entry.vaddr_at_zero).map_err(|e| e.to_string())?;
