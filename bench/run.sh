@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One command for every figure in BENCHMARKS.md, on this machine, in one run:
 #   bash bench/run.sh
-# 1. poll-path overhead, side by side with plain tokio, async-backtrace and await-tree (criterion, ~7 min);
+# 1. poll-path overhead, side by side with plain tokio, async-backtrace and await-tree (criterion, ~7 min),
+#    and the same path in instructions (callgrind, ~1 min);
 # 2. the same scenarios with console-subscriber, which needs tokio built with --cfg tokio_unstable, so it is
 #    a separate package (bench/console) with its own target directory (~2 min to build, ~2 min to run);
 # 3. what init() alone costs plain tokio tasks (criterion and callgrind, ~1 min);
-# 4. snapshot cost with 10,000 and 100,000 suspended tasks, and of the axum fixture with 1,000 hanging
-#    requests (release builds, ~2 min);
+# 4. snapshot cost with 10,000 and 100,000 suspended tasks, annotated and decoded, with the inspector's
+#    peak memory (GNU time) and the poll delay the host sees, and of the axum fixture with 1,000 hanging
+#    requests (release builds, ~3 min);
 # 5. the live view with 100,000 tasks: what each update costs the agent and the inspector, and `watch`'s
 #    CPU and key-to-redraw time in tmux (~1 min);
 # 6. a soak: a million tasks spawned and completed under a watch subscription and repeated dumps, with
@@ -17,6 +19,10 @@ cd "$(dirname "$0")/.."
 cargo bench -p asyncdump-agent --bench overhead >&2
 echo "## Poll-path overhead"
 python3 bench/report.py target/criterion
+cargo build --release -q -p asyncdump-agent --example hotpath --example sizes
+echo
+echo "## The poll path in instructions"
+python3 bench/hotpath.py
 (cd bench/console && RUSTFLAGS="--cfg tokio_unstable --cfg asyncdump_bench_console" cargo bench --bench overhead >&2)
 echo
 echo "## console-subscriber (tokio_unstable build)"
