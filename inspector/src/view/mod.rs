@@ -81,6 +81,17 @@ pub struct Dur(pub u64);
 
 impl std::fmt::Display for Dur {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.digits().as_str())
+    }
+}
+
+impl Dur {
+    /// Writes the duration straight into `out`, without the formatting machinery.
+    pub fn write_to<W: std::fmt::Write + ?Sized>(&self, out: &mut W) -> std::fmt::Result {
+        out.write_str(self.digits().as_str())
+    }
+
+    fn digits(&self) -> Digits {
         let ns = self.0;
         // In whole numbers (rounded half up), gathered on the stack and written once: a dump of
         // 100,000 tasks formats half a million durations, and float formatting, then the formatting
@@ -116,7 +127,7 @@ impl std::fmt::Display for Dur {
                 text.push("m");
             }
         }
-        f.write_str(text.as_str())
+        text
     }
 }
 

@@ -22,7 +22,8 @@ pub const ARGS_MAX: usize = 40;
 
 /// `name` with its generic arguments shortened (see the module docs).
 pub fn short(name: &str) -> Cow<'_, str> {
-    if name.chars().count() <= NAME_MAX || !name.contains('<') {
+    // Bytes first: no fewer than chars, and cheap to count (this runs for every frame of a dump).
+    if name.len() <= NAME_MAX || !name.contains('<') || name.chars().count() <= NAME_MAX {
         return Cow::Borrowed(name);
     }
     let mut out = String::with_capacity(name.len());
