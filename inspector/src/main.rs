@@ -263,7 +263,7 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn std::fmt::Write) -> Result<()
         view::text::write(out, &dump, groups.as_deref(), style);
     }
     // The process ends next, and the kernel takes its memory back at once: freeing a dump of
-    // 100,000 tasks allocation by allocation cost a twentieth of printing it.
+    // 100,000 tasks allocation by allocation would be work for nothing.
     std::mem::forget((dump, groups));
     Ok(())
 }
