@@ -116,13 +116,13 @@ impl Fixture {
         let mut command = Command::new(path);
         // The caller's environment chooses no socket path; the spec's may.
         command.env_remove("ASYNCDUMP_SOCKET");
-        let mut child = command
+        command
             .args(args)
             .envs(env.iter().copied())
             .env("ASYNCDUMP_FIXTURE_TIMEOUT", "120")
             .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
+            .stderr(stderr);
+        let mut child = spawn_when_not_busy(&mut command)
             .unwrap_or_else(|e| panic!("start fixture {name}: {e}"));
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
@@ -255,4 +255,20 @@ pub fn line_of(fixture: &str, needle: &str) -> u64 {
 /// the cache, so both paths run.
 pub fn plan_cache_of_this_run() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("plan-cache-{}", std::process::id()))
+}
+
+/// Spawns `command`, trying again for up to a second while its file is "busy": an executable a spec
+/// has just copied stays open for writing in any child another test thread forks before that child's
+/// exec closes it, and exec refuses such a file (`ETXTBSY`).
+fn spawn_when_not_busy(command: &mut Command) -> std::io::Result<Child> {
+    let mut tries = 0;
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
 }
