@@ -14,12 +14,11 @@
 //! becomes `:`, and control characters are escaped.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use crate::model::{Dump, FrameInfo, FrameNode, Source, State, TaskView};
 use crate::view::names::short;
 use crate::view::printable;
-use crate::view::text::Style;
+use crate::view::text::{Style, at_line};
 
 /// What a path weighs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,7 +100,7 @@ fn label(m: &FrameInfo, style: Style) -> String {
         _ => m.suspended_at.as_ref().or(m.location.as_ref()),
     };
     if let Some(at) = at {
-        let _ = write!(s, " at {}:{}", style.path(&at.file), at.line);
+        at_line(&mut s, style.path(&at.file), at.line);
     }
     frame_name(&s)
 }

@@ -73,12 +73,16 @@ impl<'a, W: std::fmt::Write + ?Sized> Text<'a, W> {
     /// Passes on the whole characters gathered; with `last`, all of it must be whole.
     fn pass_on(&mut self, last: bool) -> std::io::Result<()> {
         let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8");
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(_) => self.pending.len(),
-            Err(e) if e.error_len().is_none() && !last => e.valid_up_to(),
+        // Checked once; only a chunk that ends inside a character has its whole part checked again.
+        let (text, valid) = match std::str::from_utf8(&self.pending) {
+            Ok(text) => (text, self.pending.len()),
+            Err(e) if e.error_len().is_none() && !last => {
+                let valid = e.valid_up_to();
+                let text = std::str::from_utf8(&self.pending[..valid]).map_err(|_| invalid())?;
+                (text, valid)
+            }
             Err(_) => return Err(invalid()),
         };
-        let text = std::str::from_utf8(&self.pending[..valid]).map_err(|_| invalid())?;
         self.out
             .write_str(text)
             .map_err(|_| std::io::Error::other("the output failed"))?;

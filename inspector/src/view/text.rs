@@ -537,7 +537,7 @@ fn indent<W: Write + ?Sized>(out: &mut W, mut n: usize) {
 
 /// ` at FILE:LINE`, written piece by piece: the formatting machinery was a third of a text dump's
 /// time at 100,000 tasks.
-fn at_line<W: Write + ?Sized>(out: &mut W, file: &str, line: u32) {
+pub(crate) fn at_line<W: Write + ?Sized>(out: &mut W, file: &str, line: u32) {
     let _ = out.write_str(" at ");
     let _ = out.write_str(file);
     let _ = out.write_char(':');
