@@ -23,7 +23,7 @@ use asyncdump_protocol::{
 use crate::frame::{Node, Source};
 use crate::sys::{self, FastMap};
 use crate::task::{ReadLock, TaskCell, registry};
-use crate::walk::Walker;
+use asyncdump_walker::{ProcessMemory, Walker};
 
 /// Longest wait for one running task to become idle.
 pub const PER_TASK_WAIT_NS: u64 = 2_000_000;
@@ -318,8 +318,10 @@ impl Capturer {
         if held.is_empty() {
             return;
         }
-        let starts: Vec<(u32, usize)> = held.iter().map(|h| (h.ty, h.addr)).collect();
-        let walks = self.walker.walk_many(plan.plan, &starts);
+        let starts: Vec<(u32, u64)> = held.iter().map(|h| (h.ty, h.addr as u64)).collect();
+        let walks = self
+            .walker
+            .walk_many(&ProcessMemory::own(), plan.plan, &starts);
         for (h, w) in held.iter().zip(walks) {
             let task = &mut tasks[h.index];
             if let Some(Some(earlier)) = self.stale.get_mut(&task.id) {

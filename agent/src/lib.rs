@@ -96,24 +96,27 @@ mod task;
 #[cfg(feature = "tokio")]
 mod tokio_support;
 mod waker;
-mod walk;
 
 pub use access::WALKS_ENV;
 pub use asyncdump_agent_macros::frame;
 pub use asyncdump_protocol as protocol;
+pub use asyncdump_walker::MAX_RUNTIME_TASKS;
+/// Upper bounds on one task's walk, whatever the plan asks for.
+pub use asyncdump_walker::{
+    MAX_WALK_BYTES as MAX_BYTES_PER_TASK, MAX_WALK_NODES as MAX_NODES_PER_TASK,
+};
 pub use capture::{
     MAX_FRAMES_PER_TASK, PER_TASK_WAIT_NS, STALE_CACHE_MAX, TOTAL_WAIT_NS, snapshot,
 };
 pub use frame::{Framed, Label, MetaSlot};
 pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
+pub use runtime::MAX_RUNTIMES;
 #[cfg(feature = "tokio")]
 pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};
-pub use runtime::{MAX_RUNTIME_TASKS, MAX_RUNTIMES};
 pub use server::{Agent, Builder, COMPLETED_ENV, DISABLE_ENV, InitError, MAX_CLIENTS, init};
 pub use task::{COMPLETED_RETAINED, MAX_COMPLETED_RETAINED};
 #[cfg(feature = "tokio")]
 pub use tokio_support::{JoinHandle, spawn, spawn_named};
-pub use walk::{MAX_BYTES_PER_TASK, MAX_NODES_PER_TASK};
 
 #[doc(hidden)]
 pub use instrument::__private;

@@ -11,14 +11,12 @@
 
 use std::cell::Cell;
 use std::io;
-use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{MsgFlags, sockopt};
-use nix::sys::uio::RemoteIoVec;
 
 thread_local! {
     static TID: Cell<u32> = const { Cell::new(0) };
@@ -189,94 +187,6 @@ pub(crate) fn peek_wait(
     }
 }
 
-/// One read for [`read_own_many`]: `dst.len()` bytes at `addr` into `dst`.
-pub(crate) struct Read<'a> {
-    pub(crate) addr: usize,
-    /// Set when the bytes could not be read (unmapped address, or a range running into one).
-    pub(crate) failed: bool,
-    pub(crate) dst: &'a mut [u8],
-}
-
-impl<'a> Read<'a> {
-    pub(crate) fn new(addr: usize, dst: &'a mut [u8]) -> Read<'a> {
-        Read {
-            addr,
-            failed: false,
-            dst,
-        }
-    }
-
-    /// A read known to fail without asking the kernel.
-    pub(crate) fn fault() -> Read<'a> {
-        Read {
-            addr: 0,
-            failed: true,
-            dst: &mut [],
-        }
-    }
-}
-
-/// Most iovecs one `process_vm_readv` call takes (`IOV_MAX`).
-const IOV_MAX: usize = 1024;
-
-/// Performs every read with as few `process_vm_readv` calls on our own pid as possible (up to
-/// [`IOV_MAX`] reads each), marking those that fault. `Err(errno)` means this process cannot read itself
-/// this way at all (`ENOSYS`, or `EPERM` under seccomp).
-///
-/// The kernel checks each remote range against our address space and fails with `EFAULT` rather than
-/// faulting, so any address is safe to ask for. It stops a call at the first remote range that faults;
-/// the reads before it succeeded, that one failed, and the rest are retried in the next call.
-pub(crate) fn read_own_many(reads: &mut [Read<'_>]) -> Result<(), i32> {
-    let me = nix::unistd::getpid();
-    let mut remote: Vec<RemoteIoVec> = Vec::with_capacity(reads.len().min(IOV_MAX));
-    let mut i = 0;
-    while i < reads.len() {
-        if reads[i].addr == 0 {
-            reads[i].failed = true;
-            i += 1;
-            continue;
-        }
-        let end = (i + IOV_MAX).min(reads.len());
-        let chunk = &mut reads[i..end];
-        remote.clear();
-        remote.extend(chunk.iter().map(|r| RemoteIoVec {
-            base: r.addr,
-            len: r.dst.len(),
-        }));
-        let mut local: Vec<IoSliceMut<'_>> =
-            chunk.iter_mut().map(|r| IoSliceMut::new(r.dst)).collect();
-        let n = match nix::sys::uio::process_vm_readv(me, &mut local, &remote) {
-            Ok(n) => n,
-            Err(Errno::EFAULT) => {
-                // Nothing was read: the first range faults.
-                drop(local);
-                reads[i].failed = true;
-                i += 1;
-                continue;
-            }
-            Err(errno) => return Err(errno as i32),
-        };
-        drop(local);
-        // Reads wholly inside the `n` bytes succeeded; the next one (if any) faulted.
-        let mut left = n;
-        let mut done = 0;
-        for r in chunk.iter() {
-            if left < r.dst.len() {
-                break;
-            }
-            left -= r.dst.len();
-            done += 1;
-        }
-        let whole = done == chunk.len();
-        i += done;
-        if !whole {
-            reads[i].failed = true;
-            i += 1;
-        }
-    }
-    Ok(())
-}
-
 /// The GNU build-id of the main executable, read from its `PT_NOTE` segments as the loader mapped them
 /// (no file access, no debug info): computed once.
 pub(crate) fn own_build_id() -> Option<Vec<u8>> {
@@ -407,23 +317,6 @@ mod tests {
             None,
             "truncated notes are not read past"
         );
-    }
-
-    #[test]
-    fn a_read_of_unmapped_memory_fails_alone_and_the_others_are_read() {
-        let (a, c) = (0x1122_3344_5566_7788u64.to_ne_bytes(), *b"chain!!!");
-        let (mut da, mut db, mut dc, mut dn) = ([0u8; 8], [0u8; 8], [0u8; 8], [0u8; 4]);
-        let mut reads = [
-            Read::new(a.as_ptr() as usize, &mut da),
-            Read::new(0x10, &mut db),
-            Read::new(c.as_ptr() as usize, &mut dc),
-            Read::new(0, &mut dn),
-            Read::fault(),
-        ];
-        read_own_many(&mut reads).expect("this process can read itself");
-        let failed: Vec<bool> = reads.iter().map(|r| r.failed).collect();
-        assert_eq!(failed, [false, true, false, true, true]);
-        assert_eq!((da, dc), (a, c));
     }
 
     #[test]

@@ -9,9 +9,10 @@
 //! - [`framing`]: length-prefixed frames (a big-endian `u32` length, then the payload) with a hard maximum size
 //!   per direction; oversized, truncated and undecodable frames are distinct typed errors.
 //! - [`paths`]: where agents bind their sockets, shared so that both sides agree.
-//! - [`walk`]: walk plans, with which the agent reads unannotated async state machines for the inspector.
-//! - [`runtime`]: runtime plans, with which the agent lists every task of a tokio runtime, spawned through
-//!   the agent or not.
+//! - walk plans ([`WalkPlan`]), with which the agent reads unannotated async state machines for the
+//!   inspector, and runtime plans ([`RuntimePlan`]), with which it lists every task of a tokio runtime,
+//!   spawned through the agent or not: defined with their one interpreter in `asyncdump-walker`, and
+//!   re-exported here because they travel in requests and replies.
 //! - [`agent_names`]: the agent's own item names the inspector recognises in a target's DWARF.
 //! - [`messages`]: the requests and replies, and the snapshot model (tasks, frames, continuation links,
 //!   cross-task edges, delegates) encoded with `postcard`, a compact serde binary format.
@@ -26,21 +27,12 @@ pub mod framing;
 pub mod handshake;
 pub mod messages;
 pub mod paths;
-pub mod runtime;
-pub mod walk;
 
+pub use asyncdump_walker::plan::*;
+pub use asyncdump_walker::{MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
 pub use framing::{FrameError, read_frame, read_frame_by, write_frame};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
-pub use runtime::{
-    FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan,
-    RuntimeReport, RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout,
-    VtableLayout,
-};
-pub use walk::{
-    Case, Discr, Edge, MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES, NO_PARENT, NodeStatus,
-    Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
-};
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 5;

@@ -21,8 +21,11 @@ static LOCAL_SETS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 /// The bytes of a handle: two handles of one runtime hold the same pointer.
 #[cfg(feature = "tokio")]
 fn bytes_of(handle: &tokio::runtime::Handle) -> Vec<u8> {
-    let addr = handle as *const tokio::runtime::Handle as usize;
-    super::read(addr, size_of::<tokio::runtime::Handle>()).unwrap_or_default()
+    use asyncdump_walker::{Memory, ProcessMemory};
+    let addr = handle as *const tokio::runtime::Handle as u64;
+    ProcessMemory::own()
+        .read_vec(addr, size_of::<tokio::runtime::Handle>())
+        .unwrap_or_default()
 }
 
 #[cfg(feature = "tokio")]

@@ -1,20 +1,16 @@
-//! Walk plans: how the agent reads async state machines for chains nobody annotated.
+//! Walk plans: how to read async state machines for chains nobody annotated.
 //!
-//! The inspector reads the target binary's DWARF and sends a [`WalkPlan`]: for each future type it may
-//! meet, where the discriminant is and which fields to follow in each case ([`TypePlan`]). The agent knows
-//! nothing about DWARF; it executes the plan per idle task, starting at the task's pinned root future,
-//! reading its own memory with reads that fail instead of faulting, and returns what it visited as a
-//! [`Walk`]: nodes each after its parent (the agent walks breadth-first, many tasks at once, to share
-//! read syscalls), siblings in the plan's order, each with its type and the discriminant it read. The inspector turns the
-//! nodes back into named frames with source lines. Both ends bound the work: [`WalkPlan::max_nodes`] and
-//! [`WalkPlan::max_bytes`] per task.
+//! The inspector reads the target binary's DWARF and writes a [`WalkPlan`]: for each future type it may
+//! meet, where the discriminant is and which fields to follow in each case ([`TypePlan`]). The
+//! [`crate::Walker`] knows nothing about DWARF; it follows the plan per idle task, starting at the task's
+//! pinned root future, reading through a [`crate::Memory`] source whose reads fail instead of faulting,
+//! and gives what it visited as a [`Walk`]: nodes each after its parent (breadth-first, many tasks at
+//! once, to share reads), siblings in the plan's order, each with its type and the discriminant it read.
+//! The inspector turns the nodes back into named frames with source lines. The work is bounded by
+//! [`WalkPlan::max_nodes`] and [`WalkPlan::max_bytes`] per task, and by [`crate::bounds`] whatever the
+//! plan asks for.
 
 use serde::{Deserialize, Serialize};
-
-/// The most nodes an agent returns per task, whatever [`WalkPlan::max_nodes`] asks for.
-pub const MAX_WALK_NODES: u32 = 4096;
-/// The most bytes an agent reads per task, whatever [`WalkPlan::max_bytes`] asks for.
-pub const MAX_WALK_BYTES: u32 = 1 << 20;
 
 /// Marks a [`WalkNode::ty`] that the plan does not describe (an unknown `dyn Future` vtable).
 pub const UNKNOWN_TYPE: u32 = u32::MAX;
@@ -83,7 +79,7 @@ pub enum Target {
     /// type, and [`WalkPlan::vtables`] names the concrete type.
     Dyn { vtable_offset: u32 },
     /// The field is a slice's data pointer (`Box<[T]>`); its length is at `len_offset` within the same
-    /// type; each of the first [`MAX_SLICE_ELEMS`] elements, `stride` bytes apart, is a future of type
+    /// type; each of the first [`crate::MAX_SLICE_ELEMS`] elements, `stride` bytes apart, is a future of type
     /// `elem`.
     Slice {
         len_offset: u32,
@@ -92,10 +88,7 @@ pub enum Target {
     },
 }
 
-/// The most elements of one slice a walk visits.
-pub const MAX_SLICE_ELEMS: u64 = 256;
-
-/// What the agent found in one task.
+/// What a walk found in one task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Walk {
     /// Nodes, each after its parent, siblings in the plan's order; the first is the root future.
@@ -110,7 +103,8 @@ pub enum Walk {
     UnknownRoot,
     /// The task was being polled (or completed), so its future could not be read.
     Busy,
-    /// This process may not read its own memory (`process_vm_readv` refused: seccomp, or not Linux).
+    /// The memory could not be read at all (`process_vm_readv` refused: permission, seccomp, or not
+    /// Linux).
     Unsupported { errno: i32 },
 }
 

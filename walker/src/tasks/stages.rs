@@ -1,37 +1,37 @@
 //! Walking the futures of listed tasks: idle ones only, in batches, with the walk dropped when the
 //! task's state word moved during it.
 
-use asyncdump_protocol::{RuntimePlan, RuntimeTask, Walk, WalkPlan};
-
 use super::WALK_BATCH;
-use crate::sys;
+use crate::memory::{Memory, Read};
+use crate::plan::{RuntimePlan, RuntimeTask, Walk, WalkPlan};
 use crate::walk::Walker;
 
 /// Walks the futures of the idle tasks, in batches; drops a walk that a change of state may have torn.
-pub(super) fn walk_tasks(
+pub fn walk_tasks(
+    mem: &impl Memory,
     plan: &WalkPlan,
     rp: &RuntimePlan,
     tasks: &mut [RuntimeTask],
     walker: &mut Walker,
 ) {
     let bits = rp.state_bits;
-    let mut batch: Vec<(usize, u32, usize)> = Vec::with_capacity(WALK_BATCH);
-    let mut flush = |batch: &mut Vec<(usize, u32, usize)>, tasks: &mut [RuntimeTask]| {
+    let mut batch: Vec<(usize, u32, u64)> = Vec::with_capacity(WALK_BATCH);
+    let mut flush = |batch: &mut Vec<(usize, u32, u64)>, tasks: &mut [RuntimeTask]| {
         if batch.is_empty() {
             return;
         }
-        let starts: Vec<(u32, usize)> = batch.iter().map(|&(_, ty, at)| (ty, at)).collect();
-        let walks = walker.walk_many(plan, &starts);
+        let starts: Vec<(u32, u64)> = batch.iter().map(|&(_, ty, at)| (ty, at)).collect();
+        let walks = walker.walk_many(mem, plan, &starts);
         let mut after = vec![[0u8; 8]; batch.len()];
-        let mut reads: Vec<sys::Read> = batch
+        let mut reads: Vec<Read> = batch
             .iter()
             .zip(after.iter_mut())
             .map(|(&(i, _, _), dst)| {
                 let addr = tasks[i].header.wrapping_add(rp.header.state as u64);
-                sys::Read::new(addr as usize, dst)
+                Read::new(addr, dst)
             })
             .collect();
-        let reread = sys::read_own_many(&mut reads).is_ok();
+        let reread = mem.read_many(&mut reads).is_ok();
         let failed: Vec<bool> = reads.iter().map(|r| r.failed).collect();
         drop(reads);
         let watched = bits.running | bits.complete | bits.notified;
@@ -71,7 +71,7 @@ pub(super) fn walk_tasks(
         batch.push((
             i,
             layout.stage_ty,
-            t.header.wrapping_add(layout.stage_offset as u64) as usize,
+            t.header.wrapping_add(layout.stage_offset as u64),
         ));
         if batch.len() >= WALK_BATCH {
             flush(&mut batch, tasks);

@@ -1,8 +1,8 @@
-//! Runtime task lists: how the agent lists every task of a tokio runtime, including the ones nobody
-//! spawned through the agent.
+//! Runtime task lists: how to list every task of a tokio runtime, including the ones nobody spawned
+//! through the agent.
 //!
 //! The agent keeps the runtimes registered with it (their `tokio::runtime::Handle`s) and reports where
-//! each lives ([`crate::WalkInfo::runtimes`]). The inspector reads tokio's layout from the binary's DWARF
+//! each lives. The inspector reads tokio's layout from the binary's DWARF
 //! and sends a [`RuntimePlan`] inside the walk plan: from the handle to the runtime's owned-task lists
 //! (one or more shards, each a linked list of task headers), what each header holds, and, per task type
 //! (keyed by the address of tokio's `raw::poll::<T, S>`, which the header's vtable points at), where the
@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::walk::Discr;
+use super::future::Discr;
 
 /// How to list the tasks of a tokio runtime from its `Handle`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -162,7 +162,7 @@ pub struct TaskLayout {
 /// What the agent found in one registered runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeReport {
-    /// Where the registered handle is in the target (as in [`crate::WalkInfo::runtimes`]), or the
+    /// Where the registered handle is in the target (as the agent reports it), or the
     /// registered `LocalSet`.
     pub handle: u64,
     pub flavor: Option<RuntimeFlavor>,

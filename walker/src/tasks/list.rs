@@ -1,12 +1,14 @@
 //! Following a task list: from a runtime's handle or a `LocalSet` to its `OwnedTasks`, then shard by
 //! shard through the task headers, each validated (owner id, a vtable the plan knows, visited once).
 
-use asyncdump_protocol::{
+use rustc_hash::FxHashMap as FastMap;
+
+use crate::bounds::{MAX_RUNTIME_TASKS, MAX_SHARDS};
+use crate::bytes::{uint, word};
+use crate::memory::{Memory, Read};
+use crate::plan::{
     OwnedLayout, RawWaker, RuntimePlan, RuntimeReport, RuntimeTask, SetWakerLayout, Shards,
 };
-
-use super::{MAX_RUNTIME_TASKS, MAX_SHARDS, read, sized, word};
-use crate::sys::{self, FastMap};
 
 /// The vtable fields a listing needs, checked for sense.
 #[derive(Clone, Copy)]
@@ -16,10 +18,12 @@ struct Vtable {
     id_offset: u64,
 }
 
-/// Follows the runtime's lists from its handle into `report`.
-pub(super) fn list_runtime(
+/// Follows the lists of the runtime whose `Handle` is at `handle` into `report`: its flavor, its
+/// tasks and tokio's own count of them. `Err` says in one line why the runtime could not be listed.
+pub fn list_runtime(
+    mem: &impl Memory,
     rp: &RuntimePlan,
-    handle: usize,
+    handle: u64,
     report: &mut RuntimeReport,
 ) -> Result<(), String> {
     let handle_len = rp
@@ -29,8 +33,12 @@ pub(super) fn list_runtime(
         .chain(rp.handle_discr.map(|d| (d.offset + d.size as u32) as usize))
         .max()
         .ok_or("the plan names no runtime flavor")?;
-    let hb = read(handle, handle_len).ok_or_else(|| unreadable("handle", handle as u64))?;
-    let discr = rp.handle_discr.map(|d| sized(&hb, d.offset, d.size));
+    let hb = mem
+        .read_vec(handle, handle_len)
+        .ok_or_else(|| unreadable("handle", handle))?;
+    let discr = rp
+        .handle_discr
+        .map(|d| uint(&hb, d.offset, d.size).unwrap_or(0));
     let flavor = rp
         .flavors
         .iter()
@@ -39,11 +47,12 @@ pub(super) fn list_runtime(
         .ok_or_else(|| format!("unknown runtime flavor {discr:?}"))?;
     report.flavor = Some(flavor.flavor);
     let owned = word(&hb, flavor.arc_offset).wrapping_add(flavor.owned_offset as u64);
-    list_owned(rp, owned, &rp.owned, report)
+    list_owned(mem, rp, owned, &rp.owned, report)
 }
 
-/// Follows a registered `LocalSet`'s list, from the set through its context and shared state.
-pub(super) fn list_local_set(
+/// Follows the list of the `LocalSet` at `set`, from the set through its context and shared state.
+pub fn list_local_set(
+    mem: &impl Memory,
     rp: &RuntimePlan,
     set: u64,
     report: &mut RuntimeReport,
@@ -52,13 +61,13 @@ pub(super) fn list_local_set(
         .local_set
         .ok_or("the binary's DWARF has no LocalSet layout")?;
     let at = |base: u64, off: u32, what: &str| -> Result<u64, String> {
-        let b = read(base.wrapping_add(off as u64) as usize, 8)
-            .ok_or_else(|| unreadable(what, base))?;
-        Ok(word(&b, 0))
+        mem.read_word(base.wrapping_add(off as u64))
+            .ok_or_else(|| unreadable(what, base))
     };
     let context = at(set, l.context, "LocalSet")?;
     let shared = at(context, l.shared, "LocalSet context")?;
     list_owned(
+        mem,
         rp,
         shared.wrapping_add(l.owned_offset as u64),
         &l.owned,
@@ -72,6 +81,7 @@ fn unreadable(what: &str, at: u64) -> String {
 
 /// Follows the task list `o` at `owned` into `report`.
 fn list_owned(
+    mem: &impl Memory,
     rp: &RuntimePlan,
     owned: u64,
     o: &OwnedLayout,
@@ -82,7 +92,9 @@ fn list_owned(
         Shards::Inline { head } => vec![o.id, head],
     };
     let owned_len = fields.into_iter().chain(o.count).max().unwrap_or(0) as usize + 8;
-    let ob = read(owned as usize, owned_len).ok_or_else(|| unreadable("task list", owned))?;
+    let ob = mem
+        .read_vec(owned, owned_len)
+        .ok_or_else(|| unreadable("task list", owned))?;
     report.alive = report.alive.or(o.count.map(|c| word(&ob, c)));
     let list_id = word(&ob, o.id);
     // Where each list's head pointer is.
@@ -109,15 +121,17 @@ fn list_owned(
         return Err("the runtime's task list has no id".into());
     }
     let mut firsts = vec![[0u8; 8]; heads.len()];
-    let read = read_all(heads.iter().copied(), firsts.iter_mut().map(|b| &mut b[..]));
+    let read = mem.read_each(heads.iter().copied(), firsts.iter_mut().map(|b| &mut b[..]));
     if let Some(i) = read.iter().position(|&ok| !ok) {
         return Err(unreadable("list shard", heads[i]));
     }
     let mut cursors: Vec<u64> = firsts.iter().map(|b| u64::from_ne_bytes(*b)).collect();
-    walk_shards(rp, &mut cursors, list_id, report);
+    walk_shards(mem, rp, &mut cursors, list_id, report);
     let mut sets: FastMap<u64, Option<SetWakerLayout>> = FastMap::default();
     for task in &mut report.tasks {
-        task.set_waker = task.join_waker.and_then(|w| set_waker(rp, w, &mut sets));
+        task.set_waker = task
+            .join_waker
+            .and_then(|w| set_waker(mem, rp, w, &mut sets));
     }
     // What tokio counts beyond what the lists gave (tasks added or removed meanwhile balance out).
     let listed = report.tasks.len() as u64 + report.skipped;
@@ -130,7 +144,13 @@ fn list_owned(
 /// and trailers in another, so a runtime with 16 shards costs two system calls per 16 tasks, not two
 /// per task. A shard whose next header does not validate (the list changed under the read) ends
 /// there, counted as skipped.
-fn walk_shards(rp: &RuntimePlan, cursors: &mut [u64], list_id: u64, report: &mut RuntimeReport) {
+fn walk_shards(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    cursors: &mut [u64],
+    list_id: u64,
+    report: &mut RuntimeReport,
+) {
     let max = rp.max_tasks.min(MAX_RUNTIME_TASKS) as usize;
     let mut vtables: FastMap<u64, Option<Vtable>> = FastMap::default();
     let mut seen: FastMap<u64, ()> = FastMap::default();
@@ -148,7 +168,7 @@ fn walk_shards(rp: &RuntimePlan, cursors: &mut [u64], list_id: u64, report: &mut
             return;
         }
         let mut headers = vec![0u8; h.size as usize * active.len()];
-        let header_ok = read_all(
+        let header_ok = mem.read_each(
             active.iter().map(|&i| cursors[i]),
             headers.chunks_mut(h.size as usize),
         );
@@ -161,7 +181,7 @@ fn walk_shards(rp: &RuntimePlan, cursors: &mut [u64], list_id: u64, report: &mut
         {
             let vt = (ok && word(hb, h.owner_id) == list_id)
                 .then(|| word(hb, h.vtable))
-                .and_then(|at| *vtables.entry(at).or_insert_with(|| vtable_at(rp, at)));
+                .and_then(|at| *vtables.entry(at).or_insert_with(|| vtable_at(mem, rp, at)));
             match vt {
                 Some(vt) => valid.push((i, hb, vt)),
                 None => {
@@ -171,7 +191,7 @@ fn walk_shards(rp: &RuntimePlan, cursors: &mut [u64], list_id: u64, report: &mut
             }
         }
         let at: Vec<(u64, Vtable)> = valid.iter().map(|&(i, _, vt)| (cursors[i], vt)).collect();
-        for ((i, hb, vt), rest) in valid.into_iter().zip(ids_and_trailers(rp, &at)) {
+        for ((i, hb, vt), rest) in valid.into_iter().zip(ids_and_trailers(mem, rp, &at)) {
             // The round read up to one task per shard: the limit holds exactly all the same.
             match rest {
                 Some((id, tb)) if report.tasks.len() < max => {
@@ -190,19 +210,20 @@ fn walk_shards(rp: &RuntimePlan, cursors: &mut [u64], list_id: u64, report: &mut
 
 /// The id and trailer of the task at each header of `at` (with its vtable, which says where they
 /// are), read in one batch; `None` where a read failed.
-fn ids_and_trailers(rp: &RuntimePlan, at: &[(u64, Vtable)]) -> Vec<Option<([u8; 8], Vec<u8>)>> {
+fn ids_and_trailers(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    at: &[(u64, Vtable)],
+) -> Vec<Option<([u8; 8], Vec<u8>)>> {
     let size = rp.trailer.size as usize;
     let mut ids = vec![[0u8; 8]; at.len()];
     let mut trailers = vec![0u8; size * at.len()];
-    let mut reads: Vec<sys::Read<'_>> = Vec::with_capacity(2 * at.len());
+    let mut reads: Vec<Read<'_>> = Vec::with_capacity(2 * at.len());
     for ((&(node, vt), id), tb) in at.iter().zip(ids.iter_mut()).zip(trailers.chunks_mut(size)) {
-        reads.push(sys::Read::new(node.wrapping_add(vt.id_offset) as usize, id));
-        reads.push(sys::Read::new(
-            node.wrapping_add(vt.trailer_offset) as usize,
-            tb,
-        ));
+        reads.push(Read::new(node.wrapping_add(vt.id_offset), id));
+        reads.push(Read::new(node.wrapping_add(vt.trailer_offset), tb));
     }
-    let read = sys::read_own_many(&mut reads).is_ok();
+    let read = mem.read_many(&mut reads).is_ok();
     let ok: Vec<bool> = reads
         .chunks(2)
         .map(|r| read && !r[0].failed && !r[1].failed)
@@ -211,19 +232,6 @@ fn ids_and_trailers(rp: &RuntimePlan, at: &[(u64, Vtable)]) -> Vec<Option<([u8; 
     (ids.into_iter().zip(trailers.chunks(size)).zip(ok))
         .map(|((id, tb), ok)| ok.then(|| (id, tb.to_vec())))
         .collect()
-}
-
-/// Reads each address of `from` into the buffer `into` gives it, in one batch; whether each read.
-fn read_all<'a>(
-    from: impl Iterator<Item = u64>,
-    into: impl Iterator<Item = &'a mut [u8]>,
-) -> Vec<bool> {
-    let mut reads: Vec<sys::Read<'_>> = from
-        .zip(into)
-        .map(|(at, b)| sys::Read::new(at as usize, b))
-        .collect();
-    let read = sys::read_own_many(&mut reads).is_ok();
-    reads.iter().map(|r| read && !r.failed).collect()
 }
 
 /// The task whose header at `node` validated (`hb`, vtable `vt`), from its id and trailer bytes, with
@@ -260,6 +268,7 @@ fn task_from(
 /// vtable in `sets`): the waker of the task polling the set, if one waits. Every pointer is read with
 /// the fault-safe reader; an entry freed meanwhile reads as garbage that matches no task, never a crash.
 fn set_waker(
+    mem: &impl Memory,
     rp: &RuntimePlan,
     join: RawWaker,
     sets: &mut FastMap<u64, Option<SetWakerLayout>>,
@@ -268,32 +277,23 @@ fn set_waker(
         return None;
     }
     let layout = *sets.entry(join.vtable).or_insert_with(|| {
-        let clone = word(&read(join.vtable as usize, 8)?, 0);
+        let clone = mem.read_word(join.vtable)?;
         rp.set_wakers
             .binary_search_by_key(&clone, |s| s.clone_fn)
             .ok()
             .map(|i| rp.set_wakers[i])
     });
     let l = layout?;
-    let parent = word(
-        &read(join.data.wrapping_add(l.parent as u64) as usize, 8)?,
-        0,
-    );
-    let data = word(
-        &read(parent.wrapping_add(l.waker_data as u64) as usize, 8)?,
-        0,
-    );
-    let vtable = word(
-        &read(parent.wrapping_add(l.waker_vtable as u64) as usize, 8)?,
-        0,
-    );
+    let parent = mem.read_word(join.data.wrapping_add(l.parent as u64))?;
+    let data = mem.read_word(parent.wrapping_add(l.waker_data as u64))?;
+    let vtable = mem.read_word(parent.wrapping_add(l.waker_vtable as u64))?;
     (vtable != 0).then_some(RawWaker { data, vtable })
 }
 
 /// The vtable at `addr`, if it is one of a task type the plan knows and its offsets make sense.
-fn vtable_at(rp: &RuntimePlan, addr: u64) -> Option<Vtable> {
+fn vtable_at(mem: &impl Memory, rp: &RuntimePlan, addr: u64) -> Option<Vtable> {
     let l = rp.vtable;
-    let b = read(addr as usize, l.size as usize)?;
+    let b = mem.read_vec(addr, l.size as usize)?;
     let vt = Vtable {
         poll: word(&b, l.poll),
         trailer_offset: word(&b, l.trailer_offset),

@@ -1,38 +1,31 @@
-//! Executes a [`WalkPlan`] on idle tasks' futures: the agent's half of zero-annotation chains.
+//! The [`Walker`]: follows a [`WalkPlan`] from tasks' root futures over a [`Memory`] source.
 //!
-//! The plan comes from the inspector, which read the binary's DWARF; this module knows no DWARF. It starts
-//! at each task's pinned root future and, per node, copies the type's bytes (inline fields of that type,
-//! such as an awaited state machine stored inside its parent, come from the same copy), reads the
-//! discriminant, and follows the plan's edges: inline fields, thin pointers (`Pin<Box<T>>`), `dyn Future`
-//! pointers whose vtable the plan names, and boxed slices of futures (`join_all`).
+//! Per node it copies the type's bytes (inline fields of that type, such as an awaited state machine
+//! stored inside its parent, come from the same copy), reads the discriminant, and follows the plan's
+//! edges: inline fields, thin pointers (`Pin<Box<T>>`), `dyn Future` pointers whose vtable the plan
+//! names, and boxed slices of futures (`join_all`).
 //!
-//! **Batched.** A read costs a syscall (some 1.6 µs here), far more than the copy, so [`Walker::walk_many`]
-//! walks many tasks level by level: every node of every task waiting for bytes at one depth is read in one
-//! `process_vm_readv` call with many iovecs. Nodes therefore come out breadth-first: each after its parent,
-//! siblings in the plan's order.
+//! **Batched.** A read of a live process costs a syscall (some 1.6 µs here), far more than the copy,
+//! so [`Walker::walk_many`] walks many tasks level by level: every node of every task waiting for bytes
+//! at one depth is one read of one batch ([`Memory::read_many`]). Nodes therefore come out
+//! breadth-first: each after its parent, siblings in the plan's order.
 //!
-//! **Why it cannot hurt the host.** Every read of target memory goes through `process_vm_readv` on our own
-//! pid, which returns `EFAULT` for an unmapped address instead of raising a signal; a plan that is wrong,
-//! malicious or stale yields `Fault` nodes, never a crash. The caller holds each task's lock in reader
-//! mode, so the tasks are not being polled or dropped and their own memory (their state machines, the
-//! boxes they own) holds still. Work is bounded by the plan's node and byte limits, capped again here, and
-//! nothing panics: every index into the plan is checked.
+//! **Why it cannot hurt anyone.** Every read goes through the source, whose reads fail rather than
+//! fault; a plan that is wrong, malicious or stale yields `Fault` nodes, never a crash. Work is bounded
+//! by the plan's node and byte limits, capped again by [`crate::bounds`], and nothing panics: every
+//! index into the plan is checked. That the memory holds still during a walk is the caller's to
+//! arrange (the agent holds each task's lock in reader mode; a stopped process or a core holds still).
 
-use asyncdump_protocol::{
-    Case, Edge, MAX_SLICE_ELEMS, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk,
-    WalkNode, WalkPlan,
-};
-
-use crate::sys;
-
-/// Upper bounds applied whatever the plan asks for.
-pub use asyncdump_protocol::{
-    MAX_WALK_BYTES as MAX_BYTES_PER_TASK, MAX_WALK_NODES as MAX_NODES_PER_TASK,
+use crate::bounds::{MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
+use crate::bytes::uint;
+use crate::memory::{Memory, Read};
+use crate::plan::{
+    Case, Edge, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
 };
 
 /// Reusable buffers for walking many tasks in one snapshot.
 #[derive(Default)]
-pub(crate) struct Walker {
+pub struct Walker {
     tasks: Vec<TaskWalk>,
     /// Each read of the current level, task by task in order.
     owners: Vec<Owner>,
@@ -44,7 +37,7 @@ pub(crate) struct Walker {
 struct Owner {
     task: usize,
     index: usize,
-    addr: usize,
+    addr: u64,
     len: usize,
 }
 
@@ -66,7 +59,7 @@ struct TaskWalk {
 struct Pending {
     parent: u32,
     ty: u32,
-    addr: usize,
+    addr: u64,
     /// Where its bytes already are, when it is an inline field of an object already copied: its start,
     /// and the end of the enclosing copy, which it must not run past.
     copied: Option<(usize, usize)>,
@@ -77,19 +70,23 @@ struct Pending {
 }
 
 impl Walker {
-    /// Walks the future at `addr`, of plan type `ty`. The caller holds the task's read lock.
-    #[cfg(test)]
-    pub(crate) fn walk(&mut self, plan: &WalkPlan, ty: u32, addr: usize) -> Walk {
-        self.walk_many(plan, &[(ty, addr)])
-            .pop()
-            .expect("one walk per start")
+    /// Walks the future at `addr`, of plan type `ty`.
+    pub fn walk(&mut self, mem: &impl Memory, plan: &WalkPlan, ty: u32, addr: u64) -> Walk {
+        // `walk_many` gives one walk per start.
+        let mut walks = self.walk_many(mem, plan, &[(ty, addr)]).into_iter();
+        walks.next().unwrap_or(Walk::Busy)
     }
 
-    /// Walks each `(type, address)` root future; one [`Walk`] per start, in order. The caller holds every
-    /// one of these tasks' read locks.
-    pub(crate) fn walk_many(&mut self, plan: &WalkPlan, starts: &[(u32, usize)]) -> Vec<Walk> {
-        let max_nodes = plan.max_nodes.min(MAX_NODES_PER_TASK) as usize;
-        let max_bytes = plan.max_bytes.min(MAX_BYTES_PER_TASK) as usize;
+    /// Walks each `(type, address)` root future; one [`Walk`] per start, in order. The memory of every
+    /// one of these futures must hold still meanwhile.
+    pub fn walk_many(
+        &mut self,
+        mem: &impl Memory,
+        plan: &WalkPlan,
+        starts: &[(u32, u64)],
+    ) -> Vec<Walk> {
+        let max_nodes = plan.max_nodes.min(MAX_WALK_NODES) as usize;
+        let max_bytes = plan.max_bytes.min(MAX_WALK_BYTES) as usize;
         self.tasks.resize_with(starts.len(), TaskWalk::default);
         for (t, &(ty, addr)) in self.tasks.iter_mut().zip(starts) {
             t.nodes = Vec::new();
@@ -109,8 +106,8 @@ impl Walker {
         let mut unsupported = None;
         while self.tasks.iter().any(|t| !t.frontier.is_empty()) {
             self.plan_level(plan, max_bytes);
-            if let Err(errno) = self.read_level() {
-                unsupported = Some(errno);
+            if let Err(e) = self.read_level(mem) {
+                unsupported = Some(e.errno);
                 break;
             }
             for (&failed, o) in self.failed.iter().zip(&self.owners) {
@@ -168,7 +165,7 @@ impl Walker {
     }
 
     /// Performs the level's reads into the bytes [`Walker::plan_level`] allocated, noting which faulted.
-    fn read_level(&mut self) -> Result<(), i32> {
+    fn read_level(&mut self, mem: &impl Memory) -> Result<(), crate::Unreadable> {
         let mut reads = Vec::with_capacity(self.owners.len());
         let mut owners = self.owners.iter().peekable();
         for (ti, t) in self.tasks.iter_mut().enumerate() {
@@ -178,14 +175,14 @@ impl Walker {
                 // Were it not so, the read would count as a fault, never a panic.
                 match std::mem::take(&mut rest).split_at_mut_checked(o.len) {
                     Some((dst, tail)) => {
-                        reads.push(sys::Read::new(o.addr, dst));
+                        reads.push(Read::new(o.addr, dst));
                         rest = tail;
                     }
-                    None => reads.push(sys::Read::fault()),
+                    None => reads.push(Read::fault()),
                 }
             }
         }
-        let result = sys::read_own_many(&mut reads);
+        let result = mem.read_many(&mut reads);
         self.failed.clear();
         self.failed.extend(reads.iter().map(|r| r.failed));
         result
@@ -206,20 +203,22 @@ impl TaskWalk {
             let mut node = WalkNode {
                 parent: p.parent,
                 ty: p.ty,
-                addr: p.addr as u64,
+                addr: p.addr,
                 discr: None,
                 status: p.status.unwrap_or(NodeStatus::Read),
             };
+            // A status known before reading (a null pointer, an unknown vtable, a fault) is the answer,
+            // whatever the type.
+            if p.status.is_some() {
+                self.nodes.push(node);
+                continue;
+            }
             let Some(tp) = plan.types.get(p.ty as usize) else {
                 node.ty = UNKNOWN_TYPE;
                 node.status = NodeStatus::Leaf;
                 self.nodes.push(node);
                 continue;
             };
-            if p.status.is_some() {
-                self.nodes.push(node);
-                continue;
-            }
             if tp.size == 0 {
                 node.status = NodeStatus::Leaf;
                 self.nodes.push(node);
@@ -228,7 +227,7 @@ impl TaskWalk {
             // No bytes: over the byte budget (already marked truncated).
             let Some(start) = p.start else { continue };
             let obj = &self.bytes[start..start + tp.size as usize];
-            node.discr = tp.discr.and_then(|d| read_uint(obj, d.offset, d.size));
+            node.discr = tp.discr.and_then(|d| uint(obj, d.offset, d.size));
             self.nodes.push(node);
             for edge in tp.always.iter().chain(case_edges(tp, node.discr)) {
                 follow(plan, edge, obj, p.addr, start, index, &mut self.next);
@@ -256,7 +255,7 @@ fn follow(
     plan: &WalkPlan,
     edge: &Edge,
     obj: &[u8],
-    addr: usize,
+    addr: u64,
     start: usize,
     parent: u32,
     out: &mut Vec<Pending>,
@@ -270,25 +269,25 @@ fn follow(
         status,
         start: None,
     };
-    let word = |off: usize| read_uint(obj, off as u32, std::mem::size_of::<usize>() as u8);
+    let word = |off: usize| uint(obj, off as u32, 8);
     let next = match edge.to {
         Target::Inline(ty) => Pending {
             copied: Some((start + offset, start + obj.len())),
-            ..at(ty, addr.wrapping_add(offset), None)
+            ..at(ty, addr.wrapping_add(offset as u64), None)
         },
         Target::Pointer(ty) => match word(offset) {
             Some(0) => at(ty, 0, Some(NodeStatus::Null)),
-            Some(ptr) => at(ty, ptr as usize, None),
+            Some(ptr) => at(ty, ptr, None),
             None => at(ty, 0, Some(NodeStatus::Fault)),
         },
         Target::Dyn { vtable_offset } => match (word(offset), word(vtable_offset as usize)) {
             (Some(0), _) => at(UNKNOWN_TYPE, 0, Some(NodeStatus::Null)),
             (Some(data), Some(vtable)) => {
                 match plan.vtables.binary_search_by_key(&vtable, |v| v.0) {
-                    Ok(i) => at(plan.vtables[i].1, data as usize, None),
+                    Ok(i) => at(plan.vtables[i].1, data, None),
                     Err(_) => at(
                         UNKNOWN_TYPE,
-                        data as usize,
+                        data,
                         Some(NodeStatus::UnknownVtable { vtable }),
                     ),
                 }
@@ -303,8 +302,8 @@ fn follow(
             (Some(data), Some(len)) => {
                 // Element addresses come from the target's own pointer and length: a wrong pair gives
                 // faults, and no more than MAX_SLICE_ELEMS of them.
-                for i in 0..len.min(MAX_SLICE_ELEMS) as usize {
-                    let at_i = (data as usize).wrapping_add(i.wrapping_mul(stride as usize));
+                for i in 0..len.min(MAX_SLICE_ELEMS) {
+                    let at_i = data.wrapping_add(i.wrapping_mul(stride as u64));
                     out.push(at(elem, at_i, None));
                 }
                 return;
@@ -315,51 +314,25 @@ fn follow(
     out.push(next);
 }
 
-/// An unsigned integer of `size` bytes at `offset` in `obj`, native byte order; `None` if out of range.
-fn read_uint(obj: &[u8], offset: u32, size: u8) -> Option<u64> {
-    let bytes = obj.get(offset as usize..offset as usize + size as usize)?;
-    let mut buf = [0u8; 8];
-    match size {
-        1 | 2 | 4 | 8 => {
-            if cfg!(target_endian = "little") {
-                buf[..bytes.len()].copy_from_slice(bytes);
-                Some(u64::from_le_bytes(buf))
-            } else {
-                buf[8 - bytes.len()..].copy_from_slice(bytes);
-                Some(u64::from_be_bytes(buf))
-            }
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use asyncdump_protocol::Discr;
+    use crate::memory::ImageMemory;
+    use crate::plan::Discr;
 
-    /// A hand-made two-level structure: a "state machine" whose state 3 holds a box to a leaf.
-    #[repr(C)]
-    struct Outer {
-        state: u8,
-        boxed: *const Inner,
-    }
-    #[repr(C)]
-    struct Inner {
-        state: u8,
-    }
-
+    /// A "state machine" of 16 bytes: its state at 0, and in state 3 a box at 8 to an inner future of
+    /// one byte, its own state.
     fn plan() -> WalkPlan {
         WalkPlan {
             types: vec![
                 TypePlan {
-                    size: size_of::<Outer>() as u32,
+                    size: 16,
                     discr: Some(Discr { offset: 0, size: 1 }),
                     always: vec![],
                     cases: vec![Case {
                         value: Some(3),
                         edges: vec![Edge {
-                            offset: std::mem::offset_of!(Outer, boxed) as u32,
+                            offset: 8,
                             to: Target::Pointer(1),
                         }],
                     }],
@@ -376,6 +349,21 @@ mod tests {
         }
     }
 
+    fn outer(state: u8, boxed: u64) -> Vec<u8> {
+        let mut b = vec![state; 8];
+        b.extend_from_slice(&boxed.to_ne_bytes());
+        b
+    }
+
+    /// Memory holding `regions`, each `(address, bytes)`.
+    fn memory(regions: impl IntoIterator<Item = (u64, Vec<u8>)>) -> ImageMemory {
+        let mut m = ImageMemory::new();
+        for (at, bytes) in regions {
+            assert!(m.insert(at, bytes), "regions overlap at {at:#x}");
+        }
+        m
+    }
+
     fn nodes(walk: Walk) -> Vec<WalkNode> {
         match walk {
             Walk::Nodes { nodes, .. } => nodes,
@@ -385,60 +373,51 @@ mod tests {
 
     #[test]
     fn follows_the_edge_of_the_current_state_through_a_box() {
-        let inner = Box::new(Inner { state: 7 });
-        let outer = Outer {
-            state: 3,
-            boxed: &*inner,
-        };
-        let n = nodes(Walker::default().walk(&plan(), 0, &outer as *const _ as usize));
+        let m = memory([(0x1000, outer(3, 0x2000)), (0x2000, vec![7])]);
+        let n = nodes(Walker::default().walk(&m, &plan(), 0, 0x1000));
         assert_eq!(n.len(), 2);
         assert_eq!((n[0].discr, n[1].discr, n[1].parent), (Some(3), Some(7), 0));
-        assert_eq!(n[1].addr, &*inner as *const Inner as u64);
+        assert_eq!(n[1].addr, 0x2000);
     }
 
     #[test]
     fn another_state_has_no_edge() {
-        let outer = Outer {
-            state: 4,
-            boxed: std::ptr::null(),
-        };
-        let n = nodes(Walker::default().walk(&plan(), 0, &outer as *const _ as usize));
+        let m = memory([(0x1000, outer(4, 0))]);
+        let n = nodes(Walker::default().walk(&m, &plan(), 0, 0x1000));
         assert_eq!(n.len(), 1);
     }
 
     #[test]
+    fn a_null_box_is_a_null_node() {
+        let m = memory([(0x1000, outer(3, 0))]);
+        let n = nodes(Walker::default().walk(&m, &plan(), 0, 0x1000));
+        assert_eq!((n[1].status, n[1].addr), (NodeStatus::Null, 0));
+    }
+
+    #[test]
     fn a_wild_pointer_is_a_fault_not_a_crash() {
-        let outer = Outer {
-            state: 3,
-            boxed: 0x10 as *const Inner,
-        };
-        let n = nodes(Walker::default().walk(&plan(), 0, &outer as *const _ as usize));
+        let m = memory([(0x1000, outer(3, 0x10))]);
+        let n = nodes(Walker::default().walk(&m, &plan(), 0, 0x1000));
         assert_eq!(n[1].status, NodeStatus::Fault);
-        let n = nodes(Walker::default().walk(&plan(), 0, 0x8));
+        let n = nodes(Walker::default().walk(&m, &plan(), 0, 0x8));
         assert_eq!(n[0].status, NodeStatus::Fault, "even the root");
     }
 
     #[test]
     fn a_fault_in_the_middle_of_a_batch_spoils_only_its_own_walk() {
-        let inner = Box::new(Inner { state: 9 });
-        let good = Outer {
-            state: 3,
-            boxed: &*inner,
-        };
-        let wild = Outer {
-            state: 3,
-            boxed: 0x18 as *const Inner,
-        };
-        let (g, w) = (&good as *const _ as usize, &wild as *const _ as usize);
-        // More starts than one syscall takes (1,024 iovecs), with faults spread through them.
-        let starts: Vec<(u32, usize)> = (0..1500)
+        let m = memory([
+            (0x1000, outer(3, 0x3000)),
+            (0x2000, outer(3, 0x18)),
+            (0x3000, vec![9]),
+        ]);
+        let starts: Vec<(u32, u64)> = (0..1500)
             .map(|i| match i % 3 {
-                0 => (0, g),
-                1 => (0, w),
+                0 => (0, 0x1000),
+                1 => (0, 0x2000),
                 _ => (0, 0x28),
             })
             .collect();
-        let walks = Walker::default().walk_many(&plan(), &starts);
+        let walks = Walker::default().walk_many(&m, &plan(), &starts);
         assert_eq!(walks.len(), starts.len());
         for (i, walk) in walks.into_iter().enumerate() {
             let n = nodes(walk);
@@ -456,39 +435,56 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_boxed_slice_gives_one_child_per_element_up_to_the_cap() {
-        let elems: Box<[Inner]> = (0..3).map(|state| Inner { state }).collect();
-        #[repr(C)]
-        struct Slice {
-            data: *const Inner,
-            len: usize,
-        }
+    /// A boxed slice of three one-byte futures: `{ data at 0, len at 8 }`.
+    fn slice_plan() -> WalkPlan {
         let mut p = plan();
-        p.max_nodes = MAX_NODES_PER_TASK;
+        p.max_nodes = MAX_WALK_NODES;
         p.types[0] = TypePlan {
-            size: size_of::<Slice>() as u32,
+            size: 16,
             always: vec![Edge {
                 offset: 0,
                 to: Target::Slice {
                     len_offset: 8,
                     elem: 1,
-                    stride: size_of::<Inner>() as u32,
+                    stride: 1,
                 },
             }],
             ..TypePlan::default()
         };
-        let mut slice = Slice {
-            data: elems.as_ptr(),
-            len: elems.len(),
-        };
-        let n = nodes(Walker::default().walk(&p, 0, &slice as *const _ as usize));
+        p
+    }
+
+    #[test]
+    fn a_boxed_slice_gives_one_child_per_element_up_to_the_cap() {
+        let slice = |len: u64| [0x2000u64.to_ne_bytes(), len.to_ne_bytes()].concat();
+        let m = memory([(0x1000, slice(3)), (0x2000, vec![0, 1, 2])]);
+        let n = nodes(Walker::default().walk(&m, &slice_plan(), 0, 0x1000));
         let states: Vec<_> = n[1..].iter().map(|n| (n.parent, n.discr)).collect();
         assert_eq!(states, [(0, Some(0)), (0, Some(1)), (0, Some(2))]);
-        // A lying length is capped, and reads past the allocation fault or read junk, never crash.
-        slice.len = usize::MAX;
-        let n = nodes(Walker::default().walk(&p, 0, &slice as *const _ as usize));
+        // A lying length is capped, and reads past the allocation fault, never crash.
+        let m = memory([(0x1000, slice(u64::MAX)), (0x2000, vec![0, 1, 2])]);
+        let n = nodes(Walker::default().walk(&m, &slice_plan(), 0, 0x1000));
         assert_eq!(n.len(), 1 + MAX_SLICE_ELEMS as usize);
+        assert_eq!(n[4].status, NodeStatus::Fault);
+    }
+
+    #[test]
+    fn a_dyn_future_is_typed_by_its_vtable_and_an_unknown_vtable_is_named() {
+        let mut p = plan();
+        p.types[0].cases[0].edges[0].to = Target::Dyn { vtable_offset: 0 };
+        p.vtables = vec![(0x0303_0303_0303_0303, 1)];
+        // The "state" bytes double as the vtable pointer: 0x0303... is known, 0x0404... is not.
+        let m = memory([(0x1000, outer(3, 0x2000)), (0x2000, vec![5])]);
+        let n = nodes(Walker::default().walk(&m, &p, 0, 0x1000));
+        assert_eq!((n[1].ty, n[1].discr), (1, Some(5)));
+        p.types[0].cases[0].value = Some(4);
+        let m = memory([(0x1000, outer(4, 0x2000))]);
+        let n = nodes(Walker::default().walk(&m, &p, 0, 0x1000));
+        let vtable = 0x0404_0404_0404_0404;
+        assert_eq!(
+            (n[1].ty, n[1].status),
+            (UNKNOWN_TYPE, NodeStatus::UnknownVtable { vtable })
+        );
     }
 
     #[test]
@@ -503,11 +499,8 @@ mod tests {
             offset: 0,
             to: Target::Inline(0),
         });
-        let outer = Outer {
-            state: 3,
-            boxed: 0x10 as *const Inner,
-        };
-        match Walker::default().walk(&p, 0, &outer as *const _ as usize) {
+        let m = memory([(0x1000, outer(3, 0x10))]);
+        match Walker::default().walk(&m, &p, 0, 0x1000) {
             Walk::Nodes { nodes, truncated } => {
                 assert!(truncated);
                 assert_eq!(nodes.len(), 64);
@@ -515,5 +508,47 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_plan_asking_for_more_than_the_bounds_gets_the_bounds() {
+        let mut p = plan();
+        p.max_nodes = u32::MAX;
+        p.types[0].cases[0].edges = vec![
+            Edge {
+                offset: 0,
+                to: Target::Inline(0),
+            };
+            2
+        ];
+        let m = memory([(0x1000, outer(3, 0))]);
+        match Walker::default().walk(&m, &p, 0, 0x1000) {
+            Walk::Nodes { nodes, truncated } => {
+                assert!(truncated);
+                assert_eq!(nodes.len(), MAX_WALK_NODES as usize);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[cfg(feature = "process")]
+    #[test]
+    fn this_process_is_walked_through_its_own_memory() {
+        #[repr(C)]
+        struct Outer {
+            state: [u8; 8],
+            boxed: *const u8,
+        }
+        let inner = Box::new(7u8);
+        let outer = Outer {
+            state: [3; 8],
+            boxed: &*inner,
+        };
+        let mem = crate::ProcessMemory::own();
+        let n = nodes(Walker::default().walk(&mem, &plan(), 0, &outer as *const Outer as u64));
+        assert_eq!(
+            (n[1].discr, n[1].addr),
+            (Some(7), &*inner as *const u8 as u64)
+        );
     }
 }

@@ -1,0 +1,107 @@
+//! Where the walker's bytes come from: the [`Memory`] trait and its sources.
+//!
+//! A source answers batches of reads ([`Memory::read_many`]), each of which succeeds whole or is
+//! marked failed; a failed read is an answer (an unmapped address, a pointer that lied, a page a core
+//! file did not keep), never a crash and never a guess. Only a source that cannot read at all (this
+//! process may not read that one: `EPERM`, seccomp, not Linux) answers with an error, for the whole
+//! batch. Batches exist because a read of another process costs a system call, and one
+//! `process_vm_readv` takes up to 1,024 ranges.
+//!
+//! Sources: [`ProcessMemory`] (a live process, this one included; feature `process`) and
+//! [`ImageMemory`] (byte regions held in memory: tests, and any source that has loaded its bytes, such
+//! as the segments of a core file).
+
+mod image;
+#[cfg(feature = "process")]
+mod process;
+
+pub use image::ImageMemory;
+#[cfg(feature = "process")]
+pub use process::ProcessMemory;
+
+use crate::bytes;
+
+/// One read of a batch: `dst.len()` bytes at `addr` into `dst`.
+#[derive(Debug)]
+pub struct Read<'a> {
+    pub addr: u64,
+    /// Set by the source when the bytes could not be read whole.
+    pub failed: bool,
+    pub dst: &'a mut [u8],
+}
+
+impl<'a> Read<'a> {
+    pub fn new(addr: u64, dst: &'a mut [u8]) -> Read<'a> {
+        Read {
+            addr,
+            failed: false,
+            dst,
+        }
+    }
+
+    /// A read known to fail without asking the source.
+    pub fn fault() -> Read<'a> {
+        Read {
+            addr: 0,
+            failed: true,
+            dst: &mut [],
+        }
+    }
+}
+
+/// The source cannot read at all: `errno` as the system gave it (0 when there is none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unreadable {
+    pub errno: i32,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "this memory cannot be read (errno {})", self.errno)
+    }
+}
+
+impl std::error::Error for Unreadable {}
+
+/// A source of a target's bytes.
+pub trait Memory {
+    /// Performs every read of the batch, marking each one that could not be read whole. Reads at
+    /// address 0 always fail. `Err` means nothing can be read from this source at all.
+    fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), Unreadable>;
+
+    /// `len` bytes at `addr`, or `None` if any of them cannot be read.
+    fn read_vec(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let mut r = [Read::new(addr, &mut out)];
+        let read = self.read_many(&mut r).is_ok() && !r[0].failed;
+        read.then_some(out)
+    }
+
+    /// The native-endian pointer-sized word at `addr`, or `None` if it cannot be read.
+    fn read_word(&self, addr: u64) -> Option<u64> {
+        let mut w = [0u8; 8];
+        let mut r = [Read::new(addr, &mut w)];
+        let read = self.read_many(&mut r).is_ok() && !r[0].failed;
+        read.then(|| bytes::word(&w, 0))
+    }
+
+    /// Reads each address of `from` into the buffer `into` gives it, in one batch; whether each read.
+    fn read_each<'b>(
+        &self,
+        from: impl Iterator<Item = u64>,
+        into: impl Iterator<Item = &'b mut [u8]>,
+    ) -> Vec<bool>
+    where
+        Self: Sized,
+    {
+        let mut reads: Vec<Read<'_>> = from.zip(into).map(|(at, b)| Read::new(at, b)).collect();
+        let read = self.read_many(&mut reads).is_ok();
+        reads.iter().map(|r| read && !r.failed).collect()
+    }
+}
+
+impl<M: Memory + ?Sized> Memory for &M {
+    fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), Unreadable> {
+        (**self).read_many(reads)
+    }
+}

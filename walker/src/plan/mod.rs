@@ -1,0 +1,19 @@
+//! Plans, and what following them gives: serde types shared by whoever writes a plan (the inspector)
+//! and whoever follows it (the agent in its own process, the inspector over another process or a
+//! core file).
+//!
+//! - [`future`]: walk plans for async state machines and the walks they give.
+//! - [`runtime`]: runtime plans for tokio's task lists and the reports they give.
+
+pub mod future;
+pub mod runtime;
+
+pub use future::{
+    Case, Discr, Edge, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode,
+    WalkPlan,
+};
+pub use runtime::{
+    FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan,
+    RuntimeReport, RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout,
+    VtableLayout,
+};
