@@ -20,8 +20,8 @@ use asyncdump_protocol::{
     SpawnSite, Task, TaskState, ThreadInfo, Walk, WalkPlan,
 };
 
-use crate::frame::{Node, Source};
 use crate::sys::{self, FastMap};
+use crate::task::{RawFrame, Source};
 use crate::task::{ReadLock, TaskCell, registry};
 use asyncdump_walker::{ProcessMemory, Walker};
 
@@ -29,20 +29,8 @@ use asyncdump_walker::{ProcessMemory, Walker};
 pub const PER_TASK_WAIT_NS: u64 = 2_000_000;
 /// Longest total wait for running tasks in one snapshot.
 pub const TOTAL_WAIT_NS: u64 = 50_000_000;
-/// Most frames read from one task; deeper trees are cut (and say so by ending early), and of a frame with
-/// more children than that, the newest are read.
-pub const MAX_FRAMES_PER_TASK: usize = 4096;
 /// Most tasks whose last capture is remembered for showing while they run.
 pub const STALE_CACHE_MAX: usize = 4096;
-
-#[derive(Clone, Copy)]
-struct RawFrame {
-    id: usize,
-    parent: usize,
-    name: &'static str,
-    location: &'static Location<'static>,
-    source: Source,
-}
 
 /// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
 #[derive(Default)]
@@ -124,7 +112,7 @@ impl Capturer {
         let wait_until = start + TOTAL_WAIT_NS;
         let mut snap = Snapshot {
             now_ns: start,
-            uptime_ns: start.saturating_sub(crate::server::process_start_mono_ns()),
+            uptime_ns: start.saturating_sub(sys::process_start_mono_ns()),
             tasks: Vec::with_capacity(cells.len()),
             stats: registry().stats(),
             ..Snapshot::default()
@@ -213,7 +201,7 @@ impl Capturer {
         } else {
             match lock {
                 Some(lock) => {
-                    read_tree(&cell.root, scratch);
+                    lock.copy_frames(scratch);
                     match plan.map(|plan| walk_start(cell, plan)) {
                         Some(Ok(at)) => start = Some(at),
                         Some(Err(w)) => walk = Some(w),
@@ -270,7 +258,7 @@ impl Capturer {
                 }
             }
         };
-        let root = &cell.root as *const Node as usize;
+        let root = cell.root_id();
         let frames = scratch
             .iter()
             .map(|f| Frame {
@@ -359,46 +347,6 @@ fn walk_start(cell: &TaskCell, plan: &Plan<'_>) -> Result<(u32, usize), Walk> {
     }
 }
 
-/// Copies the tree under `root` in pre-order, siblings in first-poll order, at most `MAX_FRAMES_PER_TASK`
-/// frames (the newest children of a node that has more). The caller holds the task lock in reader mode.
-fn read_tree(root: &Node, out: &mut Vec<RawFrame>) {
-    let root_ptr: *const Node = root;
-    let mut node = root.oldest_child(MAX_FRAMES_PER_TASK);
-    while !node.is_null() && out.len() < MAX_FRAMES_PER_TASK {
-        // SAFETY: every node reachable from the root is linked and therefore alive (nodes unlink before
-        // they are dropped, under the lock we hold), and its links are stable while we hold the lock.
-        let n = unsafe { &*node };
-        // SAFETY: a linked frame's meta is set (a `static`, or a label pinned in the same future as the node,
-        // alive for the reason above).
-        let meta = unsafe { &*n.meta() };
-        out.push(RawFrame {
-            id: node as usize,
-            parent: n.parent() as usize,
-            name: meta.name,
-            location: meta.location,
-            source: meta.source,
-        });
-        let child = n.oldest_child(MAX_FRAMES_PER_TASK - out.len());
-        if !child.is_null() {
-            node = child;
-            continue;
-        }
-        // No children: move to the next sibling, climbing until one exists or we are back at the root.
-        let mut up = node;
-        node = std::ptr::null();
-        while up != root_ptr {
-            // SAFETY: as above.
-            let u = unsafe { &*up };
-            let next = u.newer_sibling();
-            if !next.is_null() {
-                node = next;
-                break;
-            }
-            up = u.parent();
-        }
-    }
-}
-
 fn location(loc: &Location<'_>) -> asyncdump_protocol::Location {
     asyncdump_protocol::Location {
         file: loc.file().to_owned(),
@@ -442,6 +390,20 @@ impl Interner {
             next
         })
     }
+}
+
+/// Runs `f` on the one capturer, which keeps walk buffers and interned names between requests. A
+/// capturer left poisoned by a contained panic is replaced by a fresh one: its caches may be half made.
+pub(crate) fn with_capturer<T>(f: impl FnOnce(&mut Capturer) -> T) -> T {
+    static CAPTURER: std::sync::OnceLock<std::sync::Mutex<Capturer>> = std::sync::OnceLock::new();
+    let capturer = CAPTURER.get_or_init(Default::default);
+    let mut guard = capturer.lock().unwrap_or_else(|poisoned| {
+        let mut guard = poisoned.into_inner();
+        *guard = Capturer::default();
+        capturer.clear_poison();
+        guard
+    });
+    f(&mut guard)
 }
 
 #[cfg(test)]

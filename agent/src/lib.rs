@@ -83,10 +83,7 @@ macro_rules! field_names {
 
 mod access;
 mod capture;
-mod changes;
 mod containment;
-mod frame;
-mod instrument;
 mod runtime;
 mod server;
 mod slots;
@@ -95,7 +92,7 @@ mod sys;
 mod task;
 #[cfg(feature = "tokio")]
 mod tokio_support;
-mod waker;
+mod wire;
 
 pub use access::WALKS_ENV;
 pub use asyncdump_agent_macros::frame;
@@ -105,18 +102,18 @@ pub use asyncdump_walker::MAX_RUNTIME_TASKS;
 pub use asyncdump_walker::{
     MAX_WALK_BYTES as MAX_BYTES_PER_TASK, MAX_WALK_NODES as MAX_NODES_PER_TASK,
 };
-pub use capture::{
-    MAX_FRAMES_PER_TASK, PER_TASK_WAIT_NS, STALE_CACHE_MAX, TOTAL_WAIT_NS, snapshot,
-};
-pub use frame::{Framed, Label, MetaSlot};
-pub use instrument::{FrameExt, Instrumented, instrument, instrument_named};
+pub use capture::{PER_TASK_WAIT_NS, STALE_CACHE_MAX, TOTAL_WAIT_NS, snapshot};
 pub use runtime::MAX_RUNTIMES;
 #[cfg(feature = "tokio")]
 pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};
-pub use server::{Agent, Builder, COMPLETED_ENV, DISABLE_ENV, InitError, MAX_CLIENTS, init};
-pub use task::{COMPLETED_RETAINED, MAX_COMPLETED_RETAINED};
+pub use server::{Agent, Builder, COMPLETED_ENV, DISABLE_ENV, InitError, init};
+pub use slots::MAX_CLIENTS;
+pub use task::{
+    COMPLETED_RETAINED, FrameExt, Framed, Instrumented, Label, MAX_COMPLETED_RETAINED,
+    MAX_FRAMES_PER_TASK, MetaSlot, instrument, instrument_named,
+};
 #[cfg(feature = "tokio")]
 pub use tokio_support::{JoinHandle, spawn, spawn_named};
 
 #[doc(hidden)]
-pub use instrument::__private;
+pub use task::__private;

@@ -28,8 +28,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::server::MAX_CLIENTS;
 use crate::sys::FastMap;
+
+/// Most connections served at once.
+pub const MAX_CLIENTS: usize = 4;
 
 /// Subscriptions served at once, at most: one slot less than [`MAX_CLIENTS`].
 pub const MAX_SUBSCRIPTIONS: usize = MAX_CLIENTS - 1;

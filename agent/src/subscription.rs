@@ -25,9 +25,9 @@ use asyncdump_protocol::{
 };
 
 use crate::capture::Interner;
-use crate::changes::Subscriber;
 use crate::slots::Lease;
 use crate::sys;
+use crate::task::Subscriber;
 use crate::task::{TaskCell, registry};
 
 /// How long a write to a subscriber may make no progress before the subscriber is dropped.
@@ -84,7 +84,7 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lea
         let encoded = match lease.work(|| encode(&Reply::Update(sent.update(&cells, req, full)))) {
             Ok(encoded) => encoded,
             Err(evicted) => {
-                crate::server::refuse(stream, asyncdump_protocol::ErrorKind::Busy, evicted);
+                crate::wire::refuse(stream, asyncdump_protocol::ErrorKind::Busy, evicted);
                 return End::Closed;
             }
         };
@@ -92,11 +92,11 @@ pub(crate) fn serve(stream: &mut UnixStream, req: &SubscribeRequest, lease: &Lea
         let Ok(bytes) = encoded else {
             return End::Closed;
         };
-        if crate::server::write_answer(stream, bytes).is_err() {
+        if crate::wire::write_answer(stream, bytes).is_err() {
             return End::Closed;
         }
         if let Some(why) = lease.evicted() {
-            crate::server::refuse(stream, asyncdump_protocol::ErrorKind::Busy, why);
+            crate::wire::refuse(stream, asyncdump_protocol::ErrorKind::Busy, why);
             return End::Closed;
         }
         match wait(stream, interval.saturating_sub(tick.elapsed())) {
@@ -132,7 +132,7 @@ impl Sent {
             })
             .cloned()
             .collect();
-        let snap = crate::server::with_capturer(|c| {
+        let snap = crate::capture::with_capturer(|c| {
             let snap = c.capture_cells(&cells, req.walk.as_ref(), &mut self.interner);
             crate::containment::inject(crate::containment::Site::Update);
             snap
@@ -162,7 +162,7 @@ impl Sent {
             return None;
         }
         let start = Instant::now();
-        let listed = crate::server::with_capturer(|c| c.list_runtimes(req.walk.as_ref()));
+        let listed = crate::capture::with_capturer(|c| c.list_runtimes(req.walk.as_ref()));
         let same = !full
             && self
                 .runtimes

@@ -129,6 +129,28 @@ impl TickConv {
     }
 }
 
+/// The monotonic clock at process start (from the process's wall-clock start time), computed once.
+static START_MONO_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// The monotonic clock at process start, approximated by the agent's first use of it.
+pub(crate) fn process_start_mono_ns() -> u64 {
+    *START_MONO_NS.get_or_init(|| {
+        // Convert the wall-clock process start into the monotonic clock.
+        let wall_now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let age_ns = (wall_now_ms as u64).saturating_sub(process_start_unix_ms()) * 1_000_000;
+        now_ns().saturating_sub(age_ns)
+    })
+}
+
+/// Runs `hook` when the process exits normally (libc's `atexit`); whether it was registered.
+pub(crate) fn at_exit(hook: extern "C" fn()) -> bool {
+    // SAFETY: `atexit` keeps the function pointer and calls it, without arguments, at exit. An
+    // `extern "C" fn` cannot unwind into libc: a panic escaping it aborts. (nix has no atexit.)
+    unsafe { libc::atexit(hook) == 0 }
+}
+
 /// Lowers this thread's scheduling priority (nice 10), so that under CPU contention the application's
 /// threads win over the agent's. Best effort: a failure leaves the priority as it was.
 pub(crate) fn lower_thread_priority() {

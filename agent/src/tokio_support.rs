@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
-use crate::frame::current;
-use crate::instrument::Instrumented;
-use crate::task::TaskCell;
+use crate::task::{Instrumented, TaskCell, mark_changed, polling_frame};
 
 /// Spawns `fut` on the current tokio runtime as an asyncdump task; the caller's location is its spawn site.
 #[track_caller]
@@ -73,7 +71,7 @@ impl<T> JoinHandle<T> {
 
     fn clear_edge(&self) {
         if self.task.awaited_by_task.swap(0, Relaxed) != 0 {
-            crate::changes::mark(&self.task);
+            mark_changed(&self.task);
         }
         self.task.awaited_by_frame.store(0, Relaxed);
     }
@@ -84,27 +82,20 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let out = Pin::new(&mut self.inner).poll(cx);
-        let cur = current();
-        if out.is_pending() && !cur.task.is_null() {
-            // SAFETY: `cur.task` is the task being polled on this thread, alive for the whole poll.
-            let awaiter = unsafe { &*cur.task };
-            let frame = if std::ptr::eq(cur.node, &awaiter.root) {
-                0
-            } else {
-                cur.node as u64
-            };
-            // Frame first, task second: the snapshot reads the task id first and tolerates a frame id that
-            // does not (any more) exist in the awaiting task.
-            let t = &self.task;
-            if t.awaited_by_task.load(Relaxed) != awaiter.id
-                || t.awaited_by_frame.load(Relaxed) != frame
-            {
-                t.awaited_by_frame.store(frame, Relaxed);
-                t.awaited_by_task.store(awaiter.id, Relaxed);
-                crate::changes::mark(t);
+        match out.is_pending().then(polling_frame).flatten() {
+            Some((awaiter, frame)) => {
+                // Frame first, task second: the snapshot reads the task id first and tolerates a frame
+                // id that does not (any more) exist in the awaiting task.
+                let t = &self.task;
+                if t.awaited_by_task.load(Relaxed) != awaiter
+                    || t.awaited_by_frame.load(Relaxed) != frame
+                {
+                    t.awaited_by_frame.store(frame, Relaxed);
+                    t.awaited_by_task.store(awaiter, Relaxed);
+                    mark_changed(t);
+                }
             }
-        } else {
-            self.clear_edge();
+            None => self.clear_edge(),
         }
         out
     }

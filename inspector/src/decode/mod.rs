@@ -995,7 +995,7 @@ impl Builder<'_> {
                 return (plan(vec![edge]), Kind::Transparent);
             }
         }
-        if is_generic(&name, names::FRAMED) {
+        if names::spellings(names::FRAMED).any(|p| is_generic(&name, p)) {
             if let (Some((inner, ty)), Some((node_offset, _))) = (
                 self.member(die, &[names::FRAMED_INNER]),
                 self.member(die, &[names::FRAMED_NODE]),
@@ -1005,7 +1005,7 @@ impl Builder<'_> {
             }
             return self.leaf(die);
         }
-        if is_generic(&name, names::JOIN_HANDLE) {
+        if names::spellings(names::JOIN_HANDLE).any(|p| is_generic(&name, p)) {
             let info = Arc::new(leaf(short_type(&name.replacen("tokio_support::", "", 1))));
             return match self.task_id_path(die, names::JOIN_HANDLE_TASK) {
                 Some(edge) => (plan(vec![edge]), Kind::JoinHandle(info)),
@@ -1023,7 +1023,7 @@ impl Builder<'_> {
                 None => (TypePlan::default(), Kind::Leaf(info)),
             };
         }
-        if is_generic(&name, names::INSTRUMENTED) {
+        if names::spellings(names::INSTRUMENTED).any(|p| is_generic(&name, p)) {
             // A runtime task spawned through the agent: read only which agent task it is.
             return match self.task_id_path(die, names::INSTRUMENTED_TASK) {
                 Some(edge) => (plan(vec![edge]), Kind::AgentRoot),

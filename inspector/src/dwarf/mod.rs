@@ -215,7 +215,10 @@ impl Debug {
     /// The address (in the file) of `asyncdump_agent`'s vtable for the wakers it hands out: a waker with
     /// this vtable has an `Arc<TaskCell>` as its data pointer.
     pub(crate) fn owned_waker_vtable(&self) -> Option<u64> {
-        self.static_addr(asyncdump_protocol::agent_names::OWNED_WAKER_VTABLE)
+        asyncdump_protocol::agent_names::spellings(
+            asyncdump_protocol::agent_names::OWNED_WAKER_VTABLE,
+        )
+        .find_map(|path| self.static_addr(path))
     }
 
     /// Every `tokio::runtime::task::raw::poll::<T, S>` instantiation: a task type tokio can run.

@@ -218,7 +218,7 @@ fn in_namespace(nodes: &[Node], stack: &[usize], path: &[&str]) -> bool {
             })
 }
 
-/// Whether a linkage (mangled) name is `<asyncdump_agent::instrument::Instrumented<F> as Future>::poll`,
+/// Whether a linkage (mangled) name is `<asyncdump_agent::task::instrument::Instrumented<F> as Future>::poll`,
 /// under legacy or v0 mangling. Only names that mention both the crate and the type are demangled.
 fn is_anchor(linkage: &[u8]) -> bool {
     let has = |needle: &[u8]| linkage.windows(needle.len()).any(|w| w == needle);

@@ -162,23 +162,27 @@ mod tests {
             .spawn()
             .expect("start sleep");
         let pid = child.id() as i32;
-        let ours = std::env::current_exe().expect("this test's executable");
-        // Until the child's exec, its executable is ours.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let exe = loop {
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("its executable");
-            if exe != ours || std::time::Instant::now() > deadline {
-                break exe;
+        // Until its exec has mapped `sleep`, the child is ours, or not mapped yet.
+        let mapped = || -> Option<u64> {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+            if exe.file_name()? != "sleep" {
+                return None;
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            let exe = exe.to_str()?;
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+            let line = maps.lines().find(|l| l.ends_with(exe))?;
+            u64::from_str_radix(line.split('-').next()?, 16).ok()
         };
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("its maps");
-        let start = maps
-            .lines()
-            .find(|l| l.ends_with(exe.to_str().unwrap()))
-            .and_then(|l| l.split('-').next())
-            .map(|a| u64::from_str_radix(a, 16).unwrap())
-            .expect("the executable is mapped");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let start = loop {
+            match mapped() {
+                Some(start) => break start,
+                None if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                None => panic!("sleep was not mapped within 10 s"),
+            }
+        };
         let read = ProcessMemory::of(pid).read_vec(start, 4);
         child.kill().ok();
         child.wait().ok();

@@ -25,9 +25,9 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::frame::Node;
+use super::frame::Node;
+use super::waker::DelegateSlot;
 use crate::sys;
-use crate::waker::DelegateSlot;
 
 /// Lock value while the snapshot thread reads the tree; no OS tid reaches it.
 pub(crate) const READER: u32 = u32::MAX;
@@ -84,10 +84,15 @@ pub(crate) struct TaskCell {
     /// Set when the task orphaned frames that may still point at it: the cell is then never freed.
     pub(crate) leak: AtomicBool,
     /// The task's place in the journal of changes, while a subscription is open.
-    pub(crate) changes: crate::changes::Link,
+    pub(crate) changes: super::changes::Link,
 }
 
 impl TaskCell {
+    /// The address of the task's root frame node: the parent id that top-level frames report.
+    pub(crate) fn root_id(&self) -> usize {
+        &self.root as *const Node as usize
+    }
+
     /// Allocates and registers a task. This is the one allocation a task costs the agent.
     pub(crate) fn register(
         name: Option<Box<str>>,
@@ -123,7 +128,7 @@ impl TaskCell {
             changes: Default::default(),
         });
         reg.insert(&cell);
-        crate::changes::mark(&cell);
+        super::changes::mark(&cell);
         cell
     }
 
@@ -250,7 +255,7 @@ impl TaskCell {
     pub(crate) fn record_wake(&self) {
         self.wakes.fetch_add(1, Relaxed);
         self.last_wake_ns.store(sys::ticks(), Relaxed);
-        crate::changes::mark(self);
+        super::changes::mark(self);
     }
 }
 
@@ -305,6 +310,14 @@ impl Drop for ForeignLock<'_> {
 /// Held while the snapshot thread copies a task's frame tree.
 pub(crate) struct ReadLock<'a> {
     cell: &'a TaskCell,
+}
+
+impl ReadLock<'_> {
+    /// Copies the task's frame tree into `out` (see [`super::frame::copy_tree`]).
+    pub(crate) fn copy_frames(&self, out: &mut Vec<super::frame::RawFrame>) {
+        // SAFETY: this guard holds the task's lock in reader mode until it is dropped.
+        unsafe { super::frame::copy_tree(&self.cell.root, out) }
+    }
 }
 
 impl Drop for ReadLock<'_> {

@@ -7,7 +7,7 @@
 //! thread-local [`Current`] that the enclosing task (and each enclosing frame) sets while it polls; unlinking
 //! happens when the frame completes or is dropped. Nothing is allocated: the node is part of the future.
 //!
-//! All link fields are atomics used with `Relaxed` ordering: the task lock (see [`crate::task`]) orders them.
+//! All link fields are atomics used with `Relaxed` ordering: the task lock (see [`super::cell`]) orders them.
 //! Every write to a node's links happens while holding the lock of the task that node is linked into, and
 //! the snapshot thread reads them only under that lock.
 //!
@@ -16,7 +16,7 @@
 //! task's lock to unlink itself, giving up its own task's lock while it waits (see
 //! `TaskCell::lock_from`), so that two tasks taking each other's frames cannot wait on each other. For
 //! that pointer to stay valid, a task that ever had to orphan such frames deliberately leaks its
-//! `TaskCell` (see [`crate::instrument`]), so a stale owner pointer never dangles.
+//! `TaskCell` (see [`super::instrument`]), so a stale owner pointer never dangles.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -27,7 +27,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::task::{Context, Poll};
 
-use crate::task::TaskCell;
+use super::cell::TaskCell;
 
 /// What kind of frame a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -313,9 +313,23 @@ thread_local! {
     static CURRENT: Cell<Current> = const { Cell::new(Current { task: ptr::null(), node: ptr::null() }) };
 }
 
+/// The task being polled on this thread and the frame in it that is polling (0 for the task's root):
+/// who awaits a `JoinHandle` polled now. `None` outside an instrumented task's poll.
 #[cfg(feature = "tokio")]
-pub(crate) fn current() -> Current {
-    CURRENT.with(Cell::get)
+pub(crate) fn polling_frame() -> Option<(u64, u64)> {
+    let cur = CURRENT.with(Cell::get);
+    if cur.task.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `cur.task` is the task being polled on this thread (set by `Enter` for the
+    // poll and restored after it), alive for the whole poll.
+    let task = unsafe { &*cur.task };
+    let frame = if ptr::eq(cur.node, &task.root) {
+        0
+    } else {
+        cur.node as u64
+    };
+    Some((task.id, frame))
 }
 
 /// Sets [`Current`] for the duration of a poll and restores the previous value on drop (also on unwind).
@@ -448,6 +462,63 @@ impl<F: Future, M: MetaSlot> Future for Framed<F, M> {
             }
         }
         out
+    }
+}
+
+/// Most frames read from one task; deeper trees are cut (and say so by ending early), and of a frame with
+/// more children than that, the newest are read.
+pub const MAX_FRAMES_PER_TASK: usize = 4096;
+
+/// One frame as a snapshot copies it: its node's address as its id, its parent's, and its meta.
+#[derive(Clone, Copy)]
+pub(crate) struct RawFrame {
+    pub(crate) id: usize,
+    pub(crate) parent: usize,
+    pub(crate) name: &'static str,
+    pub(crate) location: &'static Location<'static>,
+    pub(crate) source: Source,
+}
+
+/// Copies the tree under `root` in pre-order, siblings in first-poll order, at most [`MAX_FRAMES_PER_TASK`]
+/// frames (the newest children of a node that has more).
+///
+/// # Safety
+/// The caller holds the lock of the task whose tree this is, in reader mode ([`super::cell::ReadLock`]).
+pub(super) unsafe fn copy_tree(root: &Node, out: &mut Vec<RawFrame>) {
+    let root_ptr: *const Node = root;
+    let mut node = root.oldest_child(MAX_FRAMES_PER_TASK);
+    while !node.is_null() && out.len() < MAX_FRAMES_PER_TASK {
+        // SAFETY: every node reachable from the root is linked and therefore alive (nodes unlink before
+        // they are dropped, under the lock we hold), and its links are stable while we hold the lock.
+        let n = unsafe { &*node };
+        // SAFETY: a linked frame's meta is set (a `static`, or a label pinned in the same future as the node,
+        // alive for the reason above).
+        let meta = unsafe { &*n.meta() };
+        out.push(RawFrame {
+            id: node as usize,
+            parent: n.parent() as usize,
+            name: meta.name,
+            location: meta.location,
+            source: meta.source,
+        });
+        let child = n.oldest_child(MAX_FRAMES_PER_TASK - out.len());
+        if !child.is_null() {
+            node = child;
+            continue;
+        }
+        // No children: move to the next sibling, climbing until one exists or we are back at the root.
+        let mut up = node;
+        node = std::ptr::null();
+        while up != root_ptr {
+            // SAFETY: as above.
+            let u = unsafe { &*up };
+            let next = u.newer_sibling();
+            if !next.is_null() {
+                node = next;
+                break;
+            }
+            up = u.parent();
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
-use crate::task::TaskCell;
+use super::cell::TaskCell;
 
 /// Most executor wakers published for lock-free waking per task; past this the task's wakes take the lock.
 const MAX_PUBLISHED: usize = 8;

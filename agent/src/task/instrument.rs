@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
-use crate::frame::{Enter, Framed, Label};
+use super::cell::{TaskCell, registry};
+use super::frame::{Enter, Framed, Label};
+use super::waker::PollWaker;
 use crate::sys;
-use crate::task::{TaskCell, registry};
-use crate::waker::PollWaker;
 
 /// A future registered as an asyncdump task. Made by [`instrument`], [`FrameExt::instrument`] and
 /// `asyncdump_agent::spawn`.
@@ -86,7 +86,7 @@ impl<F: Future> Future for Instrumented<F> {
         task.running_since_ns.store(start, Relaxed);
         // Before and after the poll: a subscriber that looks during a long poll sees it running, and
         // the end of the poll is a change of its own.
-        crate::changes::mark(task);
+        super::changes::mark(task);
         let out = {
             let _enter = Enter::new(Arc::as_ptr(task), &task.root);
             let poll_waker = PollWaker {
@@ -107,7 +107,7 @@ impl<F: Future> Future for Instrumented<F> {
         if out.is_ready() {
             task.mark_completed(end);
         }
-        crate::changes::mark(task);
+        super::changes::mark(task);
         out
     }
 }
@@ -147,7 +147,7 @@ impl Drop for Exit {
         }
         task.mark_completed(sys::ticks());
         registry().retire(task);
-        crate::changes::mark(task);
+        super::changes::mark(task);
         if task.leak.load(Relaxed) {
             // Frames orphaned from this task may still hold a pointer to its cell (see `frame`): keep the
             // cell alive for the rest of the process. Only futures polled in one task and then moved to
@@ -184,7 +184,7 @@ impl<F: Future> FrameExt for F {}
 pub mod __private {
     use super::*;
 
-    pub use crate::frame::Meta;
+    pub use crate::task::frame::Meta;
 
     /// Used by `#[frame]`: wraps an async fn's body; `meta` is the function's own `static`.
     #[inline]

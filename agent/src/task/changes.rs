@@ -19,8 +19,8 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicPtr};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::cell::TaskCell;
 use crate::sys::FastMap;
-use crate::task::TaskCell;
 
 /// Set while at least one subscription is open.
 static TRACKING: AtomicBool = AtomicBool::new(false);

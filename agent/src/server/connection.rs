@@ -1,0 +1,189 @@
+//! One connection, on its own thread: the peer's credentials, the handshake, then requests until the
+//! client leaves. Any malformed, oversized or truncated frame is answered with an error reply and the
+//! connection is closed; the host program never notices.
+
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use asyncdump_protocol::{
+    ClientHello, ErrorKind, ErrorReply, Handshake, HandshakeError, MAX_REQUEST_BYTES, Reply,
+    Request, decode, encode, read_frame_by, write_frame,
+};
+
+use crate::capture::with_capturer;
+use crate::slots::Lease;
+use crate::wire::{frame_error, refuse, write_answer};
+use crate::{access, containment, subscription, sys};
+
+/// A client must send its whole hello within this long of connecting.
+const HELLO_TIMEOUT: Duration = Duration::from_millis(500);
+/// A client that sends nothing for this long, or takes longer to send one whole request, is
+/// disconnected.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connection was closed (with an error reply, where one was owed).
+struct Closed;
+
+/// Serves one connection, whose client is `peer` (its pid and uid, by SO_PEERCRED).
+pub(super) fn connection(
+    mut stream: UnixStream,
+    peer: io::Result<(u32, u32)>,
+    handshake: &Handshake,
+    lease: &Lease,
+) -> io::Result<()> {
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let Ok(peer) = check_peer(&mut stream, peer) else {
+        return Ok(());
+    };
+    let walks = access::may_walk(peer);
+    write_frame(&mut stream, &handshake.to_bytes())?;
+    if exchange_hello(&mut stream, handshake).is_err() {
+        return Ok(());
+    }
+    loop {
+        let Ok(request) = next_request(&mut stream, lease, &walks) else {
+            return Ok(());
+        };
+        if let Request::Subscribe(req) = &request {
+            let subscribed = match lease.subscribe() {
+                Ok(subscribed) => subscribed,
+                Err(busy) => {
+                    refuse(&mut stream, ErrorKind::Busy, busy);
+                    return Ok(());
+                }
+            };
+            match subscription::serve(&mut stream, req, lease) {
+                subscription::End::Spoke => {
+                    drop(subscribed);
+                    continue;
+                }
+                subscription::End::Closed => return Ok(()),
+            }
+        }
+        let Ok(bytes) = work_out(&mut stream, lease, &request, &walks) else {
+            return Ok(());
+        };
+        write_answer(&mut stream, bytes)?;
+    }
+}
+
+/// The client's pid, when its uid is ours or root's; otherwise refused.
+fn check_peer(stream: &mut UnixStream, peer: io::Result<(u32, u32)>) -> Result<u32, Closed> {
+    let me = sys::euid();
+    let message = match peer {
+        Ok((pid, uid)) if uid == me || uid == 0 => return Ok(pid),
+        Ok((_, uid)) => format!(
+            "permission denied: this process runs as uid {me}, you are uid {uid}; run asyncdump as uid {me} or root"
+        ),
+        Err(e) => format!("cannot check peer credentials: {e}"),
+    };
+    refuse(stream, ErrorKind::PermissionDenied, message);
+    Err(Closed)
+}
+
+/// Reads the client's hello, which must come at once and speak our protocol version.
+fn exchange_hello(stream: &mut UnixStream, handshake: &Handshake) -> Result<(), Closed> {
+    // A client sends its hello as soon as it has read ours: one that does not is holding a slot.
+    let hello = match read_frame_by(stream, MAX_REQUEST_BYTES, Instant::now() + HELLO_TIMEOUT) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            frame_error(stream, e);
+            return Err(Closed);
+        }
+    };
+    let (kind, message) = match ClientHello::from_bytes(&hello) {
+        Ok(_) => return Ok(()),
+        Err(HandshakeError::VersionMismatch { peer, ours }) => (
+            ErrorKind::VersionMismatch,
+            format!(
+                "protocol version mismatch: this agent ({}) speaks protocol {ours}, the client speaks {peer}; use an asyncdump that speaks protocol {ours}",
+                handshake.agent_version
+            ),
+        ),
+        Err(e) => (ErrorKind::Malformed, format!("bad client hello: {e}")),
+    };
+    refuse(stream, kind, message);
+    Err(Closed)
+}
+
+/// The next request, whole, decoded and allowed; anything else closes the connection.
+fn next_request(
+    stream: &mut UnixStream,
+    lease: &Lease,
+    walks: &Result<(), String>,
+) -> Result<Request, Closed> {
+    // Each request must arrive whole within `IO_TIMEOUT` of starting to wait for it: a client
+    // sending a byte at a time cannot keep a connection slot for longer.
+    let bytes = match read_frame_by(stream, MAX_REQUEST_BYTES, Instant::now() + IO_TIMEOUT) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            frame_error(stream, e);
+            return Err(Closed);
+        }
+    };
+    let (kind, message) = if let Some(why) = lease.evicted() {
+        (ErrorKind::Busy, why)
+    } else {
+        match decode::<Request>(&bytes) {
+            Err(e) => (ErrorKind::Malformed, format!("malformed request: {e}")),
+            Ok(request) => match (walks, request.walk_plan()) {
+                (Err(why), Some(_)) => (
+                    ErrorKind::PermissionDenied,
+                    format!("walk plan refused: {why}"),
+                ),
+                _ => return Ok(request),
+            },
+        }
+    };
+    refuse(stream, kind, message);
+    Err(Closed)
+}
+
+/// The encoded answer to `request`, worked out at the agent's gate (see `slots`). A panic while
+/// answering is contained and answered with an internal error.
+fn work_out(
+    stream: &mut UnixStream,
+    lease: &Lease,
+    request: &Request,
+    walks: &Result<(), String>,
+) -> Result<Vec<u8>, Closed> {
+    let answered =
+        lease.work(|| containment::contain("a request", || encode(&answer(request, walks))));
+    let answered = match answered {
+        Ok(answered) => answered,
+        Err(evicted) => {
+            refuse(stream, ErrorKind::Busy, evicted);
+            return Err(Closed);
+        }
+    };
+    Ok(answered.and_then(Result::ok).unwrap_or_else(|| {
+        let failed = Reply::Error(ErrorReply {
+            kind: ErrorKind::Internal,
+            message: "the agent failed while answering (a bug, logged on the process's stderr); the process is unaffected; try again".into(),
+        });
+        encode(&failed).unwrap_or_default()
+    }))
+}
+
+fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
+    match request {
+        Request::Stats => Reply::Stats(crate::task::registry().stats()),
+        Request::WalkInfo => Reply::WalkInfo(asyncdump_protocol::WalkInfo {
+            root_anchors: crate::task::registry().root_anchors(),
+            build_id: sys::own_build_id(),
+            runtimes: crate::runtime::handles(),
+            walks_refused: walks.clone().err(),
+        }),
+        // Served by the connection loop itself: it answers with many replies.
+        Request::Subscribe(_) => Reply::Error(ErrorReply {
+            kind: ErrorKind::Internal,
+            message: "subscriptions are served by the connection loop".into(),
+        }),
+        Request::Snapshot(req) => Reply::Snapshot(with_capturer(|c| {
+            let snapshot = c.capture(req);
+            containment::inject(containment::Site::Snapshot);
+            snapshot
+        })),
+    }
+}
