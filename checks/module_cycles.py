@@ -7,9 +7,7 @@ or `self::` paths, in `use` lines or in code, and through the crate root's and m
 re-exports). A parent naming its child, or a child its parent, is no edge: that is how Rust modules
 are built. Every strongly connected set of two or more siblings is a cycle.
 
-Cycles not named in `module_cycles.allow` beside this script fail the check, with the lines that make
-each edge. So does a named cycle that no longer exists: the list only ever shrinks, and it is empty
-when the code has none.
+Any cycle fails the check, printed with the lines that make each of its edges.
 
     checks/module_cycles.py              check the workspace
     checks/module_cycles.py --self-test  prove on made-up crates that a cycle is found and fails
@@ -30,7 +28,6 @@ CRATES = ["walker/src", "protocol/src", "agent/src", "agent/macros/src", "inspec
 # cell changed).
 ONE_NODE = ["agent/src/task"]
 HERE = os.path.dirname(os.path.abspath(__file__))
-ALLOW = os.path.join(HERE, "module_cycles.allow")
 
 
 def strip(src: str) -> str:
@@ -310,23 +307,13 @@ def crate_cycles(src: str) -> dict[str, tuple[list[str], list[str]]]:
 
 def check(top: str) -> int:
     os.chdir(top)
-    allowed = set()
-    if os.path.exists(ALLOW):
-        with open(ALLOW, encoding="utf-8") as f:
-            allowed = {l.strip() for l in f if l.strip() and not l.startswith("#")}
     found = {}
     for src in CRATES:
         found.update(crate_cycles(src))
-    bad = 0
     for name, (_, lines) in sorted(found.items()):
-        if name not in allowed:
-            bad += 1
-            print(f"import cycle: {name}", *lines, sep="\n")
-    for name in sorted(allowed - found.keys()):
-        bad += 1
-        print(f"no longer a cycle, remove it from {os.path.relpath(ALLOW)}: {name}")
-    print(f"module cycles: {len(found)} found, {len(allowed & found.keys())} of them still allowed, {bad} failing")
-    return 1 if bad else 0
+        print(f"import cycle: {name}", *lines, sep="\n")
+    print(f"module cycles: {len(found)}")
+    return 1 if found else 0
 
 
 def self_test() -> int:

@@ -8,9 +8,9 @@ use asyncdump_protocol::{Reply, Update, decode, encode};
 use proptest::prelude::*;
 
 use crate::file::{self, Opened};
-use crate::model::tests::{handshake, sample};
 use crate::model::{self, Dump};
 use crate::session::Mirror;
+use crate::testing::{handshake, sample};
 use crate::view::{json, text};
 
 fn render(dump: &Dump) {
@@ -23,14 +23,14 @@ fn render(dump: &Dump) {
 fn read_reply(bytes: &[u8]) {
     match decode::<Reply>(bytes) {
         Ok(Reply::Snapshot(snap)) => {
-            if let Ok(dump) = model::undecoded(&handshake(), &snap) {
+            if let Ok(dump) = crate::assemble::undecoded(&handshake(), &snap) {
                 render(&dump);
             }
         }
         Ok(Reply::Update(update)) => {
             let mut mirror = Mirror::default();
             if mirror.apply(update).is_ok()
-                && let Ok(dump) = model::undecoded(&handshake(), &mirror.snap)
+                && let Ok(dump) = crate::assemble::undecoded(&handshake(), &mirror.snap)
             {
                 render(&dump);
             }
@@ -71,7 +71,7 @@ fn mutate(mut bytes: Vec<u8>, edits: &[(usize, u8, u8)]) -> Vec<u8> {
 
 /// A snapshot file as `dump -o` writes it.
 fn snapshot_file() -> String {
-    let dump = model::undecoded(&handshake(), &sample()).unwrap();
+    let dump = crate::assemble::undecoded(&handshake(), &sample()).unwrap();
     json::render(&dump, None)
 }
 
@@ -115,7 +115,7 @@ fn the_seeds_unmutated_give_the_sample_task() {
     let mut mirror = Mirror::default();
     mirror.apply(update).expect("a full update applies");
     for snap in [snap, mirror.snap] {
-        let dump = model::undecoded(&handshake(), &snap).expect("consistent");
+        let dump = crate::assemble::undecoded(&handshake(), &snap).expect("consistent");
         assert_eq!(dump.tasks.len(), 1);
     }
     assert!(matches!(

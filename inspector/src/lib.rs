@@ -2,14 +2,22 @@
 //! snapshots of its suspended async chains, and render them. The `asyncdump` binary is a thin
 //! command-line front over it.
 //!
-//! Modules, in the order a snapshot passes through them: [`target`] resolves `PID|SOCKET`, [`client`]
-//! speaks the protocol, [`session`] keeps one attached target (its connection and DWARF plan) across
-//! snapshots, [`dwarf`] reads a binary's debug info and [`decode`] turns it into walk plans for the agent
-//! and the agent's walks back into frames (zero-annotation chains), [`model`] rebuilds chains from a
-//! snapshot, and [`view`] renders them as text or JSON. Beside them, [`ps`] lists agents and [`demo`]
-//! runs a bundled fixture. Errors about the target are typed ([`error::TargetError`]); exit codes are
-//! in [`error`].
+//! Stages, in the order a snapshot passes through them (data flows one way; ARCHITECTURE.md at the
+//! top of the repository has the map):
+//! - attach: [`target`] resolves `PID|SOCKET`, [`client`] speaks the protocol;
+//! - [`plan`]: [`dwarf`] reads a binary's debug info, and the plan stage turns it into walk plans (with
+//!   the plan cache and the planner that chooses between them);
+//! - [`decode`]: walks merged with annotated frames into frame trees, by what the plan says;
+//! - [`assemble`]: a protocol snapshot and its decoded chains into a [`model::Dump`];
+//! - [`model`]: what a dump shows, and its queries (filter, search, coalesce, cycles);
+//! - [`view`] renders a dump as text, JSON or folded stacks, and [`watch`] is the live view.
+//!
+//! [`session`] drives the stages for one attached target across snapshots. Beside them: [`names`]
+//! (every name shortening), [`file`](mod@file) (snapshot and recording files), [`ps`] (lists agents) and
+//! [`demo`] (runs a bundled fixture). Errors about the target are typed ([`error::TargetError`]);
+//! exit codes are in [`error`].
 
+pub mod assemble;
 pub mod client;
 pub mod decode;
 pub mod demo;
@@ -17,12 +25,15 @@ pub mod dwarf;
 pub mod error;
 pub mod file;
 pub mod model;
+pub mod names;
+pub mod plan;
 pub mod ps;
 pub mod session;
-pub mod source_path;
 pub mod target;
 pub mod view;
 pub mod watch;
 
 #[cfg(test)]
 mod hostile_input;
+#[cfg(test)]
+mod testing;

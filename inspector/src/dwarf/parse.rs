@@ -260,7 +260,7 @@ fn unit_files(dwarf: &gimli::Dwarf<Reader<'_>>, unit: &gimli::Unit<Reader<'_>>) 
                         Some(dir) if !name.starts_with('/') => format!("{dir}/{name}"),
                         _ => name,
                     };
-                    Some(crate::source_path::in_unit(name, comp_dir.as_deref()))
+                    Some(crate::names::in_unit(name, comp_dir.as_deref()))
                 })
                 .unwrap_or_default()
         })

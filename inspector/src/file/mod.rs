@@ -160,7 +160,7 @@ pub fn write_atomically(path: &Path, text: &[u8]) -> Result<(), FileError> {
 mod tests {
     use super::*;
     use crate::model::Dump;
-    use crate::model::tests::{edge_snapshot, handshake, sample};
+    use crate::testing::{edge_snapshot, handshake, sample};
 
     /// A fresh directory for one test's files.
     pub(super) fn scratch(name: &str) -> PathBuf {

@@ -277,18 +277,20 @@ impl Replay {
 
     fn dump(&self) -> Dump {
         let r = &self.records[self.pos];
-        let mut dump = Dump::default();
-        dump.format = FORMAT.to_owned();
-        dump.version = JSON_VERSION;
-        dump.process = Process {
-            uptime_ns: r.uptime_ns,
-            ..self.header.process.clone()
+        let mut dump = Dump {
+            format: FORMAT.to_owned(),
+            version: JSON_VERSION,
+            process: Process {
+                uptime_ns: r.uptime_ns,
+                ..self.header.process.clone()
+            },
+            snapshot: r.snapshot.clone(),
+            runtimes: r.runtimes.clone(),
+            deadlocks: r.deadlocks.clone(),
+            decoding: self.decoding.clone(),
+            tasks: self.tasks.clone(),
+            ..Dump::default()
         };
-        dump.snapshot = r.snapshot.clone();
-        dump.runtimes = r.runtimes.clone();
-        dump.deadlocks = r.deadlocks.clone();
-        dump.decoding = self.decoding.clone();
-        dump.tasks = self.tasks.clone();
         dump.restore_frame_ids();
         dump
     }
@@ -299,7 +301,7 @@ mod tests {
     use super::*;
     use crate::file::tests::scratch;
     use crate::file::{Opened, open};
-    use crate::model::tests::{handshake, sample};
+    use crate::testing::{handshake, sample};
 
     /// Three updates of `sample()`: the clock moves on, then a task is polled, then one goes away.
     fn updates() -> Vec<Dump> {

@@ -1,27 +1,16 @@
-//! From a protocol [`Snapshot`] to what a dump shows: chains as trees, cross-task edges, wait cycles.
-//!
-//! Chains are rebuilt *only* from continuation links (each frame's `parent`) and the awaited tasks'
-//! `awaited_by` edges; the delegate is carried along as extra information and never consulted to build a
-//! chain, and decoded walks (see `decode`) are merged in by the same pass. [`Dump::build_decoded`] does the
-//! reconstruction once for every task, before any filter, so that edges and cycles are right even for
-//! tasks a filter hides; [`Dump::filter`] then keeps what the user asked for, and
-//! [`coalesce`] groups identical chains. Nothing here does I/O or formatting: the views in `view/` do.
+//! What a dump shows, and the questions asked of it: the schema (a [`Dump`] of [`TaskView`]s, each
+//! with its chain as a tree of [`FrameNode`]s, its cross-task edges and its delegates), and its queries:
+//! [`Dump::filter`] keeps what the user asked for, [`TaskView::mentions`] searches, [`coalesce`] groups
+//! identical chains, `find_cycles` finds wait cycles. The `assemble` stage builds a dump; nothing here
+//! knows the protocol's snapshots, the plan or the walks, and nothing here does I/O or formatting (the
+//! views in `view/` do).
 //!
 //! The serde derives here *are* the `--json` format (documented in the README); change them only together
 //! with [`JSON_VERSION`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
-
-use crate::decode::{AnnotatedFrame, DecodedDelegate, Decoder, TaskRefs};
-
-mod chains;
-mod runtime;
-pub use chains::ChainCache;
-use chains::{Chain, ChainKey};
-pub use runtime::RuntimeView;
 use serde::{Deserialize, Serialize};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
@@ -44,7 +33,7 @@ pub struct Dump {
     pub tasks: Vec<TaskView>,
     /// Task index by id, built on first use (see [`Dump::task`]).
     #[serde(skip)]
-    index: std::sync::OnceLock<FastMap<u64, usize>>,
+    pub(crate) index: std::sync::OnceLock<FastMap<u64, usize>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -286,6 +275,12 @@ impl FrameInfo {
     }
 
     /// This frame, also decoded: suspended at `at`.
+    /// What a chain awaits that is not a future it decodes further: a leaf's type, or why the chain
+    /// stops there.
+    pub fn awaitee(name: String) -> FrameInfo {
+        FrameInfo::new(name, None, Source::Awaitee)
+    }
+
     pub fn with_suspended_at(&self, at: Option<Loc>) -> FrameInfo {
         FrameInfo {
             suspended_at: at,
@@ -377,83 +372,45 @@ pub struct Filter {
 
 /// The maps here are keyed by ids and short strings from one trusted snapshot, where SipHash's flood
 /// resistance buys nothing and costs a third of the build time at 100,000 tasks.
+/// The waker a leaf keeps, as read through DWARF.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DecodedDelegate {
+    /// The leaf's type.
+    pub leaf: String,
+    /// Whether the leaf has a waker registered at all. A pending receiver without one is never woken.
+    pub registered: bool,
+    /// The task whose waker (the agent's or tokio's own) it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waker_of: Option<u64>,
+    /// The vtable of a waker that is neither the agent's nor tokio's (another executor's or wrapper's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub foreign_vtable: Option<u64>,
+    /// The sender already sent a value: the task should have been woken.
+    pub value_sent: bool,
+    /// The sender was dropped.
+    pub closed: bool,
+    /// The task that holds the `Sender` across an await, when a walk found it: who can wake this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_held_by: Option<u64>,
+}
+
+/// One registered runtime, as the header of a dump shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeView {
+    /// `current_thread` or `multi_thread`, when the runtime could be read.
+    pub flavor: Option<String>,
+    /// Live tasks, as tokio counts them, when it does (see `RuntimeReport::alive` in the protocol).
+    pub alive: Option<u64>,
+    /// Tasks listed (and so shown, subject to the filters).
+    pub listed: usize,
+    /// Tasks tokio counts that could not be listed (the list changed under the read, or a limit).
+    pub skipped: u64,
+    /// Why the runtime's tasks are not listed, when they are not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_listed: Option<String>,
+}
+
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
-
-/// Values shared by many tasks, built once per snapshot.
-struct Shared {
-    metas: Vec<Arc<FrameInfo>>,
-    sites: Vec<(Arc<Loc>, Arc<str>)>,
-    /// What most tasks have: no decoded delegate and no search text yet, one allocation for all.
-    no_delegates: Arc<Vec<DecodedDelegate>>,
-    no_text: Arc<str>,
-}
-
-impl Shared {
-    /// Frame meta `i`; one that says it is missing when a reply names one it does not hold (the
-    /// session refuses such replies; the model never panics on one).
-    fn meta(&self, i: u32) -> Arc<FrameInfo> {
-        self.metas.get(i as usize).cloned().unwrap_or_else(|| {
-            Arc::new(FrameInfo::new(
-                format!("(frame {i}: not in the reply)"),
-                None,
-                Source::Labelled,
-            ))
-        })
-    }
-
-    fn site(&self, i: u32) -> (Arc<Loc>, Arc<str>) {
-        self.sites.get(i as usize).cloned().unwrap_or_else(|| {
-            let nowhere = Loc {
-                file: format!("(spawn site {i}: not in the reply)"),
-                line: 0,
-                column: 0,
-            };
-            (Arc::new(nowhere), Arc::from("?"))
-        })
-    }
-}
-
-/// Why a snapshot does not hold together, if it does not: a task naming a frame meta or spawn site
-/// the snapshot lacks.
-pub fn inconsistency(snap: &Snapshot) -> Option<String> {
-    let (metas, sites) = (snap.frame_metas.len(), snap.spawn_sites.len());
-    snap.tasks
-        .iter()
-        .find_map(|t| task_inconsistency(t, metas, sites))
-}
-
-/// The dump of a snapshot as it came off the wire, without decoding; refused in words when it does
-/// not hold together (see [`inconsistency`]).
-pub fn undecoded(handshake: &Handshake, snap: &Snapshot) -> Result<Dump, String> {
-    if let Some(why) = inconsistency(snap) {
-        return Err(why);
-    }
-    let mut cache = ChainCache::default();
-    Ok(Dump::build_decoded(
-        handshake,
-        snap,
-        0,
-        None,
-        DecodingInfo::default(),
-        &mut cache,
-    ))
-}
-
-/// Why task `t` does not fit tables of `metas` frame metas and `sites` spawn sites, if it does not.
-pub fn task_inconsistency(
-    t: &asyncdump_protocol::Task,
-    metas: usize,
-    sites: usize,
-) -> Option<String> {
-    if t.spawn_site as usize >= sites {
-        return Some(format!(
-            "task {} names spawn site {} of {sites}",
-            t.id, t.spawn_site
-        ));
-    }
-    let f = t.frames.iter().find(|f| f.meta as usize >= metas)?;
-    Some(format!("task {} names frame {} of {metas}", t.id, f.meta))
-}
 
 impl DecodingInfo {
     pub fn off(note: String) -> DecodingInfo {
@@ -465,125 +422,6 @@ impl DecodingInfo {
 }
 
 impl Dump {
-    #[cfg(test)]
-    pub fn build(handshake: &Handshake, snap: &Snapshot, round_trip_ns: u64) -> Dump {
-        Dump::build_decoded(
-            handshake,
-            snap,
-            round_trip_ns,
-            None,
-            DecodingInfo::default(),
-            &mut ChainCache::default(),
-        )
-    }
-
-    /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`, and adds the tasks
-    /// only listed from registered runtimes (see the `runtime` module). Chains in `cache` that are
-    /// still their task's are taken from it instead (see `chains`).
-    pub fn build_decoded(
-        handshake: &Handshake,
-        snap: &Snapshot,
-        round_trip_ns: u64,
-        decoder: Option<&Decoder>,
-        decoding: DecodingInfo,
-        cache: &mut ChainCache,
-    ) -> Dump {
-        let shared = Shared {
-            metas: snap
-                .frame_metas
-                .iter()
-                .map(|m| {
-                    Arc::new(FrameInfo::new(
-                        m.name.clone(),
-                        Some(loc(&m.location)),
-                        match m.source {
-                            FrameSource::AnnotatedFn => Source::AnnotatedFn,
-                            FrameSource::Labelled => Source::Labelled,
-                        },
-                    ))
-                })
-                .collect(),
-            sites: snap
-                .spawn_sites
-                .iter()
-                .map(|s| (Arc::new(loc(&s.location)), Arc::from(s.root_type.as_str())))
-                .collect(),
-            no_delegates: Arc::default(),
-            no_text: Arc::from(""),
-        };
-        let by_id: FastMap<u64, usize> = snap
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.id, i))
-            .collect();
-        let listed = runtime::Listed::new(snap, decoder);
-        // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
-        let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
-        for t in &snap.tasks {
-            if let Some(a) = t.awaited_by {
-                edges.entry(a.task).or_default().push((a.frame, t.id));
-            }
-        }
-        let mut tasks: Vec<TaskView> = snap
-            .tasks
-            .iter()
-            .map(|t| {
-                let edges = edges.get(&t.id).map_or(&[][..], |v| v);
-                let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs(), cache);
-                listed.annotate(&mut view);
-                view.awaited_by = t.awaited_by.map(|edge| {
-                    let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
-                    AwaitedBy {
-                        task: edge.task,
-                        task_name: awaiter.and_then(|a| a.name.clone()),
-                        path: awaiter
-                            .map(|a| frame_path(snap, a, edge.frame))
-                            .unwrap_or_default(),
-                    }
-                });
-                view
-            })
-            .collect();
-        cache.sweep();
-        tasks.extend(listed.views(decoder, cache.live()));
-        listed.join_edges(&mut tasks, decoder);
-        let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
-        // Built here, on the thread that builds the dump, not where it is first looked at (a live
-        // view's screen, which should not wait for it).
-        let mut index = FastMap::default();
-        index.reserve(tasks.len());
-        index.extend(tasks.iter().enumerate().map(|(i, t)| (t.id, i)));
-        Dump {
-            format: FORMAT.to_owned(),
-            version: JSON_VERSION,
-            process: Process {
-                pid: handshake.pid,
-                program: handshake.program.clone(),
-                agent_version: handshake.agent_version.clone(),
-                protocol_version: handshake.protocol_version,
-                start_time_unix_ms: handshake.start_time_unix_ms,
-                uptime_ns: snap.uptime_ns,
-            },
-            snapshot: SnapshotInfo {
-                now_ns: snap.now_ns,
-                capture_ns: snap.capture_ns,
-                round_trip_ns,
-                tasks_total: tasks.len(),
-                idle: count(State::Idle),
-                scheduled: count(State::Scheduled),
-                running: count(State::Running),
-                completed: count(State::Completed),
-                tasks_spawned: snap.stats.tasks_spawned,
-            },
-            runtimes: listed.reports(snap, decoder, &decoding),
-            deadlocks: find_cycles(&tasks),
-            decoding,
-            tasks,
-            index: index.into(),
-        }
-    }
-
     /// A `--json` document read back (see `file`). Frame ids are not in the document; they are
     /// computed again.
     pub fn from_value(doc: serde_json::Value) -> Result<Dump, serde_json::Error> {
@@ -641,7 +479,7 @@ impl Filter {
 }
 
 /// Gives every frame of a chain its stable id (see [`FrameNode::id`]). Iterative: chains may be deep.
-pub(super) fn assign_frame_ids(frames: &mut [FrameNode]) {
+pub(crate) fn assign_frame_ids(frames: &mut [FrameNode]) {
     use std::hash::BuildHasher;
     let mut stack: Vec<(&mut [FrameNode], u64)> = vec![(frames, 0)];
     while let Some((level, parent)) = stack.pop() {
@@ -691,7 +529,7 @@ impl TaskView {
     }
 
     /// What [`TaskView::mentions`] looks in, in ASCII lower case, one string per line.
-    fn search_text(&self) -> Arc<str> {
+    pub(crate) fn search_text(&self) -> Arc<str> {
         let mut text = String::new();
         let mut add = |s: &str| {
             text.push_str(s);
@@ -780,229 +618,9 @@ fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
         .any(|f| f.meta.name.contains(substr) || any_frame(&f.children, substr))
 }
 
-fn loc(l: &asyncdump_protocol::Location) -> Loc {
-    Loc {
-        file: l.file.clone(),
-        line: l.line,
-        column: l.column,
-    }
-}
-
-fn task_view(
-    snap: &Snapshot,
-    shared: &Shared,
-    t: &asyncdump_protocol::Task,
-    edges: &[(Option<u64>, u64)],
-    decoder: Option<&Decoder>,
-    refs: &TaskRefs,
-    cache: &mut ChainCache,
-) -> TaskView {
-    let now = snap.now_ns;
-    let (state, thread, since) = match &t.state {
-        TaskState::Idle => (
-            State::Idle,
-            None,
-            t.last_poll_end_ns.unwrap_or(t.created_ns),
-        ),
-        TaskState::Running { thread, since_ns } => (
-            State::Running,
-            Some(Thread {
-                tid: thread.tid,
-                name: thread.name.clone(),
-            }),
-            *since_ns,
-        ),
-        TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
-    };
-    let (spawned_at, mut root_type) = shared.site(t.spawn_site);
-    if let Some(name) = decoder.and_then(|d| d.root_names.get(&t.root_anchor)) {
-        root_type = name.clone();
-    }
-    let key = ChainKey {
-        polls: t.polls,
-        capture: t.capture,
-        edges: edges.to_vec(),
-    };
-    cache.saw(t.id);
-    let cached = cache.get(t.id, &key).cloned();
-    let fresh = cached.is_none();
-    let live = cache.live();
-    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, decoder, refs, live));
-    let mut view = TaskView {
-        id: t.id,
-        agent_id: Some(t.id),
-        tokio_id: None,
-        name: chain.name,
-        state,
-        thread,
-        state_age_ns: Some(now.saturating_sub(since)),
-        age_ns: Some(now.saturating_sub(t.created_ns)),
-        polls: Some(t.polls),
-        busy_ns: Some(t.busy_ns),
-        wakes: Some(t.wakes),
-        last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
-        spawned_at: Some(spawned_at),
-        root_type,
-        capture: match t.capture {
-            Capture::Fresh => CaptureView::Fresh,
-            Capture::Stale { captured_ns } => CaptureView::Stale {
-                age_ns: now.saturating_sub(captured_ns),
-            },
-            Capture::Unavailable => CaptureView::Unavailable,
-        },
-        frames: chain.frames,
-        awaits_tasks: chain.awaits_tasks,
-        awaited_by: None,
-        delegate: t.delegate.map(|d| DelegateView {
-            clones: d.clones,
-            held_ns: now.saturating_sub(d.since_ns),
-        }),
-        decoded_delegates: chain.decoded_delegates,
-        decode_note: chain.decode_note,
-        searched: chain.searched,
-    };
-    if fresh && live {
-        view.searched = view.search_text();
-        let chain = Chain {
-            frames: view.frames.clone(),
-            awaits_tasks: view.awaits_tasks.clone(),
-            decoded_delegates: view.decoded_delegates.clone(),
-            decode_note: view.decode_note.clone(),
-            name: view.name.clone(),
-            searched: view.searched.clone(),
-        };
-        cache.put(t.id, key, chain);
-    }
-    view
-}
-
-/// A task's chain: its annotated frames as a tree with the edges `edges` hung on them, merged with its
-/// decoded walk when there is one; for a `live` view, with frame ids.
-fn chain(
-    shared: &Shared,
-    t: &asyncdump_protocol::Task,
-    edges: &[(Option<u64>, u64)],
-    decoder: Option<&Decoder>,
-    refs: &TaskRefs,
-    live: bool,
-) -> Chain {
-    let mut awaits_root: Vec<u64> = Vec::new();
-    let mut by_frame: FastMap<u64, Vec<u64>> = FastMap::default();
-    if !edges.is_empty() {
-        let known: HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
-        for &(frame, awaited) in edges {
-            match frame {
-                Some(f) if known.contains(&f) => by_frame.entry(f).or_default().push(awaited),
-                // The task root itself, or a frame that has since gone: attach the edge to the root.
-                _ => awaits_root.push(awaited),
-            }
-        }
-        awaits_root.sort_unstable();
-    }
-    let mut decoded_delegates = Vec::new();
-    let (frames, decode_note) = match (decoder, &t.walk) {
-        (Some(dec), Some(walk @ Walk::Nodes { nodes, .. })) => {
-            let annotated: Vec<AnnotatedFrame> = t
-                .frames
-                .iter()
-                .map(|f| AnnotatedFrame {
-                    id: f.id,
-                    parent: f.parent,
-                    info: shared.meta(f.meta),
-                    awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
-                })
-                .collect();
-            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, refs);
-            decoded_delegates = delegates;
-            (frames, Decoder::note(walk))
-        }
-        (Some(_), Some(walk)) => (
-            build_tree(shared, &t.frames, &by_frame),
-            Decoder::note(walk),
-        ),
-        _ => (build_tree(shared, &t.frames, &by_frame), None),
-    };
-    let mut frames = frames;
-    if live {
-        assign_frame_ids(&mut frames);
-    }
-    Chain {
-        frames: frames.into(),
-        awaits_tasks: awaits_root,
-        decoded_delegates: match decoded_delegates.is_empty() {
-            true => shared.no_delegates.clone(),
-            false => decoded_delegates.into(),
-        },
-        decode_note: decode_note.map(Arc::from),
-        name: t.name.as_deref().map(Arc::from),
-        searched: shared.no_text.clone(),
-    }
-}
-
-/// Builds the frame forest from frames in pre-order (the agent's order: a parent before its children,
-/// each subtree contiguous), with a stack holding the path from the root to the current frame. A frame
-/// whose parent is not on that path (cut by the agent's frame limit) becomes a top-level frame.
-fn build_tree(
-    shared: &Shared,
-    frames: &[asyncdump_protocol::Frame],
-    edges: &FastMap<u64, Vec<u64>>,
-) -> Vec<FrameNode> {
-    fn attach(stack: &mut [(u64, FrameNode)], roots: &mut Vec<FrameNode>, node: FrameNode) {
-        match stack.last_mut() {
-            Some((_, parent)) => parent.children.push(node),
-            None => roots.push(node),
-        }
-    }
-    let mut roots = Vec::new();
-    let mut stack: Vec<(u64, FrameNode)> = Vec::new();
-    for f in frames {
-        while stack.last().is_some_and(|(id, _)| Some(*id) != f.parent) {
-            let (_, done) = stack.pop().expect("non-empty");
-            attach(&mut stack, &mut roots, done);
-        }
-        let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
-        awaits.sort_unstable();
-        let meta = shared.meta(f.meta);
-        stack.push((
-            f.id,
-            FrameNode {
-                id: 0,
-                meta,
-                awaits_tasks: awaits,
-                children: Vec::new(),
-            },
-        ));
-    }
-    while let Some((_, done)) = stack.pop() {
-        attach(&mut stack, &mut roots, done);
-    }
-    roots
-}
-
-/// Names from the task root down to frame `target` (empty if it is the root or unknown).
-fn frame_path(snap: &Snapshot, t: &asyncdump_protocol::Task, target: Option<u64>) -> Vec<String> {
-    let by_id: HashMap<u64, &asyncdump_protocol::Frame> =
-        t.frames.iter().map(|f| (f.id, f)).collect();
-    let mut path = Vec::new();
-    let mut cur = target.and_then(|id| by_id.get(&id));
-    while let Some(f) = cur {
-        let name = snap
-            .frame_metas
-            .get(f.meta as usize)
-            .map(|m| m.name.clone());
-        path.push(name.unwrap_or_else(|| format!("frame {}", f.meta)));
-        cur = f.parent.and_then(|p| by_id.get(&p));
-        if path.len() > t.frames.len() {
-            break; // malformed parent links: never loop forever on bad input
-        }
-    }
-    path.reverse();
-    path
-}
-
 /// Cycles in the "task awaits task" graph. Every task has at most one awaiter (`awaited_by`), so following
 /// awaiters from any task either ends or enters exactly one cycle.
-fn find_cycles(tasks: &[TaskView]) -> Vec<Vec<u64>> {
+pub(crate) fn find_cycles(tasks: &[TaskView]) -> Vec<Vec<u64>> {
     let awaiter: BTreeMap<u64, u64> = tasks
         .iter()
         .filter_map(|t| t.awaited_by.as_ref().map(|a| (t.id, a.task)))
@@ -1105,113 +723,10 @@ pub fn coalesce<'a>(tasks: impl IntoIterator<Item = &'a TaskView>) -> Vec<Group>
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use asyncdump_protocol::{
-        Awaiter, Delegate, Frame, FrameMeta, Location, PROTOCOL_VERSION, SpawnSite, Task,
-    };
-
-    pub(crate) fn handshake() -> Handshake {
-        Handshake {
-            protocol_version: PROTOCOL_VERSION,
-            agent_version: "0.1.0".into(),
-            pid: 42,
-            program: "svc".into(),
-            start_time_unix_ms: 0,
-        }
-    }
-
-    fn meta(name: &str, line: u32) -> FrameMeta {
-        FrameMeta {
-            name: name.into(),
-            location: Location {
-                file: "src/main.rs".into(),
-                line,
-                column: 1,
-            },
-            source: FrameSource::AnnotatedFn,
-        }
-    }
-
-    pub(crate) fn task(id: u64, frames: Vec<Frame>) -> Task {
-        Task {
-            id,
-            name: None,
-            spawn_site: 0,
-            root_anchor: 0,
-            cell: 0,
-            poll_waker_data: 0,
-            state: TaskState::Idle,
-            created_ns: 0,
-            polls: 1,
-            busy_ns: 10,
-            last_poll_end_ns: Some(1_000),
-            wakes: 0,
-            last_wake_ns: None,
-            frames,
-            capture: Capture::Fresh,
-            awaited_by: None,
-            delegate: None,
-            walk: None,
-        }
-    }
-
-    fn f(id: u64, parent: Option<u64>, meta: u32) -> Frame {
-        Frame { id, parent, meta }
-    }
-
-    /// handler → read_frame → recv, plus a second branch handler → timer.
-    pub(crate) fn sample() -> Snapshot {
-        Snapshot {
-            now_ns: 2_000_000_000,
-            frame_metas: vec![
-                meta("handler", 1),
-                meta("read_frame", 5),
-                meta("recv", 9),
-                meta("timer", 12),
-            ],
-            spawn_sites: vec![SpawnSite {
-                location: Location {
-                    file: "src/main.rs".into(),
-                    line: 30,
-                    column: 5,
-                },
-                root_type: "svc::handler::{{closure}}".into(),
-            }],
-            tasks: vec![task(
-                1,
-                vec![
-                    f(10, None, 0),
-                    f(11, Some(10), 1),
-                    f(12, Some(11), 2),
-                    f(13, Some(10), 3),
-                ],
-            )],
-            ..Snapshot::default()
-        }
-    }
-
-    fn names(nodes: &[FrameNode]) -> Vec<String> {
-        nodes.iter().map(|n| n.meta.name.clone()).collect()
-    }
-
-    #[test]
-    fn a_reply_naming_frames_and_sites_it_lacks_is_named_and_never_panics() {
-        let mut snap = sample();
-        snap.tasks[0].frames[1].meta = 99;
-        snap.tasks[0].spawn_site = 7;
-        assert!(inconsistency(&snap).is_some_and(|why| why.contains("spawn site 7")));
-        let dump = Dump::build(&handshake(), &snap, 0);
-        let t = &dump.tasks[0];
-        assert_eq!(
-            t.frames[0].children[0].meta.name,
-            "(frame 99: not in the reply)"
-        );
-        assert!(t.spawned_at.as_ref().unwrap().file.contains("spawn site 7"));
-        snap.tasks[0].spawn_site = 0;
-        assert!(inconsistency(&snap).is_some_and(|why| why.contains("frame 99")));
-        assert!(inconsistency(&sample()).is_none());
-    }
+    use crate::testing::{edge_snapshot, handshake, sample};
+    use asyncdump_protocol::TaskState;
 
     #[test]
     fn a_search_finds_any_frame_of_any_branch_by_name_or_file() {
@@ -1234,86 +749,6 @@ pub(crate) mod tests {
         assert!(contains_folded("ÉCOLE", "école"));
         assert!(!contains_folded("oneshot", "mpsc"));
         assert!(contains_folded("anything", ""));
-    }
-
-    #[test]
-    fn frames_become_a_tree_in_poll_order() {
-        let dump = Dump::build(&handshake(), &sample(), 0);
-        let root = &dump.tasks[0].frames;
-        assert_eq!(names(root), ["handler"]);
-        assert_eq!(names(&root[0].children), ["read_frame", "timer"]);
-        assert_eq!(names(&root[0].children[0].children), ["recv"]);
-        assert_eq!(dump.tasks[0].state_age_ns, Some(2_000_000_000 - 1_000));
-    }
-
-    #[test]
-    fn chains_do_not_depend_on_the_delegate() {
-        let mut with = sample();
-        with.tasks[0].delegate = Some(Delegate {
-            clones: 1,
-            since_ns: 5,
-        });
-        let a = Dump::build(&handshake(), &with, 0);
-        let b = Dump::build(&handshake(), &sample(), 0);
-        assert_eq!(a.tasks[0].frames, b.tasks[0].frames);
-        assert!(a.tasks[0].delegate.is_some() && b.tasks[0].delegate.is_none());
-    }
-
-    #[test]
-    fn frame_ids_stay_put_across_snapshots_and_tell_siblings_apart() {
-        let ids = |d: &Dump| {
-            let root = &d.tasks[0].frames[0];
-            let kids: Vec<u64> = root.children.iter().map(|c| c.id).collect();
-            (root.id, kids, root.children[0].children[0].id)
-        };
-        let first = Dump::build(&handshake(), &sample(), 0);
-        // A later snapshot: the agent's frame node addresses differ, the chain does not.
-        let mut later = sample();
-        for f in &mut later.tasks[0].frames {
-            f.id += 1000;
-            f.parent = f.parent.map(|p| p + 1000);
-        }
-        let second = Dump::build(&handshake(), &later, 0);
-        assert_eq!(ids(&first), ids(&second));
-        let (root, kids, leaf) = ids(&first);
-        let mut all = vec![root, leaf];
-        all.extend(kids);
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), 4, "every frame its own id");
-        // The same frame under another parent is another frame.
-        let mut moved = sample();
-        let recv = moved.tasks[0].frames.remove(2);
-        moved.tasks[0].frames.push(Frame {
-            parent: Some(13),
-            ..recv
-        });
-        let third = Dump::build(&handshake(), &moved, 0);
-        assert_ne!(third.tasks[0].frames[0].children[1].children[0].id, leaf);
-    }
-
-    pub(crate) fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
-        let mut s = sample();
-        s.tasks = (1..=4)
-            .map(|id| task(id, vec![f(id * 100, None, 0)]))
-            .collect();
-        for &(awaiter, awaited) in edges {
-            let t = s.tasks.iter_mut().find(|t| t.id == awaited).unwrap();
-            t.awaited_by = Some(Awaiter {
-                task: awaiter,
-                frame: Some(awaiter * 100),
-            });
-        }
-        s
-    }
-
-    #[test]
-    fn a_join_handle_edge_hangs_under_the_awaiting_frame() {
-        let dump = Dump::build(&handshake(), &edge_snapshot(&[(1, 2)]), 0);
-        assert_eq!(dump.tasks[0].frames[0].awaits_tasks, [2]);
-        let by = dump.tasks[1].awaited_by.as_ref().unwrap();
-        assert_eq!((by.task, by.path.clone()), (1, vec!["handler".to_owned()]));
-        assert!(dump.deadlocks.is_empty());
     }
 
     #[test]
@@ -1370,13 +805,5 @@ pub(crate) mod tests {
             (groups[0].count, groups[0].task_ids.clone()),
             (4, vec![1, 2, 3, 4])
         );
-    }
-
-    #[test]
-    fn frames_cut_by_the_agent_limit_still_show() {
-        let mut s = sample();
-        s.tasks[0].frames.remove(0); // parent of read_frame and timer is missing
-        let dump = Dump::build(&handshake(), &s, 0);
-        assert_eq!(names(&dump.tasks[0].frames), ["read_frame", "timer"]);
     }
 }

@@ -56,7 +56,7 @@ impl Mirror {
         if let Some(why) = u
             .tasks
             .iter()
-            .find_map(|t| crate::model::task_inconsistency(t, n_metas, n_sites))
+            .find_map(|t| crate::assemble::task_inconsistency(t, n_metas, n_sites))
         {
             return Err(OutOfStep(why));
         }
@@ -143,7 +143,7 @@ mod tests {
         });
         Task {
             polls,
-            ..crate::model::tests::task(id, frames.into_iter().collect())
+            ..crate::testing::task(id, frames.into_iter().collect())
         }
     }
 

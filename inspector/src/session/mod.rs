@@ -16,17 +16,16 @@ use std::time::Instant;
 
 use asyncdump_protocol::{Handshake, SubscribeRequest};
 
+use crate::assemble::ChainCache;
 use crate::client::Client;
-use crate::decode::Decoder;
 use crate::error::TargetError;
-use crate::model::{ChainCache, DecodingInfo, Dump};
+use crate::model::{DecodingInfo, Dump};
+use crate::plan::Plan;
 use crate::target::Target;
 
 mod mirror;
-pub mod plan_cache;
-mod planner;
+use crate::plan::planner::Planner;
 pub use mirror::{Applied, COMPLETED_KEPT, Mirror, OutOfStep};
-use planner::Planner;
 
 /// How to attach.
 #[derive(Debug, Clone)]
@@ -57,7 +56,7 @@ pub struct Session {
     /// `None` when not decoding.
     planner: Option<Planner>,
     /// The plan, and whether it lists runtimes' tasks.
-    decoder: Option<(Decoder, bool)>,
+    decoder: Option<(Plan, bool)>,
     /// Root anchors seen that the plan does not have (not in the DWARF): the dump's note says so.
     unplanned: Vec<u64>,
     /// Distinct root anchors seen.
@@ -138,7 +137,9 @@ impl Session {
     pub fn attach(target: &Target, options: &SessionOptions) -> Result<Session, TargetError> {
         let mut client = connect(target, options.timeout)?;
         let (planner, decoding) = if options.decode {
-            match Planner::new(&mut client, options.binary.as_deref(), options.cache)? {
+            let pid = client.handshake.pid;
+            let info = client.walk_info()?;
+            match Planner::new(pid, info, options.binary.as_deref(), options.cache) {
                 Ok(planner) => (Some(planner), DecodingInfo::default()),
                 Err(note) => (None, not_decoded(note)),
             }
@@ -170,7 +171,7 @@ impl Session {
             // Not needed while the dump is built, which for many tasks is when memory peaks.
             planner.forget_dwarf();
         }
-        let walk = self.decoder.as_ref().map(|d| d.0.plan.clone());
+        let walk = self.decoder.as_ref().map(|d| d.0.walk.clone());
         let (snap, rtt) = match self.client.snapshot(include_completed, walk) {
             // A plan too big to send: the annotated frames are still worth a dump.
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
@@ -179,7 +180,7 @@ impl Session {
             }
             other => other?,
         };
-        if let Some(detail) = crate::model::inconsistency(&snap) {
+        if let Some(detail) = crate::assemble::inconsistency(&snap) {
             return Err(TargetError::Inconsistent { detail });
         }
         Ok(Dump::build_decoded(
@@ -217,7 +218,7 @@ impl Session {
         let req = SubscribeRequest {
             interval_ms: live.interval_ms,
             include_completed: live.include_completed,
-            walk: self.decoder.as_ref().map(|d| d.0.plan.clone()),
+            walk: self.decoder.as_ref().map(|d| d.0.walk.clone()),
         };
         match self.client.subscribe(req.clone()) {
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
@@ -273,7 +274,7 @@ impl Session {
 
     /// Decoding off, because the plan is too big for the agent to take.
     fn drop_plan(&mut self, bytes: usize, max: usize) {
-        let types = self.decoder.take().map_or(0, |d| d.0.plan.types.len());
+        let types = self.decoder.take().map_or(0, |d| d.0.walk.types.len());
         self.planner = None;
         self.decoding = DecodingInfo::off(format!(
             "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
@@ -337,7 +338,7 @@ impl Session {
                 continue;
             }
             self.anchors_seen.push(a);
-            if !decoder.plan.roots.iter().any(|r| r.0 == a) {
+            if !decoder.walk.roots.iter().any(|r| r.0 == a) {
                 self.unplanned.push(a);
             }
         }
@@ -367,7 +368,7 @@ mod tests {
         fn shared<T: Send + Sync + 'static>() {}
         send::<Session>();
         shared::<Dump>();
-        shared::<Decoder>();
-        send::<plan_cache::Entry>();
+        shared::<Plan>();
+        send::<crate::plan::cache::Entry>();
     }
 }

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::model::{Dump, FrameInfo, FrameNode, Source, State, TaskView};
-use crate::view::names::short;
+use crate::names::short;
 use crate::view::printable;
 use crate::view::text::{Style, at_line};
 

@@ -2,7 +2,6 @@
 
 pub mod folded;
 pub mod json;
-pub mod names;
 pub mod text;
 
 /// Text renderers write to any `fmt::Write`; this one passes it on to an `io::Write` (standard output,

@@ -6,12 +6,12 @@
 
 use std::fmt::{self, Display, Write};
 
-use crate::decode::display_name;
 use crate::model::{
     CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TOKIO_ONLY,
     TaskView,
 };
-use crate::view::names::{short, short_path};
+use crate::names::display_name;
+use crate::names::{short, short_path};
 use crate::view::{Dur, id_ranges, write_number};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
@@ -415,7 +415,7 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
         }
     }
     // Identical receivers (the branches of a join) are one line with a count.
-    let mut shown: Vec<(&crate::decode::DecodedDelegate, usize)> = Vec::new();
+    let mut shown: Vec<(&crate::model::DecodedDelegate, usize)> = Vec::new();
     for d in t.decoded_delegates.iter() {
         match shown.iter_mut().find(|(s, _)| *s == d) {
             Some((_, n)) => *n += 1,
@@ -610,8 +610,8 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tests::{handshake, sample};
     use crate::model::{Dump, coalesce};
+    use crate::testing::{handshake, sample};
 
     #[test]
     fn a_chain_prints_root_first_indented_to_the_leaf() {

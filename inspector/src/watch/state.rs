@@ -550,7 +550,7 @@ fn first_awaited(frames: &[FrameNode]) -> Option<u64> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::model::tests::{handshake, sample};
+    use crate::testing::{handshake, sample};
     use asyncdump_protocol::Snapshot;
 
     /// Three tasks: 1 awaits 2 (through its JoinHandle), 3 is on its own.
@@ -752,7 +752,7 @@ pub(crate) mod tests {
 
     /// Tasks 1 and 2 await each other; 3 and 4 are suspended, 4 for longer than the threshold.
     pub(crate) fn cycle_and_stuck() -> Snapshot {
-        let mut s = crate::model::tests::edge_snapshot(&[(1, 2), (2, 1)]);
+        let mut s = crate::testing::edge_snapshot(&[(1, 2), (2, 1)]);
         for t in &mut s.tasks {
             t.last_poll_end_ns = Some(s.now_ns - 1_000_000_000);
         }

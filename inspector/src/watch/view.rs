@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Table
 
 use super::state::{App, Attention, Column, Link};
 use crate::model::{FrameNode, TaskView, leaf_frame};
-use crate::view::names::{short, short_path};
+use crate::names::{short, short_path};
 use crate::view::text::{self, state_word};
 use crate::view::{Dur, duration};
 
@@ -426,7 +426,7 @@ fn draw_help(f: &mut Frame<'_>) {
 mod tests {
     use super::*;
     use crate::model::Dump;
-    use crate::model::tests::handshake;
+    use crate::testing::handshake;
     use crate::watch::state::Key;
     use crate::watch::state::tests::three;
     use ratatui::Terminal;

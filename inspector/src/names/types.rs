@@ -1,6 +1,7 @@
-//! Type, frame and file names as people read them in text: generic arguments shortened, and source
-//! paths of dependencies and the standard library from their crate's directory on
-//! ([`short_path`], from [`crate::source_path`]).
+//! Type and frame names as people read them: state machines named as in the source
+//! ([`display_name`]), std paths and the default allocator dropped from leaf types ([`short_type`]),
+//! trailing generics dropped for comparing ([`base_name`]), and long generic arguments shortened in
+//! text ([`short`]).
 //!
 //! Framework futures carry their whole service stack in their generic arguments
 //! (`handle_connection::{async block#3}<tokio::net::tcp::listener::TcpListener, axum::routing::Router<()>, …>`),
@@ -11,8 +12,6 @@
 //! `--json` keeps every name whole.
 
 use std::borrow::Cow;
-
-pub use crate::source_path::short_path;
 
 /// Longest name shown as it is.
 pub const NAME_MAX: usize = 80;
@@ -123,6 +122,62 @@ fn flush(out: &mut String, segments: &mut Vec<&str>) {
     segments.clear();
 }
 
+/// `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}` →
+/// `a::main::{async block#1}`.
+pub fn display_name(qualified: &str) -> String {
+    // Every pattern starts with `::{async` or `{async`: a name without one (most leaf and frame
+    // names) is copied as it is, without three scans.
+    if !qualified.contains("{async") {
+        return qualified.to_owned();
+    }
+    qualified
+        .replace("::{async_fn_env#0}", "")
+        .replace("::{async_fn#0}", "")
+        .replace("{async_block_env#", "{async block#")
+}
+
+/// A leaf's type as people write it: the std paths every Rust programmer knows, without the default
+/// allocator. (`tokio::sync::oneshot::Receiver<alloc::string::String>` → `…Receiver<String>`.)
+pub fn short_type(name: &str) -> String {
+    name.replace(", alloc::alloc::Global>", ">")
+        .replace("alloc::string::String", "String")
+        .replace("alloc::vec::Vec<", "Vec<")
+        .replace("alloc::boxed::Box<", "Box<")
+        .replace("alloc::sync::Arc<", "Arc<")
+        .replace("core::option::Option<", "Option<")
+        .replace("core::result::Result<", "Result<")
+        .replace("core::pin::Pin<", "Pin<")
+}
+
+/// A path without its trailing generic arguments (`Mutex::lock<()>` → `Mutex::lock`); a qualified
+/// impl (`<F as Handler>::call`) keeps its own.
+pub fn base_name(name: &str) -> &str {
+    if !name.ends_with('>') {
+        return name;
+    }
+    let bytes = name.as_bytes();
+    let mut depth = 0usize;
+    for (i, &b) in bytes.iter().enumerate().rev() {
+        match b {
+            // The arrow of a `fn(A) -> B` argument closes nothing.
+            b'>' if i > 0 && bytes[i - 1] == b'-' => {}
+            b'>' => depth += 1,
+            b'<' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return if name[..i].ends_with("::") || i == 0 {
+                        name
+                    } else {
+                        &name[..i]
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    name
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +247,39 @@ mod tests {
         let unbalanced = format!("a::f<b::C{}", "x".repeat(NAME_MAX));
         assert_eq!(short(&unbalanced), unbalanced);
         assert_eq!(short("fn(a::B) -> c::D"), "fn(a::B) -> c::D");
+    }
+
+    #[test]
+    fn leaf_types_drop_std_paths_and_the_default_allocator() {
+        assert_eq!(
+            short_type(
+                "tokio::sync::oneshot::Receiver<alloc::vec::Vec<alloc::string::String, alloc::alloc::Global>>"
+            ),
+            "tokio::sync::oneshot::Receiver<Vec<String>>"
+        );
+    }
+
+    #[test]
+    fn state_machine_names_read_like_the_source() {
+        assert_eq!(
+            display_name("plain_chain::descend::{async_fn_env#0}"),
+            "plain_chain::descend"
+        );
+        assert_eq!(
+            display_name("two_blocks::main::{async_fn#0}::{async_block_env#1}"),
+            "two_blocks::main::{async block#1}"
+        );
+        assert_eq!(
+            display_name("tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn_env#0}<u32>"),
+            "tokio::sync::mpsc::bounded::{impl#0}::recv<u32>"
+        );
+    }
+
+    #[test]
+    fn base_names_drop_trailing_generics_only() {
+        assert_eq!(base_name("a::f<u32, Vec<u8>>"), "a::f");
+        assert_eq!(base_name("a::<F as H>::call"), "a::<F as H>::call");
+        assert_eq!(base_name("a::f<fn(X) -> Y>"), "a::f");
+        assert_eq!(base_name("<F as H>"), "<F as H>");
     }
 }

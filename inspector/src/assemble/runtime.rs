@@ -11,28 +11,13 @@
 use std::sync::Arc;
 
 use asyncdump_protocol::{RuntimeFlavor, RuntimeTask, Snapshot, StateBits, Walk};
-use serde::{Deserialize, Serialize};
 
-use super::{
-    AwaitedBy, CaptureView, DecodingInfo, FastMap, FrameNode, State, TOKIO_ONLY, TaskView,
+use crate::decode::TaskRefs;
+use crate::model::{
+    AwaitedBy, CaptureView, DecodingInfo, FastMap, FrameNode, RuntimeView, State, TOKIO_ONLY,
+    TaskView,
 };
-use crate::decode::{Decoder, TaskRefs};
-
-/// One registered runtime, as the header of a dump shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RuntimeView {
-    /// `current_thread` or `multi_thread`, when the runtime could be read.
-    pub flavor: Option<String>,
-    /// Live tasks, as tokio counts them, when it does (see `RuntimeReport::alive` in the protocol).
-    pub alive: Option<u64>,
-    /// Tasks listed (and so shown, subject to the filters).
-    pub listed: usize,
-    /// Tasks tokio counts that could not be listed (the list changed under the read, or a limit).
-    pub skipped: u64,
-    /// Why the runtime's tasks are not listed, when they are not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_listed: Option<String>,
-}
+use crate::plan::Plan;
 
 /// The runtime tasks of one snapshot, keyed.
 pub(super) struct Listed<'a> {
@@ -45,7 +30,7 @@ pub(super) struct Listed<'a> {
 
 /// Which task holds the `Sender` of each oneshot channel a walk found one of, by channel address:
 /// every agent task's walk, then every listed runtime task's (`tasks`, with their keys).
-fn senders_held(snap: &Snapshot, d: &Decoder, tasks: &[(&RuntimeTask, u64)]) -> FastMap<u64, u64> {
+fn senders_held(snap: &Snapshot, d: &Plan, tasks: &[(&RuntimeTask, u64)]) -> FastMap<u64, u64> {
     let walks = (snap.tasks.iter().map(|t| (t.walk.as_ref(), t.id)))
         .chain(tasks.iter().map(|&(t, key)| (t.walk.as_ref(), key)));
     let mut out = FastMap::default();
@@ -58,7 +43,7 @@ fn senders_held(snap: &Snapshot, d: &Decoder, tasks: &[(&RuntimeTask, u64)]) -> 
 }
 
 impl<'a> Listed<'a> {
-    pub(super) fn new(snap: &'a Snapshot, decoder: Option<&Decoder>) -> Listed<'a> {
+    pub(super) fn new(snap: &'a Snapshot, decoder: Option<&Plan>) -> Listed<'a> {
         let cells: FastMap<u64, u64> = snap.tasks.iter().map(|t| (t.cell, t.id)).collect();
         // A running task cannot be walked: its header, as the waker it was polled with, names it.
         let polled_with: FastMap<u64, u64> = (snap.tasks.iter())
@@ -70,7 +55,7 @@ impl<'a> Listed<'a> {
             refs: TaskRefs::default(),
             by_agent: FastMap::default(),
             bits: decoder
-                .and_then(|d| d.plan.runtime.as_ref())
+                .and_then(|d| d.walk.runtime.as_ref())
                 .map(|r| r.state_bits)
                 .unwrap_or_default(),
         };
@@ -132,7 +117,7 @@ impl<'a> Listed<'a> {
 
     /// The listed tasks the agent has no record of, in the order of tokio's ids (the order of spawning).
     /// With `live`, each view gets what only a live view uses: its search text and frame ids.
-    pub(super) fn views(&self, decoder: Option<&Decoder>, live: bool) -> Vec<TaskView> {
+    pub(super) fn views(&self, decoder: Option<&Plan>, live: bool) -> Vec<TaskView> {
         let mut views: Vec<TaskView> = self
             .tasks
             .iter()
@@ -143,19 +128,19 @@ impl<'a> Listed<'a> {
         views
     }
 
-    fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Decoder>, live: bool) -> TaskView {
+    fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Plan>, live: bool) -> TaskView {
         let state = self.state(t.state);
         let mut awaits_tasks = Vec::new();
         let (mut frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
             (Some(d), Some(walk @ Walk::Nodes { nodes, .. })) => {
                 let (frames, delegates) = d.merge(nodes, &[], &mut awaits_tasks, &self.refs);
-                (frames, delegates, Decoder::note(walk))
+                (frames, delegates, Plan::note(walk))
             }
-            (Some(_), Some(walk)) => (Vec::new(), Vec::new(), Decoder::note(walk)),
+            (Some(_), Some(walk)) => (Vec::new(), Vec::new(), Plan::note(walk)),
             _ => (Vec::new(), Vec::new(), None),
         };
         if live {
-            super::assign_frame_ids(&mut frames);
+            crate::model::assign_frame_ids(&mut frames);
         }
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
@@ -195,7 +180,7 @@ impl<'a> Listed<'a> {
 
     /// Edges from join wakers: whoever awaits a listed task's `JoinHandle`, or polls the `JoinSet` it
     /// is in. An edge the agent already recorded stays as it is.
-    pub(super) fn join_edges(&self, views: &mut [TaskView], decoder: Option<&Decoder>) {
+    pub(super) fn join_edges(&self, views: &mut [TaskView], decoder: Option<&Plan>) {
         let Some(d) = decoder else { return };
         let index: FastMap<u64, usize> = views.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
         for &(t, key) in &self.tasks {
@@ -242,7 +227,7 @@ impl<'a> Listed<'a> {
     pub(super) fn reports(
         &self,
         snap: &Snapshot,
-        decoder: Option<&Decoder>,
+        decoder: Option<&Plan>,
         decoding: &DecodingInfo,
     ) -> Vec<RuntimeView> {
         let why_not = || match decoder {
@@ -258,7 +243,7 @@ impl<'a> Listed<'a> {
             .iter()
             .map(|r| {
                 let not_listed = r.error.clone().or_else(|| {
-                    let planned = decoder.is_some_and(|d| d.plan.runtime.is_some());
+                    let planned = decoder.is_some_and(|d| d.walk.runtime.is_some());
                     (!planned).then(why_not).flatten()
                 });
                 RuntimeView {

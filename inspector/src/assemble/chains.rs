@@ -9,8 +9,7 @@
 
 use asyncdump_protocol::Capture;
 
-use super::{FastMap, FrameNode};
-use crate::decode::DecodedDelegate;
+use crate::model::{DecodedDelegate, FastMap, FrameNode};
 
 /// What a chain was built from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 //!
 //! Planning reads megabytes of DWARF (a tenth of a second on a small program, more on a service), and
 //! what it makes depends only on the binary and on this asyncdump. An [`Entry`] holds a
-//! [`Decoder`] for every root future type of one binary, made at load bias 0
-//! ([`Decoder::for_every_root`]), with what a dump says about where it came from; the session moves it
-//! to the process's load bias ([`Decoder::rebase`]).
+//! [`Plan`] for every root future type of one binary, made at load bias 0
+//! ([`Plan::for_every_root`]), with what a dump says about where it came from; the session moves it
+//! to the process's load bias ([`Plan::rebase`]).
 //!
 //! Files are `$XDG_CACHE_HOME/asyncdump/plans/<build-id>.plan` (`~/.cache` without it), and
 //! `<build-id>-runtimes.plan` for the plan that also lists tokio runtimes' tasks. Directories are 0700
@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decode::Decoder;
+use crate::plan::Plan;
 
 /// What every cache file starts with.
 pub const MAGIC: &[u8; 16] = b"asyncdump-plan\n\0";
@@ -42,7 +42,7 @@ pub struct Entry {
     /// Of the executable: for the load bias (see `dwarf::load_bias`).
     pub vaddr_at_zero: Option<u64>,
     /// Planned at load bias 0.
-    pub decoder: Decoder,
+    pub decoder: Plan,
 }
 
 /// What a lookup found.
@@ -233,8 +233,8 @@ mod tests {
     }
 
     fn entry(build_id: &str) -> Entry {
-        let mut decoder = Decoder::default();
-        decoder.plan.roots.push((0x1234, 0));
+        let mut decoder = Plan::default();
+        decoder.walk.roots.push((0x1234, 0));
         Entry {
             build_id: build_id.to_owned(),
             runtimes: false,
@@ -261,7 +261,7 @@ mod tests {
         let Lookup::Hit(got) = cache.get("ab12", false) else {
             panic!("not found")
         };
-        assert_eq!(got.decoder.plan.roots, [(0x1234, 0)]);
+        assert_eq!(got.decoder.walk.roots, [(0x1234, 0)]);
         assert_eq!(got.debug_file, "/bin/svc");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);

@@ -10,15 +10,13 @@ use std::time::Instant;
 
 use asyncdump_protocol::WalkInfo;
 
-use super::plan_cache::{Entry, Lookup, PlanCache};
-use crate::client::Client;
-use crate::decode::Decoder;
 use crate::dwarf;
-use crate::error::TargetError;
 use crate::model::DecodingInfo;
+use crate::plan::Plan;
+use crate::plan::cache::{Entry, Lookup, PlanCache};
 
 /// Plans for one attached process.
-pub(super) struct Planner {
+pub struct Planner {
     pid: u32,
     /// The file the DWARF is read from: `--binary`, else `/proc/PID/exe`.
     path: PathBuf,
@@ -30,7 +28,7 @@ pub(super) struct Planner {
     /// The DWARF, once a plan had to be made from it.
     dwarf: Option<Loaded>,
     /// What the agent said while the planner was made, for the first plan.
-    pub(super) first_info: Option<WalkInfo>,
+    pub first_info: Option<WalkInfo>,
 }
 
 /// The binary's DWARF, loaded once.
@@ -40,28 +38,28 @@ struct Loaded {
 }
 
 /// A plan moved to the process's load bias, and what the dump says about it.
-pub(super) struct Planned {
-    pub decoder: Decoder,
+pub struct Planned {
+    pub decoder: Plan,
     pub decoding: DecodingInfo,
     /// Whether the plan lists tokio runtimes' tasks.
     pub runtimes: bool,
 }
 
 impl Planner {
-    /// Asks the agent whether this client may walk its memory and which binary it runs, and checks
-    /// `binary` against it. `Ok(Err(note))`: decoding is off, and why.
-    pub(super) fn new(
-        client: &mut Client,
+    /// A planner for process `pid`, from what its agent said (`info`: whether this client may walk its
+    /// memory, and which binary it runs), with `binary` checked against it. `Err(note)`: decoding is
+    /// off, and why.
+    pub fn new(
+        pid: u32,
+        info: WalkInfo,
         binary: Option<&Path>,
         cache: bool,
-    ) -> Result<Result<Planner, String>, TargetError> {
-        let pid = client.handshake.pid;
+    ) -> Result<Planner, String> {
         let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-        let info = client.walk_info()?;
         if let Some(why) = &info.walks_refused {
-            return Ok(Err(format!(
+            return Err(format!(
                 "the agent allows this client no memory walks: {why}"
-            )));
+            ));
         }
         // The agent's word is the truth about what runs, whether the file on disk was replaced,
         // `--binary` names another build, or the pid is another namespace's.
@@ -69,11 +67,7 @@ impl Planner {
             Some(id) => Some(id),
             None if binary.is_some() => match dwarf::build_id(&exe) {
                 Ok(id) => id,
-                Err(e) => {
-                    return Ok(Err(format!(
-                        "cannot check the running binary's build-id: {e}"
-                    )));
-                }
+                Err(e) => return Err(format!("cannot check the running binary's build-id: {e}")),
             },
             None => None,
         };
@@ -83,8 +77,8 @@ impl Planner {
             let given = dwarf::build_id(path).map_err(|e| e.to_string());
             match given {
                 Ok(given) if given.as_ref() == Some(running) => {}
-                Ok(given) => return Ok(Err(not_running(path, given.as_deref(), running, pid))),
-                Err(e) => return Ok(Err(e)),
+                Ok(given) => return Err(not_running(path, given.as_deref(), running, pid)),
+                Err(e) => return Err(e),
             }
         }
         let cache = if cache {
@@ -92,19 +86,19 @@ impl Planner {
         } else {
             Err(None)
         };
-        Ok(Ok(Planner {
+        Ok(Planner {
             pid,
             path: binary.map_or(exe, Path::to_owned),
             build_id: running,
             cache,
             dwarf: None,
             first_info: Some(info),
-        }))
+        })
     }
 
     /// A plan for every root future type, with the runtime plan if `runtimes`: from the cache if it
     /// has one, else from the DWARF (then cached). `Err(note)`: decoding is off, and why.
-    pub(super) fn plan(&mut self, runtimes: bool) -> Result<Planned, String> {
+    pub fn plan(&mut self, runtimes: bool) -> Result<Planned, String> {
         let start = Instant::now();
         let mut cache_note = None;
         if let (Ok(cache), Some(id)) = (&self.cache, &self.build_id) {
@@ -124,7 +118,7 @@ impl Planner {
             none => none.insert(load(&self.path, self.build_id.as_deref(), self.pid)?),
         };
         let plan_start = Instant::now();
-        let decoder = Decoder::for_every_root(&loaded.debug, runtimes);
+        let decoder = Plan::for_every_root(&loaded.debug, runtimes);
         let debug = &loaded.debug;
         let debug_path = debug.path.clone();
         let plan_ns =
@@ -157,7 +151,7 @@ impl Planner {
     }
 
     /// Frees the DWARF. Planning again, only needed when a runtime is registered later, loads it again.
-    pub(super) fn forget_dwarf(&mut self) {
+    pub fn forget_dwarf(&mut self) {
         self.dwarf = None;
     }
 
@@ -173,7 +167,7 @@ impl Planner {
             build_id: self.build_id.clone(),
             debug_info_bytes: entry.debug_info_bytes,
             plan_ns: start.elapsed().as_nanos() as u64,
-            plan_types: decoder.plan.types.len(),
+            plan_types: decoder.walk.types.len(),
             plan_cached: false,
             cache_note: None,
         };

@@ -1,0 +1,538 @@
+//! From a protocol [`Snapshot`] and decoded walks to a [`Dump`]: the assembly stage.
+//!
+//! Chains are rebuilt *only* from continuation links (each frame's `parent`) and the awaited tasks'
+//! `awaited_by` edges; the delegate is carried along as extra information and never consulted to build a
+//! chain, and decoded walks (see `decode`) are merged in by the same pass. [`Dump::build_decoded`] does the
+//! reconstruction once for every task, before any filter, so that edges and cycles are right even for
+//! tasks a filter hides. Tasks only listed from registered runtimes are added by `runtime`, and chains
+//! that cannot have changed are kept from one dump to the next by `chains`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
+
+use crate::decode::{AnnotatedFrame, TaskRefs};
+use crate::model::{
+    AwaitedBy, CaptureView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT, FastMap,
+    FrameInfo, FrameNode, JSON_VERSION, Loc, Process, SnapshotInfo, Source, State, TaskView,
+    Thread, assign_frame_ids, find_cycles,
+};
+use crate::plan::Plan;
+
+mod chains;
+mod runtime;
+pub use chains::ChainCache;
+use chains::{Chain, ChainKey};
+
+/// Values shared by many tasks, built once per snapshot.
+struct Shared {
+    metas: Vec<Arc<FrameInfo>>,
+    sites: Vec<(Arc<Loc>, Arc<str>)>,
+    /// What most tasks have: no decoded delegate and no search text yet, one allocation for all.
+    no_delegates: Arc<Vec<DecodedDelegate>>,
+    no_text: Arc<str>,
+}
+
+impl Shared {
+    /// Frame meta `i`; one that says it is missing when a reply names one it does not hold (the
+    /// session refuses such replies; the model never panics on one).
+    fn meta(&self, i: u32) -> Arc<FrameInfo> {
+        self.metas.get(i as usize).cloned().unwrap_or_else(|| {
+            Arc::new(FrameInfo::new(
+                format!("(frame {i}: not in the reply)"),
+                None,
+                Source::Labelled,
+            ))
+        })
+    }
+
+    fn site(&self, i: u32) -> (Arc<Loc>, Arc<str>) {
+        self.sites.get(i as usize).cloned().unwrap_or_else(|| {
+            let nowhere = Loc {
+                file: format!("(spawn site {i}: not in the reply)"),
+                line: 0,
+                column: 0,
+            };
+            (Arc::new(nowhere), Arc::from("?"))
+        })
+    }
+}
+
+/// Why a snapshot does not hold together, if it does not: a task naming a frame meta or spawn site
+/// the snapshot lacks.
+pub fn inconsistency(snap: &Snapshot) -> Option<String> {
+    let (metas, sites) = (snap.frame_metas.len(), snap.spawn_sites.len());
+    snap.tasks
+        .iter()
+        .find_map(|t| task_inconsistency(t, metas, sites))
+}
+
+/// The dump of a snapshot as it came off the wire, without decoding; refused in words when it does
+/// not hold together (see [`inconsistency`]).
+pub fn undecoded(handshake: &Handshake, snap: &Snapshot) -> Result<Dump, String> {
+    if let Some(why) = inconsistency(snap) {
+        return Err(why);
+    }
+    let mut cache = ChainCache::default();
+    Ok(Dump::build_decoded(
+        handshake,
+        snap,
+        0,
+        None,
+        DecodingInfo::default(),
+        &mut cache,
+    ))
+}
+
+/// Why task `t` does not fit tables of `metas` frame metas and `sites` spawn sites, if it does not.
+pub fn task_inconsistency(
+    t: &asyncdump_protocol::Task,
+    metas: usize,
+    sites: usize,
+) -> Option<String> {
+    if t.spawn_site as usize >= sites {
+        return Some(format!(
+            "task {} names spawn site {} of {sites}",
+            t.id, t.spawn_site
+        ));
+    }
+    let f = t.frames.iter().find(|f| f.meta as usize >= metas)?;
+    Some(format!("task {} names frame {} of {metas}", t.id, f.meta))
+}
+
+impl Dump {
+    #[cfg(test)]
+    pub fn build(handshake: &Handshake, snap: &Snapshot, round_trip_ns: u64) -> Dump {
+        Dump::build_decoded(
+            handshake,
+            snap,
+            round_trip_ns,
+            None,
+            DecodingInfo::default(),
+            &mut ChainCache::default(),
+        )
+    }
+
+    /// Rebuilds every task's chain, merging its decoded walk (if any) with `decoder`, and adds the tasks
+    /// only listed from registered runtimes (see the `runtime` module). Chains in `cache` that are
+    /// still their task's are taken from it instead (see `chains`).
+    pub fn build_decoded(
+        handshake: &Handshake,
+        snap: &Snapshot,
+        round_trip_ns: u64,
+        decoder: Option<&Plan>,
+        decoding: DecodingInfo,
+        cache: &mut ChainCache,
+    ) -> Dump {
+        let shared = Shared {
+            metas: snap
+                .frame_metas
+                .iter()
+                .map(|m| {
+                    Arc::new(FrameInfo::new(
+                        m.name.clone(),
+                        Some(loc(&m.location)),
+                        match m.source {
+                            FrameSource::AnnotatedFn => Source::AnnotatedFn,
+                            FrameSource::Labelled => Source::Labelled,
+                        },
+                    ))
+                })
+                .collect(),
+            sites: snap
+                .spawn_sites
+                .iter()
+                .map(|s| (Arc::new(loc(&s.location)), Arc::from(s.root_type.as_str())))
+                .collect(),
+            no_delegates: Arc::default(),
+            no_text: Arc::from(""),
+        };
+        let by_id: FastMap<u64, usize> = snap
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i))
+            .collect();
+        let listed = runtime::Listed::new(snap, decoder);
+        // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
+        let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
+        for t in &snap.tasks {
+            if let Some(a) = t.awaited_by {
+                edges.entry(a.task).or_default().push((a.frame, t.id));
+            }
+        }
+        let mut tasks: Vec<TaskView> = snap
+            .tasks
+            .iter()
+            .map(|t| {
+                let edges = edges.get(&t.id).map_or(&[][..], |v| v);
+                let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs(), cache);
+                listed.annotate(&mut view);
+                view.awaited_by = t.awaited_by.map(|edge| {
+                    let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
+                    AwaitedBy {
+                        task: edge.task,
+                        task_name: awaiter.and_then(|a| a.name.clone()),
+                        path: awaiter
+                            .map(|a| frame_path(snap, a, edge.frame))
+                            .unwrap_or_default(),
+                    }
+                });
+                view
+            })
+            .collect();
+        cache.sweep();
+        tasks.extend(listed.views(decoder, cache.live()));
+        listed.join_edges(&mut tasks, decoder);
+        let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
+        // Built here, on the thread that builds the dump, not where it is first looked at (a live
+        // view's screen, which should not wait for it).
+        let mut index = FastMap::default();
+        index.reserve(tasks.len());
+        index.extend(tasks.iter().enumerate().map(|(i, t)| (t.id, i)));
+        Dump {
+            format: FORMAT.to_owned(),
+            version: JSON_VERSION,
+            process: Process {
+                pid: handshake.pid,
+                program: handshake.program.clone(),
+                agent_version: handshake.agent_version.clone(),
+                protocol_version: handshake.protocol_version,
+                start_time_unix_ms: handshake.start_time_unix_ms,
+                uptime_ns: snap.uptime_ns,
+            },
+            snapshot: SnapshotInfo {
+                now_ns: snap.now_ns,
+                capture_ns: snap.capture_ns,
+                round_trip_ns,
+                tasks_total: tasks.len(),
+                idle: count(State::Idle),
+                scheduled: count(State::Scheduled),
+                running: count(State::Running),
+                completed: count(State::Completed),
+                tasks_spawned: snap.stats.tasks_spawned,
+            },
+            runtimes: listed.reports(snap, decoder, &decoding),
+            deadlocks: find_cycles(&tasks),
+            decoding,
+            tasks,
+            index: index.into(),
+        }
+    }
+}
+
+fn loc(l: &asyncdump_protocol::Location) -> Loc {
+    Loc {
+        file: l.file.clone(),
+        line: l.line,
+        column: l.column,
+    }
+}
+
+fn task_view(
+    snap: &Snapshot,
+    shared: &Shared,
+    t: &asyncdump_protocol::Task,
+    edges: &[(Option<u64>, u64)],
+    decoder: Option<&Plan>,
+    refs: &TaskRefs,
+    cache: &mut ChainCache,
+) -> TaskView {
+    let now = snap.now_ns;
+    let (state, thread, since) = match &t.state {
+        TaskState::Idle => (
+            State::Idle,
+            None,
+            t.last_poll_end_ns.unwrap_or(t.created_ns),
+        ),
+        TaskState::Running { thread, since_ns } => (
+            State::Running,
+            Some(Thread {
+                tid: thread.tid,
+                name: thread.name.clone(),
+            }),
+            *since_ns,
+        ),
+        TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
+    };
+    let (spawned_at, mut root_type) = shared.site(t.spawn_site);
+    if let Some(name) = decoder.and_then(|d| d.root_names.get(&t.root_anchor)) {
+        root_type = name.clone();
+    }
+    let key = ChainKey {
+        polls: t.polls,
+        capture: t.capture,
+        edges: edges.to_vec(),
+    };
+    cache.saw(t.id);
+    let cached = cache.get(t.id, &key).cloned();
+    let fresh = cached.is_none();
+    let live = cache.live();
+    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, decoder, refs, live));
+    let mut view = TaskView {
+        id: t.id,
+        agent_id: Some(t.id),
+        tokio_id: None,
+        name: chain.name,
+        state,
+        thread,
+        state_age_ns: Some(now.saturating_sub(since)),
+        age_ns: Some(now.saturating_sub(t.created_ns)),
+        polls: Some(t.polls),
+        busy_ns: Some(t.busy_ns),
+        wakes: Some(t.wakes),
+        last_wake_ago_ns: t.last_wake_ns.map(|w| now.saturating_sub(w)),
+        spawned_at: Some(spawned_at),
+        root_type,
+        capture: match t.capture {
+            Capture::Fresh => CaptureView::Fresh,
+            Capture::Stale { captured_ns } => CaptureView::Stale {
+                age_ns: now.saturating_sub(captured_ns),
+            },
+            Capture::Unavailable => CaptureView::Unavailable,
+        },
+        frames: chain.frames,
+        awaits_tasks: chain.awaits_tasks,
+        awaited_by: None,
+        delegate: t.delegate.map(|d| DelegateView {
+            clones: d.clones,
+            held_ns: now.saturating_sub(d.since_ns),
+        }),
+        decoded_delegates: chain.decoded_delegates,
+        decode_note: chain.decode_note,
+        searched: chain.searched,
+    };
+    if fresh && live {
+        view.searched = view.search_text();
+        let chain = Chain {
+            frames: view.frames.clone(),
+            awaits_tasks: view.awaits_tasks.clone(),
+            decoded_delegates: view.decoded_delegates.clone(),
+            decode_note: view.decode_note.clone(),
+            name: view.name.clone(),
+            searched: view.searched.clone(),
+        };
+        cache.put(t.id, key, chain);
+    }
+    view
+}
+
+/// A task's chain: its annotated frames as a tree with the edges `edges` hung on them, merged with its
+/// decoded walk when there is one; for a `live` view, with frame ids.
+fn chain(
+    shared: &Shared,
+    t: &asyncdump_protocol::Task,
+    edges: &[(Option<u64>, u64)],
+    decoder: Option<&Plan>,
+    refs: &TaskRefs,
+    live: bool,
+) -> Chain {
+    let mut awaits_root: Vec<u64> = Vec::new();
+    let mut by_frame: FastMap<u64, Vec<u64>> = FastMap::default();
+    if !edges.is_empty() {
+        let known: HashSet<u64> = t.frames.iter().map(|f| f.id).collect();
+        for &(frame, awaited) in edges {
+            match frame {
+                Some(f) if known.contains(&f) => by_frame.entry(f).or_default().push(awaited),
+                // The task root itself, or a frame that has since gone: attach the edge to the root.
+                _ => awaits_root.push(awaited),
+            }
+        }
+        awaits_root.sort_unstable();
+    }
+    let mut decoded_delegates = Vec::new();
+    let (frames, decode_note) = match (decoder, &t.walk) {
+        (Some(dec), Some(walk @ Walk::Nodes { nodes, .. })) => {
+            let annotated: Vec<AnnotatedFrame> = t
+                .frames
+                .iter()
+                .map(|f| AnnotatedFrame {
+                    id: f.id,
+                    parent: f.parent,
+                    info: shared.meta(f.meta),
+                    awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
+                })
+                .collect();
+            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, refs);
+            decoded_delegates = delegates;
+            (frames, Plan::note(walk))
+        }
+        (Some(_), Some(walk)) => (build_tree(shared, &t.frames, &by_frame), Plan::note(walk)),
+        _ => (build_tree(shared, &t.frames, &by_frame), None),
+    };
+    let mut frames = frames;
+    if live {
+        assign_frame_ids(&mut frames);
+    }
+    Chain {
+        frames: frames.into(),
+        awaits_tasks: awaits_root,
+        decoded_delegates: match decoded_delegates.is_empty() {
+            true => shared.no_delegates.clone(),
+            false => decoded_delegates.into(),
+        },
+        decode_note: decode_note.map(Arc::from),
+        name: t.name.as_deref().map(Arc::from),
+        searched: shared.no_text.clone(),
+    }
+}
+
+/// Builds the frame forest from frames in pre-order (the agent's order: a parent before its children,
+/// each subtree contiguous), with a stack holding the path from the root to the current frame. A frame
+/// whose parent is not on that path (cut by the agent's frame limit) becomes a top-level frame.
+fn build_tree(
+    shared: &Shared,
+    frames: &[asyncdump_protocol::Frame],
+    edges: &FastMap<u64, Vec<u64>>,
+) -> Vec<FrameNode> {
+    fn attach(stack: &mut [(u64, FrameNode)], roots: &mut Vec<FrameNode>, node: FrameNode) {
+        match stack.last_mut() {
+            Some((_, parent)) => parent.children.push(node),
+            None => roots.push(node),
+        }
+    }
+    let mut roots = Vec::new();
+    let mut stack: Vec<(u64, FrameNode)> = Vec::new();
+    for f in frames {
+        while stack.last().is_some_and(|(id, _)| Some(*id) != f.parent) {
+            let (_, done) = stack.pop().expect("non-empty");
+            attach(&mut stack, &mut roots, done);
+        }
+        let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
+        awaits.sort_unstable();
+        let meta = shared.meta(f.meta);
+        stack.push((
+            f.id,
+            FrameNode {
+                id: 0,
+                meta,
+                awaits_tasks: awaits,
+                children: Vec::new(),
+            },
+        ));
+    }
+    while let Some((_, done)) = stack.pop() {
+        attach(&mut stack, &mut roots, done);
+    }
+    roots
+}
+
+/// Names from the task root down to frame `target` (empty if it is the root or unknown).
+fn frame_path(snap: &Snapshot, t: &asyncdump_protocol::Task, target: Option<u64>) -> Vec<String> {
+    let by_id: HashMap<u64, &asyncdump_protocol::Frame> =
+        t.frames.iter().map(|f| (f.id, f)).collect();
+    let mut path = Vec::new();
+    let mut cur = target.and_then(|id| by_id.get(&id));
+    while let Some(f) = cur {
+        let name = snap
+            .frame_metas
+            .get(f.meta as usize)
+            .map(|m| m.name.clone());
+        path.push(name.unwrap_or_else(|| format!("frame {}", f.meta)));
+        cur = f.parent.and_then(|p| by_id.get(&p));
+        if path.len() > t.frames.len() {
+            break; // malformed parent links: never loop forever on bad input
+        }
+    }
+    path.reverse();
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{edge_snapshot, handshake, names, sample};
+    use asyncdump_protocol::{Delegate, Frame};
+
+    #[test]
+    fn a_reply_naming_frames_and_sites_it_lacks_is_named_and_never_panics() {
+        let mut snap = sample();
+        snap.tasks[0].frames[1].meta = 99;
+        snap.tasks[0].spawn_site = 7;
+        assert!(inconsistency(&snap).is_some_and(|why| why.contains("spawn site 7")));
+        let dump = Dump::build(&handshake(), &snap, 0);
+        let t = &dump.tasks[0];
+        assert_eq!(
+            t.frames[0].children[0].meta.name,
+            "(frame 99: not in the reply)"
+        );
+        assert!(t.spawned_at.as_ref().unwrap().file.contains("spawn site 7"));
+        snap.tasks[0].spawn_site = 0;
+        assert!(inconsistency(&snap).is_some_and(|why| why.contains("frame 99")));
+        assert!(inconsistency(&sample()).is_none());
+    }
+
+    #[test]
+    fn frames_become_a_tree_in_poll_order() {
+        let dump = Dump::build(&handshake(), &sample(), 0);
+        let root = &dump.tasks[0].frames;
+        assert_eq!(names(root), ["handler"]);
+        assert_eq!(names(&root[0].children), ["read_frame", "timer"]);
+        assert_eq!(names(&root[0].children[0].children), ["recv"]);
+        assert_eq!(dump.tasks[0].state_age_ns, Some(2_000_000_000 - 1_000));
+    }
+
+    #[test]
+    fn chains_do_not_depend_on_the_delegate() {
+        let mut with = sample();
+        with.tasks[0].delegate = Some(Delegate {
+            clones: 1,
+            since_ns: 5,
+        });
+        let a = Dump::build(&handshake(), &with, 0);
+        let b = Dump::build(&handshake(), &sample(), 0);
+        assert_eq!(a.tasks[0].frames, b.tasks[0].frames);
+        assert!(a.tasks[0].delegate.is_some() && b.tasks[0].delegate.is_none());
+    }
+
+    #[test]
+    fn frame_ids_stay_put_across_snapshots_and_tell_siblings_apart() {
+        let ids = |d: &Dump| {
+            let root = &d.tasks[0].frames[0];
+            let kids: Vec<u64> = root.children.iter().map(|c| c.id).collect();
+            (root.id, kids, root.children[0].children[0].id)
+        };
+        let first = Dump::build(&handshake(), &sample(), 0);
+        // A later snapshot: the agent's frame node addresses differ, the chain does not.
+        let mut later = sample();
+        for f in &mut later.tasks[0].frames {
+            f.id += 1000;
+            f.parent = f.parent.map(|p| p + 1000);
+        }
+        let second = Dump::build(&handshake(), &later, 0);
+        assert_eq!(ids(&first), ids(&second));
+        let (root, kids, leaf) = ids(&first);
+        let mut all = vec![root, leaf];
+        all.extend(kids);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 4, "every frame its own id");
+        // The same frame under another parent is another frame.
+        let mut moved = sample();
+        let recv = moved.tasks[0].frames.remove(2);
+        moved.tasks[0].frames.push(Frame {
+            parent: Some(13),
+            ..recv
+        });
+        let third = Dump::build(&handshake(), &moved, 0);
+        assert_ne!(third.tasks[0].frames[0].children[1].children[0].id, leaf);
+    }
+
+    #[test]
+    fn a_join_handle_edge_hangs_under_the_awaiting_frame() {
+        let dump = Dump::build(&handshake(), &edge_snapshot(&[(1, 2)]), 0);
+        assert_eq!(dump.tasks[0].frames[0].awaits_tasks, [2]);
+        let by = dump.tasks[1].awaited_by.as_ref().unwrap();
+        assert_eq!((by.task, by.path.clone()), (1, vec!["handler".to_owned()]));
+        assert!(dump.deadlocks.is_empty());
+    }
+
+    #[test]
+    fn frames_cut_by_the_agent_limit_still_show() {
+        let mut s = sample();
+        s.tasks[0].frames.remove(0); // parent of read_frame and timer is missing
+        let dump = Dump::build(&handshake(), &s, 0);
+        assert_eq!(names(&dump.tasks[0].frames), ["read_frame", "timer"]);
+    }
+}

@@ -1,0 +1,190 @@
+//! The plan stage: walk plans built from a binary's DWARF, and what each planned type means.
+//!
+//! [`Plan::for_every_root`] starts at every root future type (each root anchor, resolved through
+//! the DWARF's `Instrumented<F>::poll` instantiations) and classifies every type reachable through fields
+//! that hold the awaited future. Each type gets a [`TypePlan`](asyncdump_protocol::TypePlan) for the agent (what to read, which fields to
+//! follow) and a `Kind` for us (how a node of that type is shown):
+//!
+//! - an async fn or block's state machine: its `__state`, and per `SuspendN` the `__awaitee` field;
+//! - pointers to futures: `Pin<Box<T>>`, `Box<T>`, `&mut T`, `Pin<Box<dyn Future>>` through the
+//!   vtable statics `<T as Future>::{vtable}`, and boxed slices (`futures::future::join_all`);
+//! - `tokio::join!` / `tokio::select!` (a `PollFn` closure holding a pointer to the tuple of branches),
+//!   `MaybeDone`, `tokio::time::Timeout`, `futures::join!` and `futures::select!` (a `PollFn` closure
+//!   holding a pointer to each branch), and `futures_util` wrappers (`Map`, `Then`, `Flatten`, ...);
+//! - `asyncdump_agent`'s own `Framed` (an annotated frame: matched by its node's address, so an annotated
+//!   future that is also decoded is shown once) and `JoinHandle` (whose target task id it reads);
+//! - anything else is a leaf: the chain ends with "awaiting TYPE".
+//!
+//! Only fields a suspended task owns are followed (its state machines, its boxes, pointers into its own
+//! frame), never shared state such as a channel's `Arc`: that memory may change under the agent's read,
+//! and a wrong chain is worse than a short one. The one exception is the id in a `JoinHandle`'s task
+//! cell, which never changes after spawn.
+
+use std::sync::Arc;
+
+use asyncdump_protocol::WalkPlan;
+use serde::{Deserialize, Serialize};
+
+use crate::dwarf::Debug;
+use crate::model::{FastMap, FrameInfo};
+
+mod builder;
+pub mod cache;
+pub mod planner;
+mod runtime;
+
+use builder::Builder;
+pub use runtime::TaskTypes;
+
+/// Most nodes and bytes the agent walks per task.
+pub const MAX_NODES: u32 = 1024;
+pub const MAX_BYTES: u32 = 256 * 1024;
+
+/// How a node of one plan type is shown.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum Kind {
+    /// An async fn or block; what it shows depends on its state.
+    Coroutine(FastMap<u64, StateView>),
+    /// Not shown; its children hang under the nearest shown ancestor.
+    Transparent,
+    /// Shown as its own line (`tokio::join!`, `tokio::time::timeout`).
+    Combinator(Arc<FrameInfo>),
+    /// `tokio::select!`: like a combinator, but branches its `disabled` mask has set are not pending.
+    Select(Arc<FrameInfo>),
+    /// The select's `disabled` mask, in the discriminant.
+    SelectMask,
+    /// A tuple of join/select branches: not shown.
+    Tuple,
+    /// `asyncdump_agent::Framed`: an annotated frame whose node is this far into the type.
+    Framed { node_offset: u64 },
+    /// `asyncdump_agent::JoinHandle`: a leaf whose child reads the joined task's id.
+    JoinHandle(Arc<FrameInfo>),
+    /// A pointer into a task cell (`Arc<TaskCell>`), in the discriminant: the cell is at the value plus
+    /// `plus`. Read from the copy its parent made, so it costs no read of its own.
+    CellRef { plus: u64 },
+    /// A pointer to a tokio task header (in a tokio `JoinHandle`), in the discriminant.
+    HeaderRef,
+    /// `asyncdump_agent::Instrumented`, the root of a tokio task spawned through the agent: its child
+    /// (a [`Kind::CellRef`]) names the agent's task, whose own walk shows the chain.
+    AgentRoot,
+    /// `tokio::sync::oneshot::Receiver`: a leaf, whose shared state is read for the delegate only.
+    Oneshot(Arc<FrameInfo>),
+    /// The receiver's `Inner`: its state word in the discriminant.
+    OneshotInner,
+    /// The vtable pointer of the waker the receiver registered, in the discriminant.
+    WakerVtable,
+    /// The registered waker's data pointer: a task cell, if it is an asyncdump waker.
+    WakerData,
+    /// A `tokio::sync::oneshot::Sender` held across an await: its channel's address in the
+    /// discriminant, matched to a receiver's to name who can wake it. Never shown.
+    OneshotSender,
+    /// A leaf future.
+    Leaf(Arc<FrameInfo>),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StateView {
+    pub(crate) info: Arc<FrameInfo>,
+    /// `Returned` or `Panicked`: a finished branch of a `select!`, not part of the chain.
+    pub(crate) done: bool,
+}
+
+/// A plan for one binary, and what its types mean. Serialized whole (at load bias 0) by the plan cache;
+/// how a walk is read back with it is the `decode` stage's (`Plan::merge`).
+#[derive(Default, Serialize, Deserialize)]
+pub struct Plan {
+    /// What the walker follows.
+    pub walk: WalkPlan,
+    /// What each of the walk plan's types means, by type number.
+    pub(crate) kinds: Vec<Kind>,
+    /// Hand-written futures followed through their fields, by plan type: named as a chain's leaf when
+    /// nothing below them shows (their fields hold no future we can read further).
+    pub(crate) hand_written: FastMap<u32, Arc<FrameInfo>>,
+    /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
+    /// `{{closure}}`.
+    pub root_names: FastMap<u64, Arc<str>>,
+    /// Where `asyncdump_agent`'s owned-waker vtable is in the process: a waker with it is one of ours.
+    pub owned_vtable: Option<u64>,
+    /// Where tokio's task waker vtable is in the process: the data pointer of such a waker is the
+    /// header of the task it wakes.
+    pub tokio_vtable: Option<u64>,
+    /// Why the registered runtimes' tasks cannot be listed, when they cannot.
+    pub runtime_note: Option<String>,
+    /// The future type of each task type a runtime can list, by its poll function.
+    pub task_types: TaskTypes,
+}
+
+impl Plan {
+    /// Plans every root future type the DWARF has (every `Instrumented<F>::poll`), so that a task of a
+    /// root type first seen later needs no new plan; with `runtimes`, also the plan for listing tokio
+    /// runtimes' tasks, which plans every future type tokio can run. Addresses are the file's (load
+    /// bias 0): what the plan cache keeps, and [`Plan::rebase`] moves to where a process loaded it.
+    pub fn for_every_root(debug: &Debug, runtimes: bool) -> Plan {
+        let mut b = Builder::new(debug);
+        let mut roots = Vec::new();
+        let mut root_names = FastMap::default();
+        for anchor in debug.anchors() {
+            roots.push((anchor.low_pc, b.ty(anchor.root_die)));
+            root_names.insert(
+                anchor.low_pc,
+                Arc::from(debug.qualified_name(anchor.root_die)),
+            );
+        }
+        // A `dyn Future` may hide any future type the binary has a vtable for, so all of them are
+        // planned; they are few next to all types.
+        let mut vtables: Vec<(u64, u32)> = debug
+            .vtables
+            .iter()
+            .map(|&(addr, die)| (addr, b.ty(die)))
+            .collect();
+        vtables.sort_unstable();
+        vtables.dedup_by_key(|v| v.0);
+        let (runtime, task_types, runtime_note) = match runtimes.then(|| b.runtime_plan()) {
+            Some(Ok((plan, names))) => (Some(Box::new(plan)), names, None),
+            Some(Err(why)) => (None, FastMap::default(), Some(why)),
+            None => (None, FastMap::default(), None),
+        };
+        Plan {
+            walk: WalkPlan {
+                types: b.types,
+                roots,
+                vtables,
+                max_nodes: MAX_NODES,
+                max_bytes: MAX_BYTES,
+                runtime,
+            },
+            kinds: b.kinds,
+            hand_written: b.hand_written,
+            root_names,
+            owned_vtable: debug.owned_waker_vtable(),
+            tokio_vtable: debug.static_addr("tokio::runtime::task::waker::WAKER_VTABLE"),
+            runtime_note,
+            task_types,
+        }
+    }
+
+    /// Moves every address in the plan by `bias`: a plan made at load bias 0 for a process whose
+    /// executable is loaded at `bias`.
+    pub fn rebase(&mut self, bias: u64) {
+        let moved = |a: &mut u64| *a = a.wrapping_add(bias);
+        let plan = &mut self.walk;
+        plan.roots.iter_mut().for_each(|(a, _)| moved(a));
+        plan.vtables.iter_mut().for_each(|(a, _)| moved(a));
+        if let Some(rt) = &mut plan.runtime {
+            rt.tasks.iter_mut().for_each(|t| moved(&mut t.poll_fn));
+            rt.set_wakers
+                .iter_mut()
+                .for_each(|w| moved(&mut w.clone_fn));
+        }
+        self.root_names = std::mem::take(&mut self.root_names)
+            .into_iter()
+            .map(|(a, n)| (a.wrapping_add(bias), n))
+            .collect();
+        self.task_types = std::mem::take(&mut self.task_types)
+            .into_iter()
+            .map(|(a, n)| (a.wrapping_add(bias), n))
+            .collect();
+        self.owned_vtable.iter_mut().for_each(moved);
+        self.tokio_vtable.iter_mut().for_each(moved);
+    }
+}

@@ -1,0 +1,107 @@
+//! Fixtures for the crate's unit specs: protocol snapshots with known chains.
+
+use asyncdump_protocol::{
+    Awaiter, Capture, Frame, FrameMeta, FrameSource, Handshake, Location, PROTOCOL_VERSION,
+    Snapshot, SpawnSite, Task, TaskState,
+};
+
+use crate::model::FrameNode;
+
+pub(crate) fn handshake() -> Handshake {
+    Handshake {
+        protocol_version: PROTOCOL_VERSION,
+        agent_version: "0.1.0".into(),
+        pid: 42,
+        program: "svc".into(),
+        start_time_unix_ms: 0,
+    }
+}
+
+pub(crate) fn meta(name: &str, line: u32) -> FrameMeta {
+    FrameMeta {
+        name: name.into(),
+        location: Location {
+            file: "src/main.rs".into(),
+            line,
+            column: 1,
+        },
+        source: FrameSource::AnnotatedFn,
+    }
+}
+
+pub(crate) fn task(id: u64, frames: Vec<Frame>) -> Task {
+    Task {
+        id,
+        name: None,
+        spawn_site: 0,
+        root_anchor: 0,
+        cell: 0,
+        poll_waker_data: 0,
+        state: TaskState::Idle,
+        created_ns: 0,
+        polls: 1,
+        busy_ns: 10,
+        last_poll_end_ns: Some(1_000),
+        wakes: 0,
+        last_wake_ns: None,
+        frames,
+        capture: Capture::Fresh,
+        awaited_by: None,
+        delegate: None,
+        walk: None,
+    }
+}
+
+pub(crate) fn f(id: u64, parent: Option<u64>, meta: u32) -> Frame {
+    Frame { id, parent, meta }
+}
+
+/// handler → read_frame → recv, plus a second branch handler → timer.
+pub(crate) fn sample() -> Snapshot {
+    Snapshot {
+        now_ns: 2_000_000_000,
+        frame_metas: vec![
+            meta("handler", 1),
+            meta("read_frame", 5),
+            meta("recv", 9),
+            meta("timer", 12),
+        ],
+        spawn_sites: vec![SpawnSite {
+            location: Location {
+                file: "src/main.rs".into(),
+                line: 30,
+                column: 5,
+            },
+            root_type: "svc::handler::{{closure}}".into(),
+        }],
+        tasks: vec![task(
+            1,
+            vec![
+                f(10, None, 0),
+                f(11, Some(10), 1),
+                f(12, Some(11), 2),
+                f(13, Some(10), 3),
+            ],
+        )],
+        ..Snapshot::default()
+    }
+}
+
+pub(crate) fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
+    let mut s = sample();
+    s.tasks = (1..=4)
+        .map(|id| task(id, vec![f(id * 100, None, 0)]))
+        .collect();
+    for &(awaiter, awaited) in edges {
+        let t = s.tasks.iter_mut().find(|t| t.id == awaited).unwrap();
+        t.awaited_by = Some(Awaiter {
+            task: awaiter,
+            frame: Some(awaiter * 100),
+        });
+    }
+    s
+}
+
+pub(crate) fn names(nodes: &[FrameNode]) -> Vec<String> {
+    nodes.iter().map(|n| n.meta.name.clone()).collect()
+}
