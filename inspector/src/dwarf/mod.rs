@@ -15,6 +15,8 @@
 
 mod load;
 mod parse;
+#[cfg(test)]
+pub(crate) mod synthetic;
 
 pub use load::{build_id, hex, load_bias};
 

@@ -32,6 +32,7 @@ mod builder;
 pub mod cache;
 pub mod planner;
 mod runtime;
+mod shapes;
 
 use builder::Builder;
 pub use runtime::TaskTypes;

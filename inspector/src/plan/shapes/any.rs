@@ -1,0 +1,98 @@
+//! Any other struct or enum: the hand-written futures of hyper, axum, tower and the rest (pin-project
+//! structs and enums), followed through each field that leads to a future the plan can read further.
+
+use asyncdump_protocol::{Case, Edge, Target, TypePlan};
+use gimli::constants;
+
+use super::{Rule, Verdict, inline};
+use crate::plan::Kind;
+use crate::plan::builder::{Builder, enum_plan};
+
+/// Matches every structure; in an enum only the variant its discriminant selects is followed. A leaf
+/// when no field leads further (its fields are state, not what the task waits on).
+pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
+    name: "struct or enum with future fields",
+    matches: |_| true,
+    plan: |b, t| {
+        let plan = match b.variants(t.die) {
+            Some((discr, variants)) => {
+                let cases: Vec<Case> = variants
+                    .into_iter()
+                    .filter_map(|(value, _, vdie, voff)| {
+                        let edges = b.future_fields(vdie, voff);
+                        (!edges.is_empty()).then_some(Case { value, edges })
+                    })
+                    .collect();
+                enum_plan(t.size, discr, cases)
+            }
+            None => TypePlan {
+                size: t.size,
+                always: b.future_fields(t.die, 0),
+                ..TypePlan::default()
+            },
+        };
+        if plan.always.is_empty() && plan.cases.is_empty() {
+            return Verdict::Leaf;
+        }
+        b.descended.insert(t.die, ());
+        Verdict::Plan(plan, Kind::Transparent)
+    },
+};
+
+impl Builder<'_> {
+    /// Edges to the fields of structure `of` (at `base` in the enclosing type) that may hold a future.
+    fn future_fields(&mut self, of: u64, base: u64) -> Vec<Edge> {
+        self.members(of)
+            .into_iter()
+            .filter_map(|(_, off, ty)| self.future_field(ty).map(|t| inline(base + off, t)))
+            .collect()
+    }
+
+    /// The plan type of a field's type if it may hold a future to read further: a structure or enum
+    /// held inline, or a `Box` the future owns. Never another pointer: an `Arc`, `&` or raw pointer
+    /// leads to state other threads change under the read.
+    fn future_field(&mut self, ty: u64) -> Option<u32> {
+        let ty = self.strip(ty);
+        let node = self.debug.node(ty)?;
+        let owned = match node.tag {
+            constants::DW_TAG_structure_type => true,
+            constants::DW_TAG_pointer_type => node
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("alloc::boxed::Box<")),
+            _ => false,
+        };
+        if !owned {
+            return None;
+        }
+        let t = self.ty(ty);
+        self.leads_further(t, 8).then_some(t)
+    }
+
+    /// Whether a node of plan type `t` can show more than a plain leaf: a state machine, a combinator,
+    /// one of the agent's or tokio's types, or a wrapper or tuple of one (looked through `depth` wrappers
+    /// deep; past that, assumed so). A wrapper of leaves only (`Pin<Box<dyn Sleep>>`, a boxed slice of
+    /// indices) does not: inside a hand-written future it is state, not what the task waits on.
+    fn leads_further(&self, t: u32, depth: usize) -> bool {
+        match &self.kinds[t as usize] {
+            Kind::Leaf(_) => false,
+            Kind::Transparent | Kind::Tuple if depth == 0 => true,
+            // A tuple met inside a hand-written future (hyper's `(Recorder, Ponger)`) is state unless an
+            // element leads on; the tuples of `join!`/`select!` are reached through their macro's rule.
+            Kind::Transparent | Kind::Tuple => {
+                let plan = &self.types[t as usize];
+                plan.always
+                    .iter()
+                    .chain(plan.cases.iter().flat_map(|c| &c.edges))
+                    .any(|e| match e.to {
+                        Target::Inline(to) | Target::Pointer(to) => {
+                            self.leads_further(to, depth - 1)
+                        }
+                        Target::Slice { elem, .. } => self.leads_further(elem, depth - 1),
+                        Target::Dyn { .. } => true,
+                    })
+            }
+            _ => true,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Shapes the compiler and the standard library give: async fn and block state machines, pointers,
+//! `Pin`, `dyn Future` trait objects, boxed slices, and tuples.
+
+use std::sync::Arc;
+
+use asyncdump_protocol::{Case, Discr, Edge, Target, TypePlan};
+use gimli::constants;
+
+use super::{Rule, Ty, Verdict, inline, plan};
+use crate::dwarf::StateMachine;
+use crate::model::{FastMap, FrameInfo, Source};
+use crate::names::display_name;
+use crate::plan::builder::{Builder, loc};
+use crate::plan::{Kind, StateView};
+
+/// An async fn's or block's state machine: per suspend state, its `__awaitee` (and the oneshot
+/// senders it holds across the await, read to say who can wake whom).
+pub(super) const STATE_MACHINE: Rule = Rule {
+    name: "async state machine",
+    matches: |t| t.machine.is_some(),
+    plan: |b, t| match &t.machine {
+        Some(m) => {
+            let (plan, kind) = b.coroutine(m);
+            Verdict::Plan(plan, kind)
+        }
+        None => Verdict::Decline,
+    },
+};
+
+/// `Box<T>`, `&mut T`: a thin pointer to the future.
+pub(super) const POINTER: Rule = Rule {
+    name: "pointer",
+    matches: |t| {
+        matches!(
+            t.tag,
+            constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type
+        )
+    },
+    plan: |b, t| {
+        let Some(pointee) = t.pointee else {
+            return Verdict::Leaf;
+        };
+        let edge = Edge {
+            offset: 0,
+            to: Target::Pointer(b.ty(pointee)),
+        };
+        let size = if t.size == 0 { 8 } else { t.size };
+        Verdict::Plan(plan(size, vec![edge]), Kind::Transparent)
+    },
+};
+
+/// Base types, enums of plain values, unions: nothing to follow.
+pub(super) const NOT_A_STRUCTURE: Rule = Rule {
+    name: "not a structure",
+    matches: |t| t.tag != constants::DW_TAG_structure_type,
+    plan: |_, _| Verdict::Leaf,
+};
+
+/// `Pin<P>`: the pointer it wraps.
+pub(super) const PIN: Rule = Rule {
+    name: "Pin",
+    matches: |t| t.name.starts_with("core::pin::Pin<"),
+    plan: |b, t| match member(t, &["pointer", "__pointer"]) {
+        Some((off, ty)) => {
+            let to = b.ty(ty);
+            Verdict::Plan(plan(t.size, vec![inline(off, to)]), Kind::Transparent)
+        }
+        None => Verdict::Leaf,
+    },
+};
+
+/// `Box<dyn Future>` / `*const dyn Future`: a data pointer whose vtable names the concrete type.
+pub(super) const DYN_FUTURE: Rule = Rule {
+    name: "dyn Future",
+    matches: |t| t.members.len() == 2 && t.name.contains("dyn core::future::future::Future"),
+    plan: |_, t| match (member(t, &["pointer"]), member(t, &["vtable"])) {
+        (Some((data, _)), Some((vtable, _))) => {
+            let edge = Edge {
+                offset: data as u32,
+                to: Target::Dyn {
+                    vtable_offset: vtable as u32,
+                },
+            };
+            Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
+        }
+        _ => Verdict::Decline,
+    },
+};
+
+/// `Box<[T]>` / `*const [T]`: a data pointer and a length; each element a future of type `T`.
+pub(super) const BOXED_SLICE: Rule = Rule {
+    name: "boxed slice",
+    matches: |t| t.members.len() == 2 && t.name.contains('['),
+    plan: |b, t| {
+        let (Some((data, ptr)), Some((len, _))) =
+            (member(t, &["data_ptr"]), member(t, &["length"]))
+        else {
+            return Verdict::Decline;
+        };
+        let Some(elem) = b.debug.node(b.strip(ptr)).and_then(|p| p.type_ref) else {
+            return Verdict::Decline;
+        };
+        let elem = b.strip(elem);
+        let stride = b.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
+        let edge = Edge {
+            offset: data as u32,
+            to: Target::Slice {
+                len_offset: len as u32,
+                elem: b.ty(elem),
+                stride: stride as u32,
+            },
+        };
+        Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
+    },
+};
+
+/// A tuple of join/select branches, in branch order (`__0`, `__1`, ...).
+pub(super) const TUPLE: Rule = Rule {
+    name: "tuple",
+    matches: |t| t.name.starts_with('('),
+    plan: |b, t| {
+        let mut fields: Vec<(u64, u64, u64)> = t
+            .members
+            .iter()
+            .filter_map(|(n, off, ty)| Some((n.strip_prefix("__")?.parse().ok()?, *off, *ty)))
+            .collect();
+        fields.sort_unstable();
+        let edges = fields
+            .into_iter()
+            .map(|(_, off, ty)| inline(off, b.ty(ty)))
+            .collect();
+        Verdict::Plan(plan(t.size, edges), Kind::Tuple)
+    },
+};
+
+/// The offset and type of `t`'s first member named one of `names`.
+pub(super) fn member(t: &Ty, names: &[&str]) -> Option<(u64, u64)> {
+    t.members
+        .iter()
+        .find(|(n, _, _)| names.contains(&n.as_str()))
+        .map(|&(_, off, ty)| (off, ty))
+}
+
+impl Builder<'_> {
+    /// A state machine's plan: its `__state` as the discriminant, and per state what it shows and
+    /// which fields it follows.
+    fn coroutine(&mut self, m: &StateMachine) -> (TypePlan, Kind) {
+        let name = display_name(&m.name);
+        let header = m
+            .states
+            .iter()
+            .find(|s| s.name == "Unresumed")
+            .map(|s| loc(&s.file, s.line));
+        let mut states = FastMap::default();
+        let mut cases = Vec::new();
+        for s in &m.states {
+            let mut info = FrameInfo::new(name.clone(), header.clone(), Source::Decoded);
+            if s.name.starts_with("Suspend") {
+                info = info.with_suspended_at(Some(loc(&s.file, s.line)));
+            }
+            let done = matches!(s.name.as_str(), "Returned" | "Panicked");
+            let info = Arc::new(info);
+            states.insert(s.discr, StateView { info, done });
+            if let Some(a) = &s.awaitee {
+                let mut edges = vec![inline(a.offset, self.ty(a.type_die))];
+                for &(offset, die) in &s.senders {
+                    if let Some(t) = self.sender(die) {
+                        edges.push(inline(offset, t));
+                    }
+                }
+                let value = Some(s.discr);
+                cases.push(Case { value, edges });
+            }
+        }
+        let discr = Discr {
+            offset: m.state_offset as u32,
+            size: m.state_size as u8,
+        };
+        let plan = TypePlan {
+            size: m.size as u32,
+            discr: Some(discr),
+            always: Vec::new(),
+            cases,
+        };
+        (plan, Kind::Coroutine(states))
+    }
+}

@@ -1,0 +1,576 @@
+//! One spec per recognised shape, on type descriptions made by hand: which rule takes the type, what the
+//! walker is told to read and follow, and how the decoder will show it.
+
+use asyncdump_protocol::{Case, Discr, Edge, Target, TypePlan};
+
+use super::{RULES, any};
+use crate::dwarf::synthetic::Types;
+use crate::model::FastMap;
+use crate::plan::Kind;
+use crate::plan::builder::Builder;
+
+/// What the planner made of one type and everything it reached.
+struct Planned {
+    types: Vec<TypePlan>,
+    kinds: Vec<Kind>,
+    rules: FastMap<u64, &'static str>,
+    top: u32,
+}
+
+fn planned(types: Types, die: u64) -> Planned {
+    let debug = types.build();
+    let mut b = Builder::new(&debug);
+    let top = b.ty(die);
+    Planned {
+        types: b.types,
+        kinds: b.kinds,
+        rules: b.decided_by,
+        top,
+    }
+}
+
+impl Planned {
+    fn plan(&self) -> &TypePlan {
+        &self.types[self.top as usize]
+    }
+    fn kind(&self) -> &Kind {
+        &self.kinds[self.top as usize]
+    }
+    /// The rule that decided type `die`.
+    fn rule(&self, die: u64) -> &str {
+        self.rules.get(&die).copied().unwrap_or("(no rule)")
+    }
+    /// The kind of the plan type an edge leads to.
+    fn kind_at(&self, edge: &Edge) -> &Kind {
+        let (Target::Inline(t) | Target::Pointer(t)) = edge.to else {
+            panic!("not a typed edge: {edge:?}")
+        };
+        &self.kinds[t as usize]
+    }
+}
+
+/// The shown name of a leaf or combinator kind, and a word for the others.
+fn shown(kind: &Kind) -> String {
+    match kind {
+        Kind::Leaf(i) | Kind::Combinator(i) | Kind::Select(i) | Kind::JoinHandle(i) => {
+            i.name.clone()
+        }
+        Kind::Oneshot(i) => format!("oneshot {}", i.name),
+        other => format!("{other:?}")
+            .split(['(', ' '])
+            .next()
+            .unwrap()
+            .to_owned(),
+    }
+}
+
+/// A future the plan reads no further: a struct with no fields.
+fn opaque(t: &mut Types, name: &str) -> u64 {
+    t.structure(name, 16)
+}
+
+/// `svc::{name}::{async_fn_env#0}`, suspended at line 12 on `awaitee` at offset 0.
+fn async_fn(t: &mut Types, name: &str, awaitee: u64) -> u64 {
+    t.state_machine(
+        &format!("svc::{name}::{{async_fn_env#0}}"),
+        80,
+        72,
+        &[(12, 0, awaitee)],
+    )
+}
+
+/// `Arc<T>` as std lays it out: `Arc { ptr: NonNull { pointer: *const ArcInner { strong, weak, data } } }`.
+fn arc(t: &mut Types, data: u64) -> u64 {
+    let usize = t.base("usize", 8);
+    let inner = t.structure("alloc::sync::ArcInner<T>", 32);
+    t.member(inner, "strong", 0, usize)
+        .member(inner, "weak", 8, usize)
+        .member(inner, "data", 16, data);
+    let ptr = t.pointer("*const alloc::sync::ArcInner<T>", inner);
+    let non_null = t.structure("core::ptr::non_null::NonNull<alloc::sync::ArcInner<T>>", 8);
+    t.member(non_null, "pointer", 0, ptr);
+    let a = t.structure("alloc::sync::Arc<T, alloc::alloc::Global>", 8);
+    t.member(a, "ptr", 0, non_null);
+    a
+}
+
+#[test]
+fn an_async_fn_is_followed_through_the_awaitee_of_each_suspend_state() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "handler", sleep);
+    let p = planned(t, f);
+    assert_eq!(p.rule(f), "async state machine");
+    assert_eq!(
+        p.plan().discr,
+        Some(Discr {
+            offset: 72,
+            size: 1
+        })
+    );
+    let [Case { value, edges }] = &p.plan().cases[..] else {
+        panic!("one suspend state: {:?}", p.plan().cases)
+    };
+    assert_eq!((*value, edges[0].offset), (Some(3), 0));
+    assert_eq!(shown(p.kind_at(&edges[0])), "tokio::time::Sleep");
+    let Kind::Coroutine(states) = p.kind() else {
+        panic!("{:?}", p.kind())
+    };
+    let suspended = &states[&3].info;
+    assert_eq!(suspended.name, "svc::handler");
+    assert_eq!(suspended.suspended_at.as_ref().map(|l| l.line), Some(12));
+    assert!(states[&1].done && !states[&3].done);
+}
+
+#[test]
+fn a_box_or_reference_is_followed_to_its_pointee() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "boxed", sleep);
+    let b = t.pointer("alloc::boxed::Box<svc::boxed::{async_fn_env#0}>", f);
+    let p = planned(t, b);
+    assert_eq!(p.rule(b), "pointer");
+    assert!(matches!(
+        p.plan().always[..],
+        [Edge {
+            offset: 0,
+            to: Target::Pointer(_)
+        }]
+    ));
+    assert_eq!(shown(p.kind_at(&p.plan().always[0])), "Coroutine");
+}
+
+#[test]
+fn a_base_type_is_a_leaf() {
+    let mut t = Types::new();
+    let u = t.base("u64", 8);
+    let p = planned(t, u);
+    assert_eq!(
+        (p.rule(u), shown(p.kind())),
+        ("not a structure", "u64".into())
+    );
+}
+
+#[test]
+fn pin_is_seen_through_and_a_pin_without_its_pointer_is_a_leaf() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let b = t.pointer("alloc::boxed::Box<tokio::time::Sleep>", sleep);
+    let pin = t.structure("core::pin::Pin<alloc::boxed::Box<tokio::time::Sleep>>", 8);
+    t.member(pin, "__pointer", 0, b);
+    let p = planned(t, pin);
+    assert_eq!(p.rule(pin), "Pin");
+    assert!(matches!(
+        p.plan().always[..],
+        [Edge {
+            offset: 0,
+            to: Target::Inline(_)
+        }]
+    ));
+    assert_eq!(shown(p.kind()), "Transparent");
+    let mut t = Types::new();
+    let odd = t.structure("core::pin::Pin<svc::Odd>", 8);
+    let p = planned(t, odd);
+    assert_eq!(
+        (p.rule(odd), shown(p.kind())),
+        ("Pin", "Pin<svc::Odd>".into())
+    );
+}
+
+#[test]
+fn a_dyn_future_is_typed_by_its_vtable_and_declined_without_one() {
+    let name =
+        "alloc::boxed::Box<dyn core::future::future::Future<Output=()>, alloc::alloc::Global>";
+    let mut t = Types::new();
+    let u8_ = t.base("u8", 1);
+    let data = t.pointer("*const u8", u8_);
+    let b = t.structure(name, 16);
+    t.member(b, "pointer", 0, data).member(b, "vtable", 8, data);
+    let p = planned(t, b);
+    assert_eq!(p.rule(b), "dyn Future");
+    let to = Target::Dyn { vtable_offset: 8 };
+    assert_eq!(p.plan().always, [Edge { offset: 0, to }]);
+    let mut t = Types::new();
+    let u8_ = t.base("u8", 1);
+    let data = t.pointer("*const u8", u8_);
+    let b = t.structure(name, 16);
+    t.member(b, "pointer", 0, data).member(b, "length", 8, u8_);
+    let p = planned(t, b);
+    assert_eq!(p.rule(b), "struct or enum with future fields", "declined");
+}
+
+#[test]
+fn a_boxed_slice_gives_each_element_by_its_stride() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let elem = async_fn(&mut t, "each", sleep);
+    let data = t.pointer("*const svc::each::{async_fn_env#0}", elem);
+    let usize = t.base("usize", 8);
+    let s = t.structure("alloc::boxed::Box<[svc::each::{async_fn_env#0}]>", 16);
+    t.member(s, "data_ptr", 0, data)
+        .member(s, "length", 8, usize);
+    let p = planned(t, s);
+    assert_eq!(p.rule(s), "boxed slice");
+    let [
+        Edge {
+            offset: 0,
+            to:
+                Target::Slice {
+                    len_offset: 8,
+                    stride: 80,
+                    ..
+                },
+        },
+    ] = p.plan().always[..]
+    else {
+        panic!("{:?}", p.plan())
+    };
+}
+
+#[test]
+fn a_tuple_of_branches_is_followed_in_branch_order() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let (a, b) = (async_fn(&mut t, "a", sleep), async_fn(&mut t, "b", sleep));
+    let tuple = t.structure("(svc::a::{async_fn_env#0}, svc::b::{async_fn_env#0})", 160);
+    t.member(tuple, "__1", 80, b).member(tuple, "__0", 0, a);
+    let p = planned(t, tuple);
+    assert_eq!((p.rule(tuple), shown(p.kind())), ("tuple", "Tuple".into()));
+    let offsets: Vec<u32> = p.plan().always.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 80]);
+}
+
+#[test]
+fn an_annotated_frame_is_known_by_its_node_under_both_agent_paths() {
+    for path in [
+        "asyncdump_agent::task::frame::Framed",
+        "asyncdump_agent::frame::Framed",
+    ] {
+        let mut t = Types::new();
+        let sleep = opaque(&mut t, "tokio::time::Sleep");
+        let node = opaque(&mut t, "asyncdump_agent::task::frame::Node");
+        let framed = t.structure(&format!("{path}<tokio::time::Sleep>"), 64);
+        t.member(framed, "inner", 0, sleep)
+            .member(framed, "node", 16, node);
+        let p = planned(t, framed);
+        assert_eq!(p.rule(framed), "asyncdump_agent::Framed", "{path}");
+        assert!(matches!(p.kind(), Kind::Framed { node_offset: 16 }));
+        assert_eq!(p.plan().always[0].offset, 0);
+    }
+}
+
+#[test]
+fn the_agents_join_handle_reads_the_joined_tasks_cell() {
+    let mut t = Types::new();
+    let cell = opaque(&mut t, "asyncdump_agent::task::cell::TaskCell");
+    let task = arc(&mut t, cell);
+    let h = t.structure("asyncdump_agent::tokio_support::JoinHandle<u32>", 16);
+    t.member(h, "inner", 0, cell).member(h, "task", 8, task);
+    let p = planned(t, h);
+    assert_eq!(p.rule(h), "asyncdump_agent::JoinHandle");
+    assert_eq!(shown(p.kind()), "asyncdump_agent::JoinHandle<u32>");
+    let edge = &p.plan().always[0];
+    assert_eq!(edge.offset, 8);
+    assert!(matches!(p.kind_at(edge), Kind::CellRef { plus: 16 }));
+    // Without the field it knows, the handle is still named, as a leaf.
+    let mut t = Types::new();
+    let h = t.structure("asyncdump_agent::tokio_support::JoinHandle<u32>", 16);
+    let p = planned(t, h);
+    assert!(matches!(p.kind(), Kind::Leaf(_)));
+    assert_eq!(shown(p.kind()), "asyncdump_agent::JoinHandle<u32>");
+}
+
+#[test]
+fn a_task_root_of_the_agent_reads_only_which_task_it_is() {
+    let mut t = Types::new();
+    let cell = opaque(&mut t, "asyncdump_agent::task::cell::TaskCell");
+    let task = arc(&mut t, cell);
+    let root = t.structure(
+        "asyncdump_agent::task::instrument::Instrumented<svc::F>",
+        16,
+    );
+    t.member(root, "task", 0, task);
+    let p = planned(t, root);
+    assert_eq!(p.rule(root), "asyncdump_agent::Instrumented");
+    assert!(matches!(p.kind(), Kind::AgentRoot));
+}
+
+#[test]
+fn tokios_join_handle_reads_the_joined_tasks_header() {
+    let mut t = Types::new();
+    let header = opaque(&mut t, "tokio::runtime::task::core::Header");
+    let ptr = t.pointer("*const tokio::runtime::task::core::Header", header);
+    let non_null = t.structure(
+        "core::ptr::non_null::NonNull<tokio::runtime::task::core::Header>",
+        8,
+    );
+    t.member(non_null, "pointer", 0, ptr);
+    let raw = t.structure("tokio::runtime::task::raw::RawTask", 8);
+    t.member(raw, "ptr", 0, non_null);
+    let h = t.structure("tokio::runtime::task::join::JoinHandle<u32>", 8);
+    t.member(h, "raw", 0, raw);
+    let p = planned(t, h);
+    assert_eq!(p.rule(h), "tokio::task::JoinHandle");
+    assert_eq!(shown(p.kind()), "tokio::task::JoinHandle<u32>");
+    assert!(matches!(p.kind_at(&p.plan().always[0]), Kind::HeaderRef));
+}
+
+#[test]
+fn a_runtime_tasks_stage_is_followed_only_while_it_runs() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "spawned", sleep);
+    let running = t.structure("tokio::runtime::task::core::Stage<F>::Running", 88);
+    t.member(running, "__0", 8, f);
+    let finished = opaque(&mut t, "tokio::runtime::task::core::Stage<F>::Finished");
+    let stage = t.structure("tokio::runtime::task::core::Stage<F>", 88);
+    t.variants(
+        stage,
+        ("__tag", 0, 4, true),
+        &[
+            (Some(0), "Running", 0, running),
+            (Some(1), "Finished", 0, finished),
+        ],
+    );
+    let p = planned(t, stage);
+    assert_eq!(p.rule(stage), "tokio task stage");
+    let [
+        Case {
+            value: Some(0),
+            edges,
+        },
+    ] = &p.plan().cases[..]
+    else {
+        panic!("{:?}", p.plan().cases)
+    };
+    assert_eq!(edges[0].offset, 8);
+}
+
+#[test]
+fn a_oneshot_receiver_reads_its_channel_state_and_waker() {
+    let mut t = Types::new();
+    let usize = t.base("usize", 8);
+    let waker = t.structure("core::task::wake::RawWaker", 16);
+    t.member(waker, "data", 0, usize)
+        .member(waker, "vtable", 8, usize);
+    let inner = t.structure("tokio::sync::oneshot::Inner<u32>", 48);
+    t.member(inner, "state", 0, usize)
+        .member(inner, "rx_task", 16, waker);
+    let a = arc(&mut t, inner);
+    let some = t.structure("core::option::Option<alloc::sync::Arc<Inner>>::Some", 8);
+    t.member(some, "__0", 0, a);
+    let none = opaque(
+        &mut t,
+        "core::option::Option<alloc::sync::Arc<Inner>>::None",
+    );
+    let option = t.structure("core::option::Option<alloc::sync::Arc<Inner>>", 8);
+    t.variants(
+        option,
+        ("__tag", 0, 8, true),
+        &[(Some(0), "None", 0, none), (None, "Some", 0, some)],
+    );
+    let rx = t.structure("tokio::sync::oneshot::Receiver<u32>", 8);
+    t.member(rx, "inner", 0, option);
+    let p = planned(t, rx);
+    assert_eq!(p.rule(rx), "tokio::sync::oneshot::Receiver");
+    assert_eq!(
+        shown(p.kind()),
+        "oneshot tokio::sync::oneshot::Receiver<u32>"
+    );
+    let Target::Pointer(view) = p.plan().always[0].to else {
+        panic!("{:?}", p.plan())
+    };
+    let view = &p.types[view as usize];
+    // The channel's state word, then the waker's vtable and data beside it, from one read.
+    assert_eq!(
+        view.discr,
+        Some(Discr {
+            offset: 16,
+            size: 8
+        })
+    );
+    let read: Vec<_> = view.always.iter().map(|e| shown(p.kind_at(e))).collect();
+    assert_eq!(read, ["WakerVtable", "WakerData"]);
+}
+
+/// `PollFn<{closure}>` whose closure captures `captures`.
+fn poll_fn(t: &mut Types, path: &str, captures: &[(&str, u64, u64)]) -> u64 {
+    let closure = t.structure("svc::main::{async_fn#0}::{closure_env#0}", 32);
+    for &(name, off, ty) in captures {
+        t.member(closure, name, off, ty);
+    }
+    let f = t.structure(
+        &format!("{path}<svc::main::{{async_fn#0}}::{{closure_env#0}}>"),
+        32,
+    );
+    t.member(f, "f", 0, closure);
+    f
+}
+
+#[test]
+fn tokio_join_and_select_show_their_branches_and_select_its_mask() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let a = async_fn(&mut t, "a", sleep);
+    let tuple = t.structure("(svc::a::{async_fn_env#0},)", 80);
+    t.member(tuple, "__0", 0, a);
+    let to_tuple = t.pointer("&mut (svc::a::{async_fn_env#0},)", tuple);
+    let join = poll_fn(
+        &mut t,
+        "core::future::poll_fn::PollFn",
+        &[("_ref__futures", 8, to_tuple)],
+    );
+    let p = planned(t, join);
+    assert_eq!(p.rule(join), "tokio::join! / tokio::select!");
+    assert_eq!(shown(p.kind()), "tokio::join!");
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let a = async_fn(&mut t, "a", sleep);
+    let tuple = t.structure("(svc::a::{async_fn_env#0},)", 80);
+    t.member(tuple, "__0", 0, a);
+    let to_tuple = t.pointer("&mut (svc::a::{async_fn_env#0},)", tuple);
+    let u8_ = t.base("u8", 1);
+    let select = poll_fn(
+        &mut t,
+        "tokio::future::poll_fn::PollFn",
+        &[("disabled", 0, u8_), ("futures", 8, to_tuple)],
+    );
+    let p = planned(t, select);
+    assert_eq!(shown(p.kind()), "tokio::select!");
+    let read: Vec<_> = p
+        .plan()
+        .always
+        .iter()
+        .map(|e| shown(p.kind_at(e)))
+        .collect();
+    assert_eq!(read, ["SelectMask", "Transparent"], "the mask first");
+}
+
+#[test]
+fn futures_join_and_select_show_their_numbered_branches_and_other_poll_fns_are_declined() {
+    let path = "futures_util::future::poll_fn::PollFn";
+    for (captures, label) in [
+        (["_fut1", "_fut0"], "futures::join!"),
+        (["_ref___1", "_ref___0"], "futures::select!"),
+    ] {
+        let mut t = Types::new();
+        let sleep = opaque(&mut t, "tokio::time::Sleep");
+        let (a, b) = (async_fn(&mut t, "a", sleep), async_fn(&mut t, "b", sleep));
+        let (pa, pb) = (t.pointer("&mut A", a), t.pointer("&mut B", b));
+        let f = poll_fn(&mut t, path, &[(captures[0], 8, pb), (captures[1], 0, pa)]);
+        let p = planned(t, f);
+        assert_eq!(
+            (p.rule(f), shown(p.kind())),
+            ("futures::join! / futures::select!", label.into())
+        );
+        let offsets: Vec<u32> = p.plan().always.iter().map(|e| e.offset).collect();
+        assert_eq!(offsets, [0, 8], "branches in order");
+    }
+    let mut t = Types::new();
+    let u8_ = t.base("u8", 1);
+    let f = poll_fn(&mut t, path, &[("state", 0, u8_)]);
+    let p = planned(t, f);
+    assert_eq!(p.rule(f), "struct or enum with future fields");
+}
+
+#[test]
+fn timeout_and_join_all_are_lines_of_their_own_over_their_future() {
+    for (name, field, label) in [
+        (
+            "tokio::time::timeout::Timeout<F>",
+            "value",
+            "tokio::time::timeout",
+        ),
+        (
+            "futures_util::future::join_all::JoinAll<F>",
+            "kind",
+            "futures::future::join_all",
+        ),
+    ] {
+        let mut t = Types::new();
+        let sleep = opaque(&mut t, "tokio::time::Sleep");
+        let f = async_fn(&mut t, "inner", sleep);
+        let c = t.structure(name, 96);
+        t.member(c, field, 0, f);
+        let p = planned(t, c);
+        assert_eq!(shown(p.kind()), label);
+        let [edge] = &p.plan().always[..] else {
+            panic!("{:?}", p.plan())
+        };
+        assert_eq!(
+            (edge.offset, shown(p.kind_at(edge))),
+            (0, "Coroutine".into())
+        );
+    }
+}
+
+#[test]
+fn maybe_done_follows_even_a_leaf_and_other_wrappers_only_what_leads_further() {
+    let wrapper = |name: &str, awaits_fn: bool| {
+        let mut t = Types::new();
+        let sleep = opaque(&mut t, "tokio::time::Sleep");
+        let inner = if awaits_fn {
+            async_fn(&mut t, "w", sleep)
+        } else {
+            sleep
+        };
+        let holding = t.structure(&format!("{name}::Future"), 88);
+        t.member(holding, "__0", 8, inner);
+        let done = opaque(&mut t, &format!("{name}::Done"));
+        let w = t.structure(name, 88);
+        t.variants(
+            w,
+            ("__tag", 0, 1, true),
+            &[(Some(0), "Future", 0, holding), (Some(1), "Done", 0, done)],
+        );
+        let p = planned(t, w);
+        (p.rule(w).to_owned(), p.plan().cases.len())
+    };
+    let maybe = "futures_util::future::maybe_done::MaybeDone<F>";
+    assert_eq!(wrapper(maybe, false), ("MaybeDone".into(), 1));
+    assert_eq!(
+        wrapper("tokio::future::maybe_done::MaybeDone<F>", false).0,
+        "MaybeDone"
+    );
+    let map = "futures_util::future::future::Map<F>";
+    assert_eq!(wrapper(map, true), ("futures_util wrapper".into(), 1));
+    assert_eq!(
+        wrapper(map, false),
+        ("struct or enum with future fields".into(), 0),
+        "a wrapper of a leaf is declined, and then it is state"
+    );
+}
+
+#[test]
+fn any_other_struct_is_followed_through_owned_futures_only() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "served", sleep);
+    let boxed = t.pointer("alloc::boxed::Box<svc::served::{async_fn_env#0}>", f);
+    let shared = arc(&mut t, f);
+    let usize = t.base("usize", 8);
+    let conn = t.structure("hyper::proto::Conn<T>", 32);
+    t.member(conn, "count", 0, usize)
+        .member(conn, "shared", 8, shared)
+        .member(conn, "fut", 16, boxed);
+    let p = planned(t, conn);
+    assert_eq!(p.rule(conn), any::FIELDS_LEADING_TO_FUTURES.name);
+    let offsets: Vec<u32> = p.plan().always.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [16], "the box it owns, never the Arc it shares");
+    let mut t = Types::new();
+    let usize = t.base("usize", 8);
+    let state = t.structure("hyper::proto::State", 8);
+    t.member(state, "count", 0, usize);
+    let p = planned(t, state);
+    assert!(matches!(p.kind(), Kind::Leaf(_)));
+}
+
+#[test]
+fn every_rule_has_its_own_name_and_the_catch_all_comes_last() {
+    let mut names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
+    assert_eq!(names.last(), Some(&any::FIELDS_LEADING_TO_FUTURES.name));
+    names.sort_unstable();
+    let len = names.len();
+    names.dedup();
+    assert_eq!(names.len(), len);
+}
