@@ -1,0 +1,397 @@
+//! Merging one task's walk with its annotated frames (see [`Plan::merge`]).
+//!
+//! The walk lists each node after its parent, so one pass places every node: under the shown line of
+//! its nearest shown ancestor, as a line of its own, folded into its parent's line (an annotated frame's
+//! inner future, an async fn awaiting its own block), or not at all (a finished or disabled branch,
+//! data read for the delegate). What shows is decided by the node's [`Kind`] and what was read.
+
+use std::sync::Arc;
+
+use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
+
+use super::arena::Arena;
+use super::{AnnotatedFrame, TaskRefs};
+use crate::model::{FastMap, FrameInfo, FrameNode, Source};
+use crate::names::base_name;
+use crate::plan::{Kind, Plan, StateView};
+
+/// Where the merge put one walk node.
+#[derive(Default)]
+struct Placed {
+    /// The shown node its children hang under (`None`: the task root).
+    attach: Option<usize>,
+    /// Its subtree is not shown (a finished or disabled branch, or data read for the delegate).
+    skipped: bool,
+    /// The shown annotated frame it is (a `Framed`): its inner future is folded into that line.
+    wraps: Option<usize>,
+    /// The shown line of the `JoinHandle` it is: its child names the joined task.
+    join: Option<usize>,
+    /// It shows something itself: a line, or what it adds to its parent's line.
+    shows: bool,
+}
+
+/// One merge in progress.
+pub(super) struct Merge<'a> {
+    plan: &'a Plan,
+    walk: &'a [WalkNode],
+    annotated: &'a [AnnotatedFrame],
+    refs: &'a TaskRefs,
+    /// Annotated frames by id.
+    by_id: FastMap<u64, usize>,
+    arena: Arena,
+    placed: Vec<Placed>,
+    /// Annotated frames already shown, by id: their line.
+    matched: FastMap<u64, usize>,
+    /// A select's `disabled` mask (set on the select's node), and per tuple the next branch number.
+    mask: Vec<Option<u64>>,
+    next_branch: Vec<u32>,
+    /// The walk's `Inner` nodes of the oneshot receivers that are part of the chain.
+    pub(super) receivers: Vec<usize>,
+}
+
+/// Where a node goes: the line it hangs under, and the line its parent folds into (if any).
+#[derive(Clone, Copy)]
+struct Slot {
+    parent: Option<usize>,
+    under: Option<usize>,
+    folded_into: Option<usize>,
+}
+
+impl<'a> Merge<'a> {
+    pub(super) fn new(
+        plan: &'a Plan,
+        walk: &'a [WalkNode],
+        annotated: &'a [AnnotatedFrame],
+        refs: &'a TaskRefs,
+    ) -> Merge<'a> {
+        Merge {
+            plan,
+            walk,
+            annotated,
+            refs,
+            by_id: (annotated.iter().enumerate())
+                .map(|(i, f)| (f.id, i))
+                .collect(),
+            arena: Arena::default(),
+            placed: Vec::with_capacity(walk.len()),
+            matched: FastMap::default(),
+            mask: vec![None; walk.len()],
+            next_branch: vec![0; walk.len()],
+            receivers: Vec::new(),
+        }
+    }
+
+    /// Places every node, names dead ends, hangs the annotated frames the walk did not reach, and
+    /// gives the trees. Tasks awaited through a decoded `JoinHandle` move from `root_awaits` to it.
+    pub(super) fn run(mut self, root_awaits: &mut Vec<u64>) -> (Vec<FrameNode>, Vec<usize>) {
+        for i in 0..self.walk.len() {
+            self.place(i, root_awaits);
+        }
+        self.name_dead_ends();
+        self.hang_unreached();
+        (self.arena.into_trees(), self.receivers)
+    }
+
+    fn kind(&self, i: usize) -> Option<&'a Kind> {
+        let plan: &'a Plan = self.plan;
+        plan.kinds.get(self.walk[i].ty as usize)
+    }
+
+    fn place(&mut self, i: usize, root_awaits: &mut Vec<u64>) {
+        let n = &self.walk[i];
+        let parent = (n.parent != NO_PARENT)
+            .then_some(n.parent as usize)
+            .filter(|&p| p < self.placed.len());
+        let slot = Slot {
+            parent,
+            under: parent.and_then(|p| self.placed[p].attach),
+            folded_into: parent.and_then(|p| self.placed[p].wraps),
+        };
+        let mut here = Placed {
+            attach: slot.under,
+            ..Placed::default()
+        };
+        let kind = self.kind(i);
+        let disabled = self.is_disabled_branch(parent);
+        let internal = matches!(
+            kind,
+            Some(
+                Kind::OneshotInner
+                    | Kind::WakerVtable
+                    | Kind::WakerData
+                    | Kind::SelectMask
+                    | Kind::OneshotSender
+            )
+        );
+        let parent_skipped = parent.is_some_and(|p| self.placed[p].skipped);
+        if !parent_skipped {
+            self.note_internal(i, parent, kind);
+        }
+        if parent_skipped || internal || disabled {
+            // A disabled select branch is not pending; internal nodes are read for the delegate
+            // or the mask, never shown as part of the chain.
+            here.skipped = true;
+        } else {
+            self.show(n, kind, slot, &mut here, root_awaits);
+        }
+        here.shows = !here.skipped
+            && n.status != NodeStatus::Null
+            && !matches!(
+                kind,
+                Some(Kind::Transparent | Kind::Tuple | Kind::AgentRoot | Kind::SelectMask)
+            );
+        self.placed.push(here);
+    }
+
+    /// Whether the node is a branch of a `select!` whose mask says it is disabled (counting the
+    /// branches of its tuple parent in order).
+    fn is_disabled_branch(&mut self, parent: Option<usize>) -> bool {
+        let Some(p) = parent.filter(|&p| matches!(self.kind(p), Some(Kind::Tuple))) else {
+            return false;
+        };
+        let branch = self.next_branch[p];
+        self.next_branch[p] += 1;
+        self.select_of(p)
+            .and_then(|s| self.mask[s])
+            .is_some_and(|m| branch < 64 && m & (1 << branch) != 0)
+    }
+
+    /// Notes what internal nodes say: a select's mask, a receiver for the delegate.
+    fn note_internal(&mut self, i: usize, parent: Option<usize>, kind: Option<&Kind>) {
+        match kind {
+            Some(Kind::SelectMask) if self.walk[i].status == NodeStatus::Read => {
+                if let Some(p) = parent {
+                    self.mask[p] = self.walk[i].discr;
+                }
+            }
+            Some(Kind::OneshotInner) => self.receivers.push(i),
+            _ => {}
+        }
+    }
+
+    /// A line of its own, under `under`.
+    fn line(&mut self, under: Option<usize>, info: Arc<FrameInfo>) -> Option<usize> {
+        Some(self.arena.push(under, info))
+    }
+
+    fn show(
+        &mut self,
+        n: &WalkNode,
+        kind: Option<&Kind>,
+        at: Slot,
+        here: &mut Placed,
+        root_awaits: &mut Vec<u64>,
+    ) {
+        let awaitee = |name: String| Arc::new(FrameInfo::awaitee(name));
+        match (n.status, kind) {
+            (NodeStatus::Null, _) => {}
+            (NodeStatus::Fault, _) => {
+                let info = awaitee(format!("unreadable future at {:#x}", n.addr));
+                here.attach = self.line(at.under, info);
+            }
+            (NodeStatus::UnknownVtable { vtable }, _) => {
+                let why = format!("dyn Future (vtable {vtable:#x} not in the binary's DWARF)");
+                here.attach = self.line(at.under, awaitee(why));
+            }
+            (_, None) => {
+                let why = "a future of a type the plan does not know".into();
+                here.attach = self.line(at.under, awaitee(why));
+            }
+            (_, Some(kind)) => self.show_kind(n, kind, at, here, root_awaits),
+        }
+    }
+
+    fn show_kind(
+        &mut self,
+        n: &WalkNode,
+        kind: &Kind,
+        at: Slot,
+        here: &mut Placed,
+        root_awaits: &mut Vec<u64>,
+    ) {
+        match kind {
+            Kind::Coroutine(states) => self.state_machine(n, states, at, here),
+            Kind::Framed { node_offset } => {
+                let id = n.addr.wrapping_add(*node_offset);
+                if let Some(&a) = self.by_id.get(&id) {
+                    let d = self.annotated_line(at.under, a);
+                    (here.attach, here.wraps) = (Some(d), Some(d));
+                }
+            }
+            Kind::Combinator(info) | Kind::Select(info) => {
+                here.attach = self.line(at.under, info.clone())
+            }
+            Kind::Leaf(info) | Kind::Oneshot(info) => match at.folded_into {
+                Some(d) if self.arena.nodes[d].info.source != Source::Decoded => {
+                    let merged = self.arena.nodes[d].info.with_awaits_type(&info.name);
+                    self.arena.nodes[d].info = Arc::new(merged);
+                }
+                _ => here.attach = self.line(at.under, info.clone()),
+            },
+            Kind::JoinHandle(info) => {
+                here.attach = self.line(at.under, info.clone());
+                here.join = here.attach;
+            }
+            Kind::CellRef { .. } | Kind::HeaderRef if n.status == NodeStatus::Read => {
+                self.joined_task(n, kind, at, root_awaits)
+            }
+            Kind::Transparent
+            | Kind::Tuple
+            | Kind::SelectMask
+            | Kind::OneshotInner
+            | Kind::WakerVtable
+            | Kind::WakerData
+            | Kind::OneshotSender
+            | Kind::CellRef { .. }
+            | Kind::HeaderRef
+            | Kind::AgentRoot => {}
+        }
+    }
+
+    /// A state machine's line, by its state: none for a finished branch, its await folded into an
+    /// annotated frame it is the inner future of, or into the async fn whose own block it is.
+    fn state_machine(
+        &mut self,
+        n: &WalkNode,
+        states: &FastMap<u64, StateView>,
+        at: Slot,
+        here: &mut Placed,
+    ) {
+        let Some(s) = n.discr.and_then(|d| states.get(&d)) else {
+            let why = format!("a state machine in unknown state {:?}", n.discr);
+            here.attach = self.line(at.under, Arc::new(FrameInfo::awaitee(why)));
+            return;
+        };
+        if s.done {
+            here.skipped = true;
+            return;
+        }
+        let own_block = at.under.filter(|&d| {
+            self.arena.nodes[d].children.is_empty()
+                && is_own_block(&self.arena.nodes[d].info, &s.info)
+        });
+        match at.folded_into.or(own_block) {
+            Some(d) => {
+                let merged = self.arena.nodes[d]
+                    .info
+                    .with_suspended_at(s.info.suspended_at.clone());
+                self.arena.nodes[d].info = Arc::new(merged);
+                // An async fn that only awaits its own block (`#[instrument]`, tokio's
+                // `Mutex::lock`): one line, at the block's real await.
+                if at.folded_into.is_none() {
+                    here.attach = Some(d);
+                }
+            }
+            None => here.attach = self.line(at.under, s.info.clone()),
+        }
+    }
+
+    /// The task a `JoinHandle`'s cell or header pointer names: the edge moves to the handle's line.
+    fn joined_task(&mut self, n: &WalkNode, kind: &Kind, at: Slot, root_awaits: &mut Vec<u64>) {
+        let task = n.discr.and_then(|v| match kind {
+            Kind::CellRef { plus } => self.refs.cells.get(&v.wrapping_add(*plus)).copied(),
+            _ => self.refs.headers.get(&v).copied(),
+        });
+        let (Some(d), Some(task)) = (at.parent.and_then(|p| self.placed[p].join), task) else {
+            return;
+        };
+        // The agent attributes the edge to the innermost annotated frame (or the root); the
+        // handle's own line is more precise: show it there only.
+        root_awaits.retain(|&t| t != task);
+        let mut up = self.arena.nodes[d].parent;
+        while let Some(a) = up {
+            self.arena.nodes[a].awaits.retain(|&t| t != task);
+            up = self.arena.nodes[a].parent;
+        }
+        self.arena.nodes[d].awaits.push(task);
+    }
+
+    /// Annotated frame `a`'s line under `under`, with the tasks it awaits.
+    fn annotated_line(&mut self, under: Option<usize>, a: usize) -> usize {
+        let f = &self.annotated[a];
+        let d = self.arena.push(under, f.info.clone());
+        self.arena.nodes[d].awaits = f.awaits.clone();
+        self.matched.insert(f.id, d);
+        d
+    }
+
+    /// Annotated frames the walk did not reach (behind a leaf it cannot see into, or cut by a limit)
+    /// hang under their own parent frame, which pre-order guarantees is placed already.
+    fn hang_unreached(&mut self) {
+        for a in 0..self.annotated.len() {
+            let f = &self.annotated[a];
+            if self.matched.contains_key(&f.id) {
+                continue;
+            }
+            let under = f.parent.and_then(|p| self.matched.get(&p).copied());
+            self.annotated_line(under, a);
+        }
+    }
+
+    /// A hand-written future the walk went into but below which nothing shows (its fields hold no
+    /// future the plan can read further: hyper's HTTP/2 connection, waiting on its socket) is what its
+    /// parent awaits: it is named as the leaf, once, at the topmost such future of its branch.
+    fn name_dead_ends(&mut self) {
+        let (walk, placed) = (self.walk, &self.placed);
+        let parent_of = |i: usize| {
+            let p = walk[i].parent;
+            (p != NO_PARENT && (p as usize) < i).then_some(p as usize)
+        };
+        let mut below = vec![false; walk.len()];
+        for i in (0..walk.len()).rev() {
+            below[i] |= placed[i].shows;
+            if let (true, Some(p)) = (below[i], parent_of(i)) {
+                below[p] = true;
+            }
+        }
+        let dead = |i: usize| {
+            !below[i]
+                && !placed[i].skipped
+                && walk[i].status == NodeStatus::Read
+                && self.plan.hand_written.contains_key(&walk[i].ty)
+        };
+        for i in (0..walk.len()).filter(|&i| dead(i)) {
+            let mut up = parent_of(i);
+            let mut topmost = true;
+            while let Some(a) = up.filter(|&a| !below[a]) {
+                if dead(a) {
+                    topmost = false;
+                    break;
+                }
+                up = parent_of(a);
+            }
+            if topmost {
+                let info = self.plan.hand_written[&walk[i].ty].clone();
+                self.arena.push(placed[i].attach, info);
+            }
+        }
+    }
+
+    /// The select whose branches tuple node `t` holds: up through the pointers between them.
+    fn select_of(&self, t: usize) -> Option<usize> {
+        let walk = self.walk;
+        let mut at = t;
+        for _ in 0..4 {
+            let p = walk.get(at)?.parent as usize;
+            match self.plan.kinds.get(walk.get(p)?.ty as usize)? {
+                Kind::Select(_) => return Some(p),
+                Kind::Transparent => at = p,
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+/// Whether `child` is an async block defined in the async fn `parent` (`f::{async block#0}` in `f`),
+/// both decoded, and suspended where `parent` is: a wrapper the fn awaits, whose await is the real one.
+pub(super) fn is_own_block(parent: &FrameInfo, child: &FrameInfo) -> bool {
+    if parent.source != Source::Decoded || child.source != Source::Decoded {
+        return false;
+    }
+    let (p, c) = (base_name(&parent.name), base_name(&child.name));
+    c.strip_prefix(p)
+        .and_then(|rest| rest.strip_prefix("::{async block#"))
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+}

@@ -1,0 +1,265 @@
+//! Specs of the merge: hand-made plans and walks in, the lines a dump shows out.
+
+use std::sync::Arc;
+
+use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
+
+use super::merge::is_own_block;
+use super::{AnnotatedFrame, TaskRefs};
+use crate::model::{FastMap, FrameInfo, FrameNode, Loc, Source};
+use crate::plan::{Kind, Plan, StateView};
+
+fn decoded(name: &str) -> FrameInfo {
+    FrameInfo::new(name.into(), None, Source::Decoded)
+}
+
+/// An async fn `name`, suspended (state 3) at `line`; state 1 is its end.
+fn async_fn(name: &str, line: u32) -> Kind {
+    let at = |line: u32| {
+        Some(Loc {
+            file: "src/main.rs".into(),
+            line,
+            column: 0,
+        })
+    };
+    let suspended = decoded(name).with_suspended_at(at(line));
+    let mut states = FastMap::default();
+    let view = |info: FrameInfo, done| StateView {
+        info: Arc::new(info),
+        done,
+    };
+    states.insert(3, view(suspended, false));
+    states.insert(1, view(decoded(name), true));
+    Kind::Coroutine(states)
+}
+
+fn leaf(name: &str) -> Kind {
+    Kind::Leaf(Arc::new(FrameInfo::awaitee(name.into())))
+}
+
+fn plan(kinds: Vec<Kind>) -> Plan {
+    Plan {
+        kinds,
+        ..Plan::default()
+    }
+}
+
+/// A node of type `ty` under node `parent` (`NO_PARENT` for the root), read with `discr`.
+fn node(parent: u32, ty: u32, discr: Option<u64>) -> WalkNode {
+    WalkNode {
+        parent,
+        ty,
+        addr: 0x1000 + ty as u64 * 0x100,
+        discr,
+        status: NodeStatus::Read,
+    }
+}
+
+/// The lines of `frames`, one per frame in pre-order, indented by depth: `name@line [awaits]`.
+fn lines(frames: &[FrameNode]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(&FrameNode, usize)> = frames.iter().rev().map(|f| (f, 0)).collect();
+    while let Some((f, depth)) = stack.pop() {
+        let mut line = format!("{}{}", "  ".repeat(depth), f.meta.name);
+        if let Some(at) = &f.meta.suspended_at {
+            line += &format!("@{}", at.line);
+        }
+        if !f.awaits_tasks.is_empty() {
+            line += &format!(" {:?}", f.awaits_tasks);
+        }
+        out.push(line);
+        stack.extend(f.children.iter().rev().map(|c| (c, depth + 1)));
+    }
+    out
+}
+
+fn merged(plan: &Plan, walk: &[WalkNode], annotated: &[AnnotatedFrame]) -> Vec<String> {
+    let (frames, _) = plan.merge(walk, annotated, &mut Vec::new(), &TaskRefs::default());
+    lines(&frames)
+}
+
+#[test]
+fn a_suspended_async_fn_shows_its_await_line_then_what_it_awaits() {
+    let p = plan(vec![
+        async_fn("svc::handler", 12),
+        leaf("tokio::time::Sleep"),
+    ]);
+    let walk = [node(NO_PARENT, 0, Some(3)), node(0, 1, None)];
+    assert_eq!(
+        merged(&p, &walk, &[]),
+        ["svc::handler@12", "  tokio::time::Sleep"]
+    );
+}
+
+#[test]
+fn a_finished_join_branch_shows_nothing() {
+    let join = Kind::Combinator(Arc::new(decoded("tokio::join!")));
+    let p = plan(vec![
+        join,
+        Kind::Tuple,
+        async_fn("svc::a", 3),
+        async_fn("svc::b", 4),
+    ]);
+    let walk = [
+        node(NO_PARENT, 0, None),
+        node(0, 1, None),
+        node(1, 2, Some(1)), // returned
+        node(1, 3, Some(3)),
+    ];
+    assert_eq!(merged(&p, &walk, &[]), ["tokio::join!", "  svc::b@4"]);
+}
+
+#[test]
+fn a_select_branch_its_mask_disables_is_left_out() {
+    let select = Kind::Select(Arc::new(decoded("tokio::select!")));
+    let kinds = vec![
+        select,
+        Kind::SelectMask,
+        Kind::Tuple,
+        async_fn("svc::a", 3),
+        async_fn("svc::b", 4),
+    ];
+    let p = plan(kinds);
+    let walk = [
+        node(NO_PARENT, 0, None),
+        node(0, 1, Some(0b01)), // branch 0 disabled
+        node(0, 2, None),
+        node(2, 3, Some(3)),
+        node(2, 4, Some(3)),
+    ];
+    assert_eq!(merged(&p, &walk, &[]), ["tokio::select!", "  svc::b@4"]);
+}
+
+#[test]
+fn an_annotated_frame_the_walk_reaches_shows_once_and_the_others_hang_under_their_parent() {
+    let p = plan(vec![
+        Kind::Framed { node_offset: 0x10 },
+        async_fn("svc::handler", 12),
+        leaf("tokio::time::Sleep"),
+    ]);
+    // The `Framed` node is at 0x1000: its frame node, 0x10 into it, is the annotated frame's id.
+    let walk = [
+        node(NO_PARENT, 0, None),
+        node(0, 1, Some(3)),
+        node(1, 2, None),
+    ];
+    let annotated = |id, parent, name: &str| AnnotatedFrame {
+        id,
+        parent,
+        info: Arc::new(FrameInfo::new(name.into(), None, Source::AnnotatedFn)),
+        awaits: vec![],
+    };
+    let frames = [
+        annotated(0x1010, None, "handler"),
+        annotated(0x2000, Some(0x1010), "audit"),
+    ];
+    assert_eq!(
+        merged(&p, &walk, &frames),
+        ["handler@12", "  tokio::time::Sleep", "  audit"],
+        "the decoded fn folds into its annotated line; the unreached frame keeps its parent"
+    );
+}
+
+#[test]
+fn a_join_handle_edge_moves_from_the_root_to_the_handles_line() {
+    let handle = Kind::JoinHandle(Arc::new(FrameInfo::awaitee("JoinHandle<()>".into())));
+    let p = plan(vec![
+        async_fn("svc::main", 5),
+        handle,
+        Kind::CellRef { plus: 0x10 },
+    ]);
+    let walk = [
+        node(NO_PARENT, 0, Some(3)),
+        node(0, 1, None),
+        node(1, 2, Some(0x4ff0)),
+    ];
+    let mut refs = TaskRefs::default();
+    refs.cells.insert(0x5000, 7);
+    let mut root_awaits = vec![7];
+    let (frames, _) = p.merge(&walk, &[], &mut root_awaits, &refs);
+    assert_eq!(lines(&frames), ["svc::main@5", "  JoinHandle<()> [7]"]);
+    assert!(root_awaits.is_empty());
+}
+
+#[test]
+fn an_unreadable_future_and_an_unknown_vtable_are_named_not_dropped() {
+    let p = plan(vec![async_fn("svc::main", 5), leaf("x")]);
+    let mut fault = node(0, 1, None);
+    fault.status = NodeStatus::Fault;
+    let mut dyn_ = node(0, u32::MAX, None);
+    dyn_.status = NodeStatus::UnknownVtable { vtable: 0xabc };
+    let mut null = node(0, u32::MAX, None);
+    null.status = NodeStatus::Null;
+    let walk = [node(NO_PARENT, 0, Some(3)), fault, dyn_, null];
+    assert_eq!(
+        merged(&p, &walk, &[]),
+        [
+            "svc::main@5",
+            "  unreadable future at 0x1100",
+            "  dyn Future (vtable 0xabc not in the binary's DWARF)",
+        ]
+    );
+}
+
+#[test]
+fn an_async_fn_awaiting_only_its_own_block_is_one_line_at_the_blocks_await() {
+    let p = plan(vec![
+        async_fn("svc::locked", 5),
+        async_fn("svc::locked::{async block#0}", 20),
+        leaf("tokio::sync::batch_semaphore::Acquire"),
+    ]);
+    let walk = [
+        node(NO_PARENT, 0, Some(3)),
+        node(0, 1, Some(3)),
+        node(1, 2, None),
+    ];
+    assert_eq!(
+        merged(&p, &walk, &[]),
+        ["svc::locked@20", "  tokio::sync::batch_semaphore::Acquire"]
+    );
+}
+
+#[test]
+fn a_hand_written_future_nothing_below_shows_is_named_as_the_leaf() {
+    let mut p = plan(vec![
+        async_fn("svc::serve", 9),
+        Kind::Transparent,
+        leaf("state"),
+    ]);
+    let conn = Arc::new(FrameInfo::awaitee("hyper::proto::Conn".into()));
+    p.hand_written.insert(1, conn);
+    // Its only child is skipped state: a `Null` pointer.
+    let mut inner = node(1, 2, None);
+    inner.status = NodeStatus::Null;
+    let walk = [node(NO_PARENT, 0, Some(3)), node(0, 1, None), inner];
+    assert_eq!(
+        merged(&p, &walk, &[]),
+        ["svc::serve@9", "  hyper::proto::Conn"]
+    );
+}
+
+#[test]
+fn an_async_fn_awaiting_only_its_own_block_is_recognised_by_name() {
+    let own = |p: &str, c: &str| is_own_block(&decoded(p), &decoded(c));
+    assert!(own("svc::slept", "svc::slept::{async block#0}"));
+    assert!(own(
+        "tokio::sync::mutex::Mutex::lock<()>",
+        "tokio::sync::mutex::Mutex::lock::{async block#0}<()>"
+    ));
+    assert!(own(
+        "axum::handler::<F as Handler>::call<fn(State<Deps>) -> svc::locked, S>",
+        "axum::handler::<F as Handler>::call::{async block#3}<fn(State<Deps>) -> svc::locked, S>"
+    ));
+    // Another fn's block, a block's block, or an annotated frame: kept apart.
+    assert!(!own("svc::slept", "svc::slept_more::{async block#0}"));
+    assert!(!own(
+        "svc::slept",
+        "svc::slept::{async block#0}::{async block#1}"
+    ));
+    assert!(!own("svc::a::{async block#0}", "svc::a::{async block#0}"));
+    let annotated = FrameInfo::new("svc::slept".into(), None, Source::AnnotatedFn);
+    assert!(!is_own_block(
+        &annotated,
+        &decoded("svc::slept::{async block#0}")
+    ));
+}
