@@ -31,174 +31,235 @@ impl Debug {
             }
             Ok(data)
         };
-        let sections = gimli::DwarfSections::load(load).map_err(|e| DwarfError::Dwarf {
-            path: path.to_owned(),
-            detail: e.to_string(),
-        })?;
-        let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
-        let debug_info_bytes = debug_info_bytes.get();
         let bad = |e: gimli::Error| DwarfError::Dwarf {
             path: path.to_owned(),
             detail: e.to_string(),
         };
-
-        let mut nodes: Vec<Node> = Vec::new();
-        // About one DIE per 10 bytes of .debug_info: reserve once rather than grow (and copy) a huge table.
-        let mut by_offset = Offsets(Vec::with_capacity(debug_info_bytes as usize / 10));
-        nodes.reserve(debug_info_bytes as usize / 10);
-        let mut files: Vec<Vec<String>> = Vec::new();
-        let mut saw_types = false;
-        let mut impls: FastMap<String, String> = FastMap::default();
+        let sections = gimli::DwarfSections::load(load).map_err(bad)?;
+        let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
+        let debug_info_bytes = debug_info_bytes.get();
+        let mut table = Table::with_room_for(debug_info_bytes);
         let mut units = dwarf.units();
         while let Some(header) = units.next().map_err(bad)? {
             let unit = dwarf.unit(header).map_err(bad)?;
-            let unit_index = files.len();
-            files.push(unit_files(&dwarf, &unit));
-            let base = unit.header.offset().0 as u64;
-            let mut stack: Vec<usize> = Vec::new();
-            // Inside a subprogram that is not an anchor (its parameters, locals, blocks, inlined calls:
-            // most DIEs of a binary), nothing is of use: skip down to this depth.
-            let mut skip_below: Option<usize> = None;
-            let mut entries = unit.entries();
-            while let Some(entry) = entries.next_dfs().map_err(bad)? {
-                let depth = entry.depth().max(0) as usize;
-                match skip_below {
-                    Some(d) if depth > d => continue,
-                    _ => skip_below = None,
-                }
-                stack.truncate(depth);
-                let anchor = entry.tag() == constants::DW_TAG_subprogram
-                    && entry
-                        .attr_value(constants::DW_AT_linkage_name)
-                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                        .is_some_and(|s| is_anchor(&s));
-                let task_poll = entry.tag() == constants::DW_TAG_subprogram
-                    && !anchor
-                    && in_namespace(&nodes, &stack, TOKIO_RAW)
-                    && entry
-                        .attr_value(constants::DW_AT_name)
-                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                        .is_some_and(|s| s.starts_with(b"poll<"));
-                let wake_clone = entry.tag() == constants::DW_TAG_subprogram
-                    && !anchor
-                    && in_namespace(&nodes, &stack, TOKIO_WAKE)
-                    && entry
-                        .attr_value(constants::DW_AT_name)
-                        .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                        .is_some_and(|s| s.starts_with(b"clone_arc_raw<"));
-                if entry.tag() == constants::DW_TAG_subprogram
-                    && !anchor
-                    && !task_poll
-                    && !wake_clone
-                {
-                    skip_below = Some(depth);
-                    name_impl(&nodes, &stack, &mut impls, || {
-                        entry
-                            .attr_value(constants::DW_AT_linkage_name)
-                            .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                            .map(|s| s.to_string_lossy().into_owned())
-                    });
-                    continue;
-                }
-                let offset = base + entry.offset().0 as u64;
-                let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
-                    Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
-                    Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
-                    _ => None,
-                };
-                let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
-                let name = entry
-                    .attr_value(constants::DW_AT_name)
-                    .and_then(|v| dwarf.attr_string(&unit, v).ok())
-                    .map(|s| s.to_string_lossy().into_owned());
-                saw_types |= entry.tag() == constants::DW_TAG_structure_type;
-                let addr = match entry.attr_value(constants::DW_AT_location) {
-                    Some(AttributeValue::Exprloc(e))
-                        if entry.tag() == constants::DW_TAG_variable =>
-                    {
-                        // Only the plain `DW_OP_addr X` form statics use.
-                        let b = e.0.slice();
-                        (b.len() == 9 && b[0] == constants::DW_OP_addr.0).then(|| {
-                            let mut a = [0u8; 8];
-                            a.copy_from_slice(&b[1..9]);
-                            match endian {
-                                RunTimeEndian::Little => u64::from_le_bytes(a),
-                                RunTimeEndian::Big => u64::from_be_bytes(a),
-                            }
-                        })
-                    }
-                    _ => None,
-                };
-                let node = Node {
-                    offset,
-                    unit: unit_index,
-                    tag: entry.tag(),
-                    name,
-                    parent: stack.last().copied(),
-                    byte_size: udata(entry.attr_value(constants::DW_AT_byte_size)),
-                    member_offset: udata(entry.attr_value(constants::DW_AT_data_member_location)),
-                    type_ref: unit_ref(entry.attr_value(constants::DW_AT_type)),
-                    discr_ref: unit_ref(entry.attr_value(constants::DW_AT_discr)),
-                    discr_value: udata(entry.attr_value(constants::DW_AT_discr_value)),
-                    decl_file: match entry.attr_value(constants::DW_AT_decl_file) {
-                        Some(AttributeValue::FileIndex(i)) => Some(i),
-                        other => udata(other),
-                    },
-                    decl_line: udata(entry.attr_value(constants::DW_AT_decl_line)),
-                    low_pc: match entry.attr_value(constants::DW_AT_low_pc) {
-                        Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
-                        _ => None,
-                    },
-                    anchor,
-                    task_poll,
-                    wake_clone,
-                    artificial: matches!(
-                        entry.attr_value(constants::DW_AT_artificial),
-                        Some(AttributeValue::Flag(true))
-                    ),
-                    containing_type: unit_ref(entry.attr_value(constants::DW_AT_containing_type)),
-                    addr,
-                    children: Vec::new(),
-                };
-                let idx = nodes.len();
-                if let Some(&p) = stack.last() {
-                    nodes[p].children.push(idx);
-                }
-                nodes.push(node);
-                by_offset.0.push(offset);
-                stack.push(idx);
-            }
+            table.read_unit(&dwarf, &unit, endian).map_err(bad)?;
         }
-        rename_impls(&mut nodes, &impls);
-        if !saw_types {
+        rename_impls(&mut table.nodes, &table.impls);
+        if !table.saw_types {
             return Err(DwarfError::NoTypes {
                 path: path.to_owned(),
             });
         }
-        let vtables = nodes
-            .iter()
-            .filter(|n| {
-                n.tag == constants::DW_TAG_variable
-                    && n.name
-                        .as_deref()
-                        .is_some_and(|s| s.ends_with(" as core::future::future::Future>::{vtable}"))
-            })
-            .filter_map(|n| {
-                let ty = &nodes[by_offset.get(&n.type_ref?)?];
-                Some((n.addr?, ty.containing_type?))
-            })
-            .collect();
+        let vtables = future_vtables(&table.nodes, &table.by_offset);
         Ok(Debug {
             path: path.to_owned(),
             build_id,
             debug_info_bytes,
             vaddr_at_zero: None,
-            nodes,
-            by_offset,
-            files,
+            nodes: table.nodes,
+            by_offset: table.by_offset,
+            files: table.files,
             vtables,
         })
     }
+}
+
+/// The node table while it is read.
+struct Table {
+    nodes: Vec<Node>,
+    by_offset: Offsets,
+    files: Vec<Vec<String>>,
+    saw_types: bool,
+    /// Impl blocks' names, from their functions' linkage names (see `name_impl`).
+    impls: FastMap<String, String>,
+}
+
+type Dwarf<'a> = gimli::Dwarf<Reader<'a>>;
+type Unit<'a> = gimli::Unit<Reader<'a>>;
+type Entry<'a> = gimli::DebuggingInformationEntry<Reader<'a>>;
+
+/// What marks a subprogram whose address the plans need.
+#[derive(Clone, Copy, Default)]
+struct Marks {
+    anchor: bool,
+    task_poll: bool,
+    wake_clone: bool,
+}
+
+impl Table {
+    fn with_room_for(debug_info_bytes: u64) -> Table {
+        // About one DIE per 10 bytes of .debug_info: reserve once rather than grow (and copy) a huge table.
+        let dies = debug_info_bytes as usize / 10;
+        Table {
+            nodes: Vec::with_capacity(dies),
+            by_offset: Offsets(Vec::with_capacity(dies)),
+            files: Vec::new(),
+            saw_types: false,
+            impls: FastMap::default(),
+        }
+    }
+
+    /// Reads one unit's DIEs, skipping the insides of every subprogram the plans do not need.
+    fn read_unit(
+        &mut self,
+        dwarf: &Dwarf<'_>,
+        unit: &Unit<'_>,
+        endian: RunTimeEndian,
+    ) -> Result<(), gimli::Error> {
+        let unit_index = self.files.len();
+        self.files.push(unit_files(dwarf, unit));
+        let mut stack: Vec<usize> = Vec::new();
+        // Inside a subprogram that is not an anchor (its parameters, locals, blocks, inlined calls:
+        // most DIEs of a binary), nothing is of use: skip down to this depth.
+        let mut skip_below: Option<usize> = None;
+        let mut entries = unit.entries();
+        while let Some(entry) = entries.next_dfs()? {
+            let depth = entry.depth().max(0) as usize;
+            match skip_below {
+                Some(d) if depth > d => continue,
+                _ => skip_below = None,
+            }
+            stack.truncate(depth);
+            let string = |at| {
+                let value = entry.attr_value(at)?;
+                dwarf.attr_string(unit, value).ok()
+            };
+            let marks = self.marks(entry, &stack, &string);
+            if entry.tag() == constants::DW_TAG_subprogram
+                && !(marks.anchor || marks.task_poll || marks.wake_clone)
+            {
+                skip_below = Some(depth);
+                name_impl(&self.nodes, &stack, &mut self.impls, || {
+                    string(constants::DW_AT_linkage_name)
+                        .map(|s| s.to_string_lossy().into_owned())
+                });
+                continue;
+            }
+            let name = string(constants::DW_AT_name).map(|s| s.to_string_lossy().into_owned());
+            let base = unit.header.offset().0 as u64;
+            let node = node_of(entry, base, unit_index, stack.last().copied(), name, marks, endian);
+            self.saw_types |= node.tag == constants::DW_TAG_structure_type;
+            stack.push(self.push(node));
+        }
+        Ok(())
+    }
+
+    /// What marks the entry, if it is a subprogram the plans need.
+    fn marks<'a>(
+        &self,
+        entry: &Entry<'a>,
+        stack: &[usize],
+        string: &dyn Fn(constants::DwAt) -> Option<Reader<'a>>,
+    ) -> Marks {
+        if entry.tag() != constants::DW_TAG_subprogram {
+            return Marks::default();
+        }
+        let named = |prefix: &[u8]| {
+            string(constants::DW_AT_name).is_some_and(|s| s.starts_with(prefix))
+        };
+        let anchor = string(constants::DW_AT_linkage_name).is_some_and(|s| is_anchor(&s));
+        Marks {
+            anchor,
+            task_poll: !anchor && in_namespace(&self.nodes, stack, TOKIO_RAW) && named(b"poll<"),
+            wake_clone: !anchor
+                && in_namespace(&self.nodes, stack, TOKIO_WAKE)
+                && named(b"clone_arc_raw<"),
+        }
+    }
+
+    /// Adds `node` under its parent; its index.
+    fn push(&mut self, node: Node) -> usize {
+        let idx = self.nodes.len();
+        if let Some(p) = node.parent {
+            self.nodes[p].children.push(idx);
+        }
+        self.by_offset.0.push(node.offset);
+        self.nodes.push(node);
+        idx
+    }
+}
+
+/// The node of one entry, with the attributes the plans need.
+fn node_of(
+    entry: &Entry<'_>,
+    base: u64,
+    unit: usize,
+    parent: Option<usize>,
+    name: Option<String>,
+    marks: Marks,
+    endian: RunTimeEndian,
+) -> Node {
+    let attr = |at| entry.attr_value(at);
+    let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
+        Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
+        Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
+        _ => None,
+    };
+    let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
+    Node {
+        offset: base + entry.offset().0 as u64,
+        unit,
+        tag: entry.tag(),
+        name,
+        parent,
+        byte_size: udata(attr(constants::DW_AT_byte_size)),
+        member_offset: udata(attr(constants::DW_AT_data_member_location)),
+        type_ref: unit_ref(attr(constants::DW_AT_type)),
+        discr_ref: unit_ref(attr(constants::DW_AT_discr)),
+        discr_value: udata(attr(constants::DW_AT_discr_value)),
+        decl_file: match attr(constants::DW_AT_decl_file) {
+            Some(AttributeValue::FileIndex(i)) => Some(i),
+            other => udata(other),
+        },
+        decl_line: udata(attr(constants::DW_AT_decl_line)),
+        low_pc: match attr(constants::DW_AT_low_pc) {
+            Some(AttributeValue::Addr(a)) if a != 0 => Some(a),
+            _ => None,
+        },
+        anchor: marks.anchor,
+        task_poll: marks.task_poll,
+        wake_clone: marks.wake_clone,
+        artificial: matches!(
+            attr(constants::DW_AT_artificial),
+            Some(AttributeValue::Flag(true))
+        ),
+        containing_type: unit_ref(attr(constants::DW_AT_containing_type)),
+        addr: static_address(entry, endian),
+        children: Vec::new(),
+    }
+}
+
+/// A static's address, from the plain `DW_OP_addr X` location statics use.
+fn static_address(entry: &Entry<'_>, endian: RunTimeEndian) -> Option<u64> {
+    let Some(AttributeValue::Exprloc(e)) = entry.attr_value(constants::DW_AT_location) else {
+        return None;
+    };
+    let b = e.0.slice();
+    if entry.tag() != constants::DW_TAG_variable || b.len() != 9 || b[0] != constants::DW_OP_addr.0 {
+        return None;
+    }
+    let a: [u8; 8] = b[1..9].try_into().ok()?;
+    Some(match endian {
+        RunTimeEndian::Little => u64::from_le_bytes(a),
+        RunTimeEndian::Big => u64::from_be_bytes(a),
+    })
+}
+
+/// The `<T as Future>::{vtable}` statics: their address and the DIE of `T`.
+fn future_vtables(nodes: &[Node], by_offset: &Offsets) -> Vec<(u64, u64)> {
+    nodes
+        .iter()
+        .filter(|n| {
+            n.tag == constants::DW_TAG_variable
+                && n.name
+                    .as_deref()
+                    .is_some_and(|s| s.ends_with(" as core::future::future::Future>::{vtable}"))
+        })
+        .filter_map(|n| {
+            let ty = &nodes[by_offset.get(&n.type_ref?)?];
+            Some((n.addr?, ty.containing_type?))
+        })
+        .collect()
 }
 
 /// The namespaces of tokio's `raw::poll`, innermost last.
