@@ -185,120 +185,95 @@ impl Capturer {
         interner: &mut Interner,
         snap: &mut Snapshot,
     ) -> (Task, Option<(ReadLock<'c>, u32, usize)>) {
-        // Held until the counters below are read, so that they come from the same moment as the frames.
+        // Held until the counters are read, so that they come from the same moment as the frames.
         let mut guard = None;
         let mut start = None;
-        let (conv, plan) = (pass.conv, pass.plan);
         scratch.clear();
-        let mut walk = plan.map(|_| Walk::Busy);
+        let mut walk = pass.plan.map(|_| Walk::Busy);
         let (state, capture) = if cell.is_completed() {
-            (
-                TaskState::Completed {
-                    at_ns: conv.ns(cell.completed_ns.load(Relaxed)),
-                },
-                Capture::Fresh,
-            )
+            let at_ns = pass.conv.ns(cell.completed_ns.load(Relaxed));
+            (TaskState::Completed { at_ns }, Capture::Fresh)
+        } else if let Some(lock) = lock {
+            start = self.capture_idle(cell, &lock, pass.plan, scratch, snap.now_ns, &mut walk);
+            guard = Some(lock);
+            (TaskState::Idle, Capture::Fresh)
         } else {
-            match lock {
-                Some(lock) => {
-                    lock.copy_frames(scratch);
-                    match plan.map(|plan| walk_start(cell, plan)) {
-                        Some(Ok(at)) => start = Some(at),
-                        Some(Err(w)) => walk = Some(w),
-                        None => {}
-                    }
-                    if let Some(entry) = self.stale.get_mut(&cell.id) {
-                        // The walk, if any, is added once the batch is walked (`walk_held`).
-                        *entry = Some(Earlier {
-                            at_ns: snap.now_ns,
-                            frames: scratch.clone(),
-                            walk: None,
-                        });
-                    }
-                    guard = Some(lock);
-                    (TaskState::Idle, Capture::Fresh)
-                }
-                None => {
-                    let tid = cell.running_on().unwrap_or(0);
-                    let thread = ThreadInfo {
-                        tid,
-                        name: interner
-                            .threads
-                            .entry(tid)
-                            .or_insert_with(|| sys::thread_name(tid))
-                            .clone(),
-                    };
-                    let state = TaskState::Running {
-                        thread,
-                        since_ns: conv.ns(cell.running_since_ns.load(Relaxed)),
-                    };
-                    let capture = match self.stale.get(&cell.id) {
-                        Some(Some(earlier)) => {
-                            scratch.extend_from_slice(&earlier.frames);
-                            // Frames and walk from the same earlier moment, or no walk at all.
-                            if let Some(plan) = plan {
-                                walk = Some(match &earlier.walk {
-                                    Some((hash, w)) if *hash == plan.hash => w.clone(),
-                                    _ => Walk::Busy,
-                                });
-                            }
-                            Capture::Stale {
-                                captured_ns: earlier.at_ns,
-                            }
-                        }
-                        Some(None) => Capture::Unavailable,
-                        None => {
-                            if self.stale.len() < STALE_CACHE_MAX {
-                                self.stale.insert(cell.id, None);
-                            }
-                            Capture::Unavailable
-                        }
-                    };
-                    (state, capture)
-                }
-            }
+            let state = running(cell, pass.conv, interner);
+            (
+                state,
+                self.capture_running(cell, pass.plan, scratch, &mut walk),
+            )
         };
-        let root = cell.root_id();
-        let frames = scratch
-            .iter()
-            .map(|f| Frame {
-                id: f.id as u64,
-                parent: (f.parent != root).then_some(f.parent as u64),
-                meta: interner.meta(f, snap),
-            })
-            .collect();
-        let nonzero = |v: u64| (v != 0).then_some(v);
-        let awaited_by = nonzero(cell.awaited_by_task.load(Relaxed)).map(|task| Awaiter {
-            task,
-            frame: nonzero(cell.awaited_by_frame.load(Relaxed)),
-        });
-        let clones = cell.delegate.clones.load(Relaxed);
-        let delegate = (clones > 0).then(|| Delegate {
-            clones,
-            since_ns: conv.ns(cell.delegate.since_ns.load(Relaxed)),
-        });
-        let task = Task {
-            id: cell.id,
-            name: cell.name.as_deref().map(str::to_owned),
-            spawn_site: interner.site(cell, snap),
-            root_anchor: cell.root_anchor as u64,
-            cell: Arc::as_ptr(cell) as u64,
-            poll_waker_data: cell.poll_waker_data.load(Relaxed) as u64,
+        let captured = Captured {
             state,
-            created_ns: conv.ns(cell.created_ns),
-            polls: cell.polls.load(Relaxed),
-            busy_ns: conv.duration_ns(cell.busy_ns.load(Relaxed)),
-            last_poll_end_ns: nonzero(conv.ns(cell.last_poll_end_ns.load(Relaxed))),
-            wakes: cell.wakes.load(Relaxed),
-            last_wake_ns: nonzero(conv.ns(cell.last_wake_ns.load(Relaxed))),
-            frames,
             capture,
-            awaited_by,
-            delegate,
             walk,
         };
+        let task = record(cell, pass.conv, captured, scratch, interner, snap);
         let keep = guard.zip(start).map(|(lock, (ty, addr))| (lock, ty, addr));
         (task, keep)
+    }
+
+    /// An idle task's frames, copied under its lock, and where its walk starts (or why it cannot);
+    /// remembered for showing while it runs, if it was seen running before.
+    fn capture_idle(
+        &mut self,
+        cell: &TaskCell,
+        lock: &ReadLock<'_>,
+        plan: Option<&Plan<'_>>,
+        scratch: &mut Vec<RawFrame>,
+        now_ns: u64,
+        walk: &mut Option<Walk>,
+    ) -> Option<(u32, usize)> {
+        lock.copy_frames(scratch);
+        let mut start = None;
+        match plan.map(|plan| walk_start(cell, plan)) {
+            Some(Ok(at)) => start = Some(at),
+            Some(Err(w)) => *walk = Some(w),
+            None => {}
+        }
+        if let Some(entry) = self.stale.get_mut(&cell.id) {
+            // The walk, if any, is added once the batch is walked (`walk_held`).
+            *entry = Some(Earlier {
+                at_ns: now_ns,
+                frames: scratch.clone(),
+                walk: None,
+            });
+        }
+        start
+    }
+
+    /// A running task's frames and walk from its last idle capture, if one is remembered; from now
+    /// on, its captures are remembered (up to `STALE_CACHE_MAX` tasks).
+    fn capture_running(
+        &mut self,
+        cell: &TaskCell,
+        plan: Option<&Plan<'_>>,
+        scratch: &mut Vec<RawFrame>,
+        walk: &mut Option<Walk>,
+    ) -> Capture {
+        match self.stale.get(&cell.id) {
+            Some(Some(earlier)) => {
+                scratch.extend_from_slice(&earlier.frames);
+                // Frames and walk from the same earlier moment, or no walk at all.
+                if let Some(plan) = plan {
+                    *walk = Some(match &earlier.walk {
+                        Some((hash, w)) if *hash == plan.hash => w.clone(),
+                        _ => Walk::Busy,
+                    });
+                }
+                Capture::Stale {
+                    captured_ns: earlier.at_ns,
+                }
+            }
+            Some(None) => Capture::Unavailable,
+            None => {
+                if self.stale.len() < STALE_CACHE_MAX {
+                    self.stale.insert(cell.id, None);
+                }
+                Capture::Unavailable
+            }
+        }
     }
 
     /// Walks the held tasks together and releases their locks.
@@ -318,6 +293,76 @@ impl Capturer {
             task.walk = Some(w);
         }
         held.clear();
+    }
+}
+
+/// What one task's capture found: its state, how fresh its frames are, and its walk.
+struct Captured {
+    state: TaskState,
+    capture: Capture,
+    walk: Option<Walk>,
+}
+
+/// The state of a task some thread is polling.
+fn running(cell: &TaskCell, conv: &sys::TickConv, interner: &mut Interner) -> TaskState {
+    let tid = cell.running_on().unwrap_or(0);
+    let name = (interner.threads)
+        .entry(tid)
+        .or_insert_with(|| sys::thread_name(tid))
+        .clone();
+    TaskState::Running {
+        thread: ThreadInfo { tid, name },
+        since_ns: conv.ns(cell.running_since_ns.load(Relaxed)),
+    }
+}
+
+/// The task's record: what was captured, its frames (`scratch`), and its counters as of now.
+fn record(
+    cell: &Arc<TaskCell>,
+    conv: &sys::TickConv,
+    captured: Captured,
+    scratch: &[RawFrame],
+    interner: &mut Interner,
+    snap: &mut Snapshot,
+) -> Task {
+    let root = cell.root_id();
+    let frames = scratch
+        .iter()
+        .map(|f| Frame {
+            id: f.id as u64,
+            parent: (f.parent != root).then_some(f.parent as u64),
+            meta: interner.meta(f, snap),
+        })
+        .collect();
+    let nonzero = |v: u64| (v != 0).then_some(v);
+    let awaited_by = nonzero(cell.awaited_by_task.load(Relaxed)).map(|task| Awaiter {
+        task,
+        frame: nonzero(cell.awaited_by_frame.load(Relaxed)),
+    });
+    let clones = cell.delegate.clones.load(Relaxed);
+    let delegate = (clones > 0).then(|| Delegate {
+        clones,
+        since_ns: conv.ns(cell.delegate.since_ns.load(Relaxed)),
+    });
+    Task {
+        id: cell.id,
+        name: cell.name.as_deref().map(str::to_owned),
+        spawn_site: interner.site(cell, snap),
+        root_anchor: cell.root_anchor as u64,
+        cell: Arc::as_ptr(cell) as u64,
+        poll_waker_data: cell.poll_waker_data.load(Relaxed) as u64,
+        state: captured.state,
+        created_ns: conv.ns(cell.created_ns),
+        polls: cell.polls.load(Relaxed),
+        busy_ns: conv.duration_ns(cell.busy_ns.load(Relaxed)),
+        last_poll_end_ns: nonzero(conv.ns(cell.last_poll_end_ns.load(Relaxed))),
+        wakes: cell.wakes.load(Relaxed),
+        last_wake_ns: nonzero(conv.ns(cell.last_wake_ns.load(Relaxed))),
+        frames,
+        capture: captured.capture,
+        awaited_by,
+        delegate,
+        walk: captured.walk,
     }
 }
 

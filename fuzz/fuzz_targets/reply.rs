@@ -2,6 +2,7 @@
 //! error; updates are applied to a mirror, as `watch` does.
 #![no_main]
 
+use asyncdump::assemble::undecoded;
 use asyncdump::model::{self, Dump};
 use asyncdump::session::Mirror;
 use asyncdump::view::text::{self, Style};
@@ -23,14 +24,14 @@ fuzz_target!(|data: &[u8]| {
     };
     match decode::<Reply>(data) {
         Ok(Reply::Snapshot(snap)) => {
-            if let Ok(dump) = model::undecoded(&hs, &snap) {
+            if let Ok(dump) = undecoded(&hs, &snap) {
                 print(&dump);
             }
         }
         Ok(Reply::Update(update)) => {
             let mut mirror = Mirror::default();
             if mirror.apply(update).is_ok()
-                && let Ok(dump) = model::undecoded(&hs, &mirror.snap)
+                && let Ok(dump) = undecoded(&hs, &mirror.snap)
             {
                 print(&dump);
             }

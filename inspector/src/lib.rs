@@ -13,14 +13,16 @@
 //! - [`view`] renders a dump as text, JSON or folded stacks, and [`watch`] is the live view.
 //!
 //! [`session`] drives the stages for one attached target across snapshots. Beside them: [`names`]
-//! (every name shortening), [`file`](mod@file) (snapshot and recording files), [`ps`] (lists agents) and
-//! [`demo`] (runs a bundled fixture). Errors about the target are typed ([`error::TargetError`]);
-//! exit codes are in [`error`].
+//! (every name shortening), [`file`](mod@file) (snapshot and recording files) and [`ps`] (lists
+//! agents). Every error the library gives is an [`Error`], whose [`Error::exit_code`] is the status
+//! the command line exits with; errors about the target are typed ([`error::TargetError`]).
+
+// Functions fit on a screen: clippy.toml sets the limit (80 lines), CI denies what goes over it.
+#![warn(clippy::too_many_lines)]
 
 pub mod assemble;
 pub mod client;
 pub mod decode;
-pub mod demo;
 pub mod dwarf;
 pub mod error;
 pub mod file;
@@ -37,3 +39,49 @@ pub mod watch;
 mod hostile_input;
 #[cfg(test)]
 mod testing;
+
+/// Every error the library gives, by the stage it comes from. Each message is one line that says what
+/// to do next; [`Error::exit_code`] is the status the command line exits with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The target process or its agent (no such process, no agent, refused, version mismatch).
+    #[error(transparent)]
+    Target(#[from] error::TargetError),
+    /// A snapshot file or recording, read or written.
+    #[error(transparent)]
+    File(#[from] file::FileError),
+    /// A binary's debug info (`index`).
+    #[error(transparent)]
+    Dwarf(#[from] dwarf::DwarfError),
+    #[error(transparent)]
+    Watch(#[from] watch::WatchError),
+    /// Output that could not be written.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Anything else on this side (an unbuilt demo fixture).
+    #[error("{0}")]
+    Local(String),
+}
+
+impl Error {
+    /// The exit status for this error: 1 a target problem, 3 a problem on this side, 4 a file that
+    /// cannot be read back (damaged, another format or version, written with `--coalesce`). Usage
+    /// errors (2) are clap's.
+    pub fn exit_code(&self) -> u8 {
+        use error::{EXIT_FILE, EXIT_LOCAL, EXIT_TARGET};
+        let file = |f: &file::FileError| match f {
+            file::FileError::Write { .. } => EXIT_LOCAL,
+            _ => EXIT_FILE,
+        };
+        match self {
+            Error::Target(_) | Error::Watch(watch::WatchError::Target(_)) => EXIT_TARGET,
+            Error::File(f) | Error::Watch(watch::WatchError::File(f)) => file(f),
+            Error::Dwarf(_) | Error::Watch(_) | Error::Io(_) | Error::Local(_) => EXIT_LOCAL,
+        }
+    }
+
+    /// Whether the output's reader left (`asyncdump dump 1 | head`): nothing to report.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}

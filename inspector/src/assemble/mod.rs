@@ -125,67 +125,11 @@ impl Dump {
         decoding: DecodingInfo,
         cache: &mut ChainCache,
     ) -> Dump {
-        let shared = Shared {
-            metas: snap
-                .frame_metas
-                .iter()
-                .map(|m| {
-                    Arc::new(FrameInfo::new(
-                        m.name.clone(),
-                        Some(loc(&m.location)),
-                        match m.source {
-                            FrameSource::AnnotatedFn => Source::AnnotatedFn,
-                            FrameSource::Labelled => Source::Labelled,
-                        },
-                    ))
-                })
-                .collect(),
-            sites: snap
-                .spawn_sites
-                .iter()
-                .map(|s| (Arc::new(loc(&s.location)), Arc::from(s.root_type.as_str())))
-                .collect(),
-            no_delegates: Arc::default(),
-            no_text: Arc::from(""),
-        };
-        let by_id: FastMap<u64, usize> = snap
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.id, i))
-            .collect();
         let listed = runtime::Listed::new(snap, decoder);
-        // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
-        let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
-        for t in &snap.tasks {
-            if let Some(a) = t.awaited_by {
-                edges.entry(a.task).or_default().push((a.frame, t.id));
-            }
-        }
-        let mut tasks: Vec<TaskView> = snap
-            .tasks
-            .iter()
-            .map(|t| {
-                let edges = edges.get(&t.id).map_or(&[][..], |v| v);
-                let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs(), cache);
-                listed.annotate(&mut view);
-                view.awaited_by = t.awaited_by.map(|edge| {
-                    let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
-                    AwaitedBy {
-                        task: edge.task,
-                        task_name: awaiter.and_then(|a| a.name.clone()),
-                        path: awaiter
-                            .map(|a| frame_path(snap, a, edge.frame))
-                            .unwrap_or_default(),
-                    }
-                });
-                view
-            })
-            .collect();
+        let mut tasks = agent_tasks(snap, decoder, &listed, cache);
         cache.sweep();
         tasks.extend(listed.views(decoder, cache.live()));
         listed.join_edges(&mut tasks, decoder);
-        let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
         // view's screen, which should not wait for it).
         let mut index = FastMap::default();
@@ -202,23 +146,92 @@ impl Dump {
                 start_time_unix_ms: handshake.start_time_unix_ms,
                 uptime_ns: snap.uptime_ns,
             },
-            snapshot: SnapshotInfo {
-                now_ns: snap.now_ns,
-                capture_ns: snap.capture_ns,
-                round_trip_ns,
-                tasks_total: tasks.len(),
-                idle: count(State::Idle),
-                scheduled: count(State::Scheduled),
-                running: count(State::Running),
-                completed: count(State::Completed),
-                tasks_spawned: snap.stats.tasks_spawned,
-            },
+            snapshot: snapshot_info(snap, round_trip_ns, &tasks),
             runtimes: listed.reports(snap, decoder, &decoding),
             deadlocks: find_cycles(&tasks),
             decoding,
             tasks,
             index: index.into(),
         }
+    }
+}
+
+impl Shared {
+    /// The snapshot's frame metas and spawn sites, each made once.
+    fn of(snap: &Snapshot) -> Shared {
+        let meta = |m: &asyncdump_protocol::FrameMeta| {
+            let source = match m.source {
+                FrameSource::AnnotatedFn => Source::AnnotatedFn,
+                FrameSource::Labelled => Source::Labelled,
+            };
+            Arc::new(FrameInfo::new(
+                m.name.clone(),
+                Some(loc(&m.location)),
+                source,
+            ))
+        };
+        let site = |s: &asyncdump_protocol::SpawnSite| {
+            (Arc::new(loc(&s.location)), Arc::from(s.root_type.as_str()))
+        };
+        Shared {
+            metas: snap.frame_metas.iter().map(meta).collect(),
+            sites: snap.spawn_sites.iter().map(site).collect(),
+            no_delegates: Arc::default(),
+            no_text: Arc::from(""),
+        }
+    }
+}
+
+/// The views of the agent's tasks, with the JoinHandle edges into and out of each.
+fn agent_tasks(
+    snap: &Snapshot,
+    decoder: Option<&Plan>,
+    listed: &runtime::Listed<'_>,
+    cache: &mut ChainCache,
+) -> Vec<TaskView> {
+    let shared = Shared::of(snap);
+    let by_id: FastMap<u64, usize> = (snap.tasks.iter().enumerate())
+        .map(|(i, t)| (t.id, i))
+        .collect();
+    // Edges, keyed by the awaiting task: (awaiting frame id or None for the root, awaited task).
+    let mut edges: FastMap<u64, Vec<(Option<u64>, u64)>> = FastMap::default();
+    for t in &snap.tasks {
+        if let Some(a) = t.awaited_by {
+            edges.entry(a.task).or_default().push((a.frame, t.id));
+        }
+    }
+    let view = |t: &asyncdump_protocol::Task| {
+        let edges = edges.get(&t.id).map_or(&[][..], |v| v);
+        let mut view = task_view(snap, &shared, t, edges, decoder, listed.refs(), cache);
+        listed.annotate(&mut view);
+        view.awaited_by = t.awaited_by.map(|edge| {
+            let awaiter = by_id.get(&edge.task).map(|&j| &snap.tasks[j]);
+            AwaitedBy {
+                task: edge.task,
+                task_name: awaiter.and_then(|a| a.name.clone()),
+                path: awaiter
+                    .map(|a| frame_path(snap, a, edge.frame))
+                    .unwrap_or_default(),
+            }
+        });
+        view
+    };
+    snap.tasks.iter().map(view).collect()
+}
+
+/// The header's counts of the snapshot.
+fn snapshot_info(snap: &Snapshot, round_trip_ns: u64, tasks: &[TaskView]) -> SnapshotInfo {
+    let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
+    SnapshotInfo {
+        now_ns: snap.now_ns,
+        capture_ns: snap.capture_ns,
+        round_trip_ns,
+        tasks_total: tasks.len(),
+        idle: count(State::Idle),
+        scheduled: count(State::Scheduled),
+        running: count(State::Running),
+        completed: count(State::Completed),
+        tasks_spawned: snap.stats.tasks_spawned,
     }
 }
 

@@ -130,14 +130,21 @@ impl Table {
             {
                 skip_below = Some(depth);
                 name_impl(&self.nodes, &stack, &mut self.impls, || {
-                    string(constants::DW_AT_linkage_name)
-                        .map(|s| s.to_string_lossy().into_owned())
+                    string(constants::DW_AT_linkage_name).map(|s| s.to_string_lossy().into_owned())
                 });
                 continue;
             }
             let name = string(constants::DW_AT_name).map(|s| s.to_string_lossy().into_owned());
             let base = unit.header.offset().0 as u64;
-            let node = node_of(entry, base, unit_index, stack.last().copied(), name, marks, endian);
+            let node = node_of(
+                entry,
+                base,
+                unit_index,
+                stack.last().copied(),
+                name,
+                marks,
+                endian,
+            );
             self.saw_types |= node.tag == constants::DW_TAG_structure_type;
             stack.push(self.push(node));
         }
@@ -154,9 +161,8 @@ impl Table {
         if entry.tag() != constants::DW_TAG_subprogram {
             return Marks::default();
         }
-        let named = |prefix: &[u8]| {
-            string(constants::DW_AT_name).is_some_and(|s| s.starts_with(prefix))
-        };
+        let named =
+            |prefix: &[u8]| string(constants::DW_AT_name).is_some_and(|s| s.starts_with(prefix));
         let anchor = string(constants::DW_AT_linkage_name).is_some_and(|s| is_anchor(&s));
         Marks {
             anchor,
@@ -235,7 +241,8 @@ fn static_address(entry: &Entry<'_>, endian: RunTimeEndian) -> Option<u64> {
         return None;
     };
     let b = e.0.slice();
-    if entry.tag() != constants::DW_TAG_variable || b.len() != 9 || b[0] != constants::DW_OP_addr.0 {
+    if entry.tag() != constants::DW_TAG_variable || b.len() != 9 || b[0] != constants::DW_OP_addr.0
+    {
         return None;
     }
     let a: [u8; 8] = b[1..9].try_into().ok()?;

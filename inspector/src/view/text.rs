@@ -7,8 +7,8 @@
 use std::fmt::{self, Display, Write};
 
 use crate::model::{
-    CaptureView, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, Source, State, TOKIO_ONLY,
-    TaskView,
+    CaptureView, DecodingInfo, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, RuntimeView,
+    Source, State, TOKIO_ONLY, TaskView,
 };
 use crate::names::display_name;
 use crate::names::{short, short_path};
@@ -255,7 +255,19 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         0 => writeln!(out),
         rtt => writeln!(out, " (round trip {})", Dur(rtt)),
     };
-    for r in &d.runtimes {
+    runtimes(out, &d.runtimes);
+    decoding(out, &d.decoding);
+    let _ = writeln!(
+        out,
+        "showing {} of {} tasks\n",
+        d.tasks.len(),
+        s.tasks_total
+    );
+}
+
+/// One line per runtime: how many tasks it has and how many were listed, or why none were.
+fn runtimes<W: Write + ?Sized>(out: &mut W, runtimes: &[RuntimeView]) {
+    for r in runtimes {
         let _ = match r.flavor.as_deref() {
             Some("local_set") => write!(out, "LocalSet: "),
             flavor => write!(out, "runtime {}: ", flavor.unwrap_or("tokio")),
@@ -280,7 +292,10 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
             }
         }
     }
-    let dec = &d.decoding;
+}
+
+/// Where chains were decoded from, and the notes on decoding.
+fn decoding<W: Write + ?Sized>(out: &mut W, dec: &DecodingInfo) {
     if dec.enabled {
         let _ = write!(
             out,
@@ -301,12 +316,6 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     for note in [&dec.note, &dec.cache_note].into_iter().flatten() {
         let _ = writeln!(out, "note: {note}");
     }
-    let _ = writeln!(
-        out,
-        "showing {} of {} tasks\n",
-        d.tasks.len(),
-        s.tasks_total
-    );
 }
 
 /// A task's state in the words `dump` prints it with (also the live view's).
@@ -328,6 +337,23 @@ fn age_word(s: State) -> &'static str {
 }
 
 fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style: Style) {
+    title(out, t, labels);
+    spawned(
+        out,
+        t.spawned_at.as_deref(),
+        t.tokio_id.filter(|_| t.agent_id.is_some()),
+        &t.root_type,
+        t.age_ns,
+        style,
+    );
+    context(out, t, labels);
+    frames(out, &t.frames, &t.awaits_tasks, labels, style);
+    delegate(out, t);
+    decoded_delegates(out, t, labels);
+}
+
+/// `task 3 "name" · idle · suspended 2s · polls 4 · busy 1ms · woken 3 times (last 2s ago)`.
+fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     // The header and spawn lines are written piece by piece, as every task has them: through the
     // formatting machinery they were a quarter of a text dump's instructions at 100,000 tasks.
     let _ = labels.of(t.id).write_to(out);
@@ -366,14 +392,10 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
         }
     }
     let _ = out.write_char('\n');
-    spawned(
-        out,
-        t.spawned_at.as_deref(),
-        t.tokio_id.filter(|_| t.agent_id.is_some()),
-        &t.root_type,
-        t.age_ns,
-        style,
-    );
+}
+
+/// Who awaits the task, how fresh its frames are, and why it was not decoded.
+fn context<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     if let Some(by) = &t.awaited_by {
         let _ = write!(out, "  awaited by {}", labels.of(by.task));
         if !by.path.is_empty() {
@@ -398,7 +420,10 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
     if let Some(note) = &t.decode_note {
         let _ = writeln!(out, "  {note}");
     }
-    frames(out, &t.frames, &t.awaits_tasks, labels, style);
+}
+
+/// The waker the agent saw a leaf keep.
+fn delegate<W: Write + ?Sized>(out: &mut W, t: &TaskView) {
     match &t.delegate {
         None if t.agent_id.is_none() => {} // only the agent sees the waker
         None => {
@@ -414,7 +439,11 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
             );
         }
     }
-    // Identical receivers (the branches of a join) are one line with a count.
+}
+
+/// What the chain's oneshot receivers say of the waker, identical receivers (the branches of a join)
+/// one line with a count.
+fn decoded_delegates<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     let mut shown: Vec<(&crate::model::DecodedDelegate, usize)> = Vec::new();
     for d in t.decoded_delegates.iter() {
         match shown.iter_mut().find(|(s, _)| *s == d) {

@@ -1,13 +1,15 @@
 //! `asyncdump watch`: the live view. A feed thread ([`feed`]) keeps the target's [`Session`], subscribed
 //! to its updates (and records them with `--record`); `--from` shows a snapshot file or replays a
-//! recording instead; the screen's thread keeps the [`state::App`], maps keys to it and draws
-//! it ([`view`]) with ratatui on crossterm. State, view, input and connection are apart: the state knows
-//! nothing of the terminal, and is what the tests drive.
+//! recording instead; the screen's thread keeps the [`state::App`], gives it the keys [`input`] maps
+//! (its one key table) and does the [`state::Effect`] each asks for, and draws it ([`view`]) with
+//! ratatui on crossterm. State, view, input and connection are apart: the state knows nothing of the
+//! terminal, and is what the tests drive.
 //!
 //! The terminal is restored on quit, on Ctrl-C (a key in raw mode) and on a panic (ratatui's hook
 //! restores it before the panic prints).
 
 pub mod feed;
+pub mod input;
 pub mod state;
 pub mod view;
 
@@ -16,18 +18,18 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{
-    self, DisableMouseCapture, EnableMouseCapture, Event, KeyCode, KeyEvent, KeyEventKind,
-    KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+    self, DisableMouseCapture, EnableMouseCapture, Event, MouseButton, MouseEvent, MouseEventKind,
 };
 use ratatui::layout::Rect;
 
 use crate::error::TargetError;
 use crate::file::{self, FileError, Opened, Recorder, Replay};
-use crate::model::{Dump, State};
+use crate::model::Dump;
 use crate::session::{Session, SessionOptions};
 use crate::target::Target;
 use feed::Update;
-use state::{App, Key, Link};
+use input::{Key, key_of};
+use state::{App, Effect, Link};
 
 /// How to watch.
 #[derive(Debug, Clone)]
@@ -150,21 +152,12 @@ fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
     }));
     crossterm::execute!(std::io::stdout(), EnableMouseCapture)?;
     let freed = graveyard();
+    // Replay steps asked for since the last update was taken.
+    let mut step = 0;
     let result = (|| -> std::io::Result<()> {
         loop {
-            take_states(&mut source, &mut app, &freed);
-            if app.save_requested {
-                app.save_requested = false;
-                app.message = Some(match app.dump().map(save) {
-                    Some(Ok(path)) => format!("saved {path}"),
-                    Some(Err(e)) => format!("could not save: {e}"),
-                    None => "nothing to save yet".to_owned(),
-                });
-            }
+            take_states(&mut source, &mut app, &freed, std::mem::take(&mut step));
             terminal.draw(|f| view::draw(f, &app, Instant::now()))?;
-            if app.quit {
-                return Ok(());
-            }
             // Redrawn at least every 100 ms (the status bar's ages move), and at once on a key.
             if !event::poll(Duration::from_millis(100))? {
                 continue;
@@ -177,8 +170,17 @@ fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
                 }
                 _ => None,
             };
-            if let Some(key) = key {
-                app.key(key);
+            match key.map(|key| app.key(key)) {
+                Some(Effect::Quit) => return Ok(()),
+                Some(Effect::Save) => {
+                    app.message = Some(match app.dump().map(save) {
+                        Some(Ok(path)) => format!("saved {path}"),
+                        Some(Err(e)) => format!("could not save: {e}"),
+                        None => "nothing to save yet".to_owned(),
+                    });
+                }
+                Some(Effect::Step(n)) => step += n,
+                Some(Effect::Redraw) | None => {}
             }
         }
     })();
@@ -201,7 +203,7 @@ fn graveyard() -> Graveyard {
 }
 
 /// Gives `app` what its source has for it: the feed's newest states, or the replay's next step.
-fn take_states(source: &mut Source, app: &mut App, freed: &Graveyard) {
+fn take_states(source: &mut Source, app: &mut App, freed: &Graveyard, step: i32) {
     match source {
         Source::Live(updates) => loop {
             match updates.try_recv() {
@@ -217,9 +219,8 @@ fn take_states(source: &mut Source, app: &mut App, freed: &Graveyard) {
         },
         Source::File => {}
         Source::Replay(replay, name) => {
-            if app.step != 0 {
-                let to = (replay.pos() as i64 + i64::from(app.step)).max(0) as usize;
-                app.step = 0;
+            if step != 0 {
+                let to = (replay.pos() as i64 + i64::from(step)).max(0) as usize;
                 let dump = replay.seek(to);
                 let _ = freed.send(app.update(dump, Instant::now()));
                 app.link = replay_link(replay, name);
@@ -253,77 +254,5 @@ fn mouse_key(app: &App, m: MouseEvent, screen: Rect) -> Option<Key> {
             view::row_at(app, screen, m.row).map(Key::Row)
         }
         _ => None,
-    }
-}
-
-/// The state's key for a terminal key press; while a search is typed, characters are its text.
-fn key_of(k: KeyEvent, typing: bool) -> Option<Key> {
-    if k.kind != KeyEventKind::Press {
-        return None;
-    }
-    if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
-        return Some(Key::Quit);
-    }
-    if typing {
-        return match k.code {
-            KeyCode::Char(c) => Some(Key::Char(c)),
-            KeyCode::Backspace => Some(Key::Erase),
-            KeyCode::Enter | KeyCode::Esc => Some(Key::Done),
-            _ => None,
-        };
-    }
-    Some(match k.code {
-        KeyCode::Up | KeyCode::Char('k') => Key::Up,
-        KeyCode::Down | KeyCode::Char('j') => Key::Down,
-        KeyCode::Home | KeyCode::Char('g') => Key::Top,
-        KeyCode::End | KeyCode::Char('G') => Key::Bottom,
-        KeyCode::Enter => Key::Follow,
-        KeyCode::Left if k.modifiers.contains(KeyModifiers::SHIFT) => Key::Step(-10),
-        KeyCode::Right if k.modifiers.contains(KeyModifiers::SHIFT) => Key::Step(10),
-        KeyCode::Left => Key::Step(-1),
-        KeyCode::Right => Key::Step(1),
-        KeyCode::Backspace => Key::Back,
-        KeyCode::Char(' ') => Key::Pause,
-        KeyCode::Char('?') => Key::Help,
-        KeyCode::Char('/') => Key::Search,
-        KeyCode::Char('o') => Key::NextSort,
-        KeyCode::Char('!') => Key::AttentionFirst,
-        KeyCode::Char('r') => Key::Reverse,
-        KeyCode::Char('c') => Key::Coalesce,
-        KeyCode::Char('1') => Key::Toggle(State::Idle),
-        KeyCode::Char('2') => Key::Toggle(State::Scheduled),
-        KeyCode::Char('3') => Key::Toggle(State::Running),
-        KeyCode::Char('4') => Key::Toggle(State::Completed),
-        KeyCode::Char('s') => Key::Save,
-        KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
-        _ => return None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_map_as_the_help_lists_them() {
-        let press = |code, modifiers| key_of(KeyEvent::new(code, modifiers), false);
-        let none = KeyModifiers::NONE;
-        assert_eq!(press(KeyCode::Char('j'), none), Some(Key::Down));
-        assert_eq!(press(KeyCode::Up, none), Some(Key::Up));
-        assert_eq!(press(KeyCode::Enter, none), Some(Key::Follow));
-        assert_eq!(press(KeyCode::Backspace, none), Some(Key::Back));
-        assert_eq!(press(KeyCode::Char(' '), none), Some(Key::Pause));
-        assert_eq!(
-            press(KeyCode::Char('c'), KeyModifiers::CONTROL),
-            Some(Key::Quit)
-        );
-        assert_eq!(press(KeyCode::Char('q'), none), Some(Key::Quit));
-        assert_eq!(press(KeyCode::Char('x'), none), None);
-        assert_eq!(press(KeyCode::Char('/'), none), Some(Key::Search));
-        // While a search is typed, letters are its text and Enter ends it.
-        let typed = |code| key_of(KeyEvent::new(code, none), true);
-        assert_eq!(typed(KeyCode::Char('q')), Some(Key::Char('q')));
-        assert_eq!(typed(KeyCode::Backspace), Some(Key::Erase));
-        assert_eq!(typed(KeyCode::Enter), Some(Key::Done));
     }
 }

@@ -12,44 +12,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::input::Key;
 use crate::model::{Dump, FrameNode, Group, State, TaskView, coalesce, leaf_frame};
 
-/// A key, as the state understands it (the terminal's key events are mapped to these in `input`).
+/// What a key asks of the screen's loop, beyond changing the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    Up,
-    Down,
-    Top,
-    Bottom,
-    /// Follow the selected task's edge: to the task it awaits, or else the one awaiting it.
-    Follow,
-    Back,
-    Pause,
-    Help,
+pub enum Effect {
+    /// Nothing more: the screen is redrawn.
+    Redraw,
     Quit,
-    /// Start typing a search (`/`).
-    Search,
-    /// A character of the search being typed.
-    Char(char),
-    /// Remove the search's last character.
-    Erase,
-    /// Stop typing the search (it stays applied; an empty one clears it).
-    Done,
-    /// Sort by the next column.
-    NextSort,
-    /// Reverse the sort.
-    Reverse,
-    /// Group identical chains, or list tasks again.
-    Coalesce,
-    /// Show or hide the tasks in a state.
-    Toggle(State),
-    /// Save what is on screen as a snapshot file.
+    /// Save what is shown as a snapshot file (there is something shown).
     Save,
-    /// List deadlocked and stuck tasks first, or not.
-    AttentionFirst,
-    /// Select this row of the table (a mouse click).
-    Row(usize),
-    /// In a replay: the previous and the next update (`←`, `→`), or ten of them (with Shift).
+    /// In a replay: move this many updates.
     Step(i32),
 }
 
@@ -156,16 +130,11 @@ pub struct App {
     group_tasks: Option<Vec<u64>>,
     /// States whose tasks are hidden.
     pub hidden: Vec<State>,
-    /// Set by `s`; the screen's loop writes the file and says how it went in `message`.
-    pub save_requested: bool,
     pub message: Option<String>,
     back: Vec<u64>,
     pub paused: bool,
     pub help: bool,
-    pub quit: bool,
     pub link: Link,
-    /// A replay step asked for by `←`/`→`, for the screen's loop to take.
-    pub step: i32,
     /// Suspended this long is stuck.
     pub stuck_after: Duration,
     /// List deadlocked, then stuck tasks before the others (`!`).
@@ -198,14 +167,11 @@ impl App {
             group_row: 0,
             group_tasks: None,
             hidden: Vec::new(),
-            save_requested: false,
             message: None,
             back: Vec::new(),
             paused: false,
             help: false,
-            quit: false,
             link: Link::Connecting,
-            step: 0,
             stuck_after: STUCK_AFTER,
             attention_first: false,
             deadlocked: Default::default(),
@@ -295,25 +261,17 @@ impl App {
         self.last_update.map(|t| now.duration_since(t))
     }
 
-    pub fn key(&mut self, key: Key) {
+    /// Changes the state as `key` asks; what else it asks of the screen's loop.
+    pub fn key(&mut self, key: Key) -> Effect {
         if self.help && key != Key::Quit {
             self.help = false;
-            return;
+            return Effect::Redraw;
         }
         if self.typing {
-            match key {
-                Key::Char(c) => self.search.push(c),
-                Key::Erase => {
-                    self.search.pop();
-                }
-                Key::Done => self.typing = false,
-                Key::Quit => self.quit = true,
-                _ => return,
-            }
-            self.reorder();
-            return;
+            return self.typed(key);
         }
         match key {
+            Key::Quit => return Effect::Quit,
             Key::Toggle(state) => {
                 match self.hidden.iter().position(|&s| s == state) {
                     Some(i) => {
@@ -322,24 +280,33 @@ impl App {
                     None => self.hidden.push(state),
                 }
                 self.reorder();
-                return;
             }
-            Key::Save => {
-                self.save_requested = self.shown.is_some();
-                return;
-            }
-            Key::Step(n) => {
-                if matches!(self.link, Link::Replay { .. }) {
-                    self.step += n;
-                }
-                return;
-            }
-            _ => {}
+            Key::Save if self.shown.is_some() => return Effect::Save,
+            Key::Step(n) if matches!(self.link, Link::Replay { .. }) => return Effect::Step(n),
+            Key::Save | Key::Step(_) => {}
+            _ if self.coalesced => self.group_key(key),
+            _ => self.task_key(key),
         }
-        if self.coalesced {
-            self.group_key(key);
-            return;
+        Effect::Redraw
+    }
+
+    /// A key while a search is typed.
+    fn typed(&mut self, key: Key) -> Effect {
+        match key {
+            Key::Char(c) => self.search.push(c),
+            Key::Erase => {
+                self.search.pop();
+            }
+            Key::Done => self.typing = false,
+            Key::Quit => return Effect::Quit,
+            _ => return Effect::Redraw,
         }
+        self.reorder();
+        Effect::Redraw
+    }
+
+    /// A key in the task table.
+    fn task_key(&mut self, key: Key) {
         match key {
             Key::Search => self.typing = true,
             Key::Coalesce => {
@@ -364,7 +331,6 @@ impl App {
                 self.reversed = !self.reversed;
                 self.reorder();
             }
-            Key::Char(_) | Key::Erase | Key::Done | Key::Toggle(_) | Key::Save | Key::Step(_) => {}
             Key::Up => self.select_row(self.row.saturating_sub(1)),
             Key::Down => self.select_row(self.row + 1),
             Key::Row(row) => self.select_row(row),
@@ -378,7 +344,13 @@ impl App {
             }
             Key::Pause => self.key_pause(),
             Key::Help => self.help = true,
-            Key::Quit => self.quit = true,
+            Key::Quit
+            | Key::Char(_)
+            | Key::Erase
+            | Key::Done
+            | Key::Toggle(_)
+            | Key::Save
+            | Key::Step(_) => {}
         }
     }
 
@@ -407,7 +379,6 @@ impl App {
             Key::Search => self.typing = true,
             Key::Pause => self.key_pause(),
             Key::Help => self.help = true,
-            Key::Quit => self.quit = true,
             _ => {}
         }
     }
@@ -645,8 +616,7 @@ pub(crate) mod tests {
         app.key(Key::Down);
         assert!(!app.help);
         assert_eq!(app.selected, Some(1), "the key only closed the help");
-        app.key(Key::Quit);
-        assert!(app.quit);
+        assert_eq!(app.key(Key::Quit), Effect::Quit);
     }
 
     #[test]
@@ -735,11 +705,9 @@ pub(crate) mod tests {
     #[test]
     fn s_asks_the_screen_to_save_what_is_shown() {
         let mut app = App::new(Instant::now());
-        app.key(Key::Save);
-        assert!(!app.save_requested, "nothing to save yet");
+        assert_eq!(app.key(Key::Save), Effect::Redraw, "nothing to save yet");
         let mut app = app_with(&three());
-        app.key(Key::Save);
-        assert!(app.save_requested);
+        assert_eq!(app.key(Key::Save), Effect::Save);
     }
 
     #[test]

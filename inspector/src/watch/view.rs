@@ -10,45 +10,12 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 
+use super::input::BINDINGS;
 use super::state::{App, Attention, Column, Link};
 use crate::model::{FrameNode, TaskView, leaf_frame};
 use crate::names::{short, short_path};
 use crate::view::text::{self, state_word};
 use crate::view::{Dur, duration};
-
-/// The keys, as `?` lists them.
-pub const KEYS: &[(&str, &str)] = &[
-    ("↑ ↓  k j", "select a task"),
-    ("g G", "first, last task"),
-    ("Enter", "follow the edge to the awaited (or awaiting) task"),
-    ("Backspace", "back to where Enter came from"),
-    (
-        "/",
-        "search names, types, frames and files (Enter or Esc ends typing)",
-    ),
-    ("o  r", "sort by the next column, reverse the sort"),
-    (
-        "!",
-        "deadlocked, then stuck (over --stuck-after) tasks first",
-    ),
-    ("c", "group identical chains (Enter lists a group's tasks)"),
-    (
-        "1 2 3 4",
-        "show or hide idle, scheduled, running, completed tasks",
-    ),
-    (
-        "s",
-        "save what is shown as a JSON snapshot (as dump --json)",
-    ),
-    ("space", "pause the screen (updates go on)"),
-    (
-        "← →",
-        "replaying a recording: previous, next update (Shift: ten)",
-    ),
-    ("mouse", "wheel moves the selection, a click selects a row"),
-    ("?", "this help"),
-    ("q  Ctrl-C", "quit"),
-];
 
 /// The screen's parts: the table, the detail pane, the status bar.
 fn areas(screen: Rect) -> [Rect; 3] {
@@ -318,7 +285,47 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
     if let Some(d) = app.dump() {
         parts.push(format!("pid {} ({})", d.process.pid, d.process.program));
     }
-    parts.push(match &app.link {
+    parts.push(link_word(&app.link));
+    // What changes what is shown comes first: a narrow terminal cuts the end.
+    shown_parts(app, &mut parts);
+    let (cycles, deadlocked, stuck) = app.attention_counts();
+    if cycles > 0 {
+        let what = if cycles == 1 { "cycle" } else { "cycles" };
+        parts.push(format!(
+            "DEADLOCK: {deadlocked} tasks in {cycles} wait {what}"
+        ));
+    }
+    if stuck > 0 {
+        parts.push(format!(
+            "{stuck} STUCK over {}",
+            Dur(app.stuck_after.as_nanos() as u64)
+        ));
+    }
+    if let Some(d) = app.dump() {
+        let s = &d.snapshot;
+        parts.push(format!(
+            "{} tasks: {} idle, {} scheduled, {} running",
+            s.tasks_total, s.idle, s.scheduled, s.running
+        ));
+    }
+    let live = matches!(
+        app.link,
+        Link::Connecting | Link::Connected | Link::Disconnected(_)
+    );
+    if live {
+        parts.push(format!("{:.1} updates/s", app.rate(now)));
+        if let Some(age) = app.age(now) {
+            parts.push(format!("updated {} ago", Dur(age.as_nanos() as u64)));
+        }
+    }
+    parts.push("? keys".to_owned());
+    Line::from(printable_owned(parts.join(" · ")))
+        .style(Style::new().add_modifier(Modifier::REVERSED))
+}
+
+/// Where the states come from, and how that is going.
+fn link_word(link: &Link) -> String {
+    match link {
         Link::Connecting => "connecting".to_owned(),
         Link::Connected => "connected".to_owned(),
         Link::Disconnected(why) => format!("DISCONNECTED: {why}"),
@@ -335,12 +342,11 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
             Dur(at_ms * 1_000_000),
             Dur(total_ms * 1_000_000)
         ),
-    });
-    let live = matches!(
-        app.link,
-        Link::Connecting | Link::Connected | Link::Disconnected(_)
-    );
-    // What changes what is shown comes first: a narrow terminal cuts the end.
+    }
+}
+
+/// What changes what is shown: pause, a message, hidden states, groups, a search.
+fn shown_parts(app: &App, parts: &mut Vec<String>) {
     if app.paused {
         parts.push("PAUSED (space resumes)".to_owned());
     }
@@ -370,50 +376,21 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
         )),
         (false, true) => {}
     }
-    let (cycles, deadlocked, stuck) = app.attention_counts();
-    if cycles > 0 {
-        let what = if cycles == 1 { "cycle" } else { "cycles" };
-        parts.push(format!(
-            "DEADLOCK: {deadlocked} tasks in {cycles} wait {what}"
-        ));
-    }
-    if stuck > 0 {
-        parts.push(format!(
-            "{stuck} STUCK over {}",
-            Dur(app.stuck_after.as_nanos() as u64)
-        ));
-    }
-    if let Some(d) = app.dump() {
-        let s = &d.snapshot;
-        parts.push(format!(
-            "{} tasks: {} idle, {} scheduled, {} running",
-            s.tasks_total, s.idle, s.scheduled, s.running
-        ));
-    }
-    if live {
-        parts.push(format!("{:.1} updates/s", app.rate(now)));
-        if let Some(age) = app.age(now) {
-            parts.push(format!("updated {} ago", Dur(age.as_nanos() as u64)));
-        }
-    }
-    parts.push("? keys".to_owned());
-    Line::from(printable_owned(parts.join(" · ")))
-        .style(Style::new().add_modifier(Modifier::REVERSED))
 }
 
 fn draw_help(f: &mut Frame<'_>) {
     let area = f.area();
     let width = area.width.min(84);
-    let height = (KEYS.len() as u16 + 2).min(area.height);
+    let height = (BINDINGS.len() as u16 + 2).min(area.height);
     let at = Rect {
         x: area.x + (area.width - width) / 2,
         y: area.y + (area.height - height) / 2,
         width,
         height,
     };
-    let lines: Vec<Line<'_>> = KEYS
+    let lines: Vec<Line<'_>> = BINDINGS
         .iter()
-        .map(|(k, what)| Line::from(format!("{k:<12} {what}")))
+        .map(|b| Line::from(format!("{:<12} {}", b.keys, b.does)))
         .collect();
     f.render_widget(Clear, at);
     f.render_widget(
@@ -427,7 +404,7 @@ mod tests {
     use super::*;
     use crate::model::Dump;
     use crate::testing::handshake;
-    use crate::watch::state::Key;
+    use crate::watch::input::Key;
     use crate::watch::state::tests::three;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;

@@ -7,9 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-
-use crate::target::{dirs_for, euid};
+use asyncdump::Error;
+use asyncdump::target::{dirs_for, euid};
 
 /// Kills the fixture however the demo ends, and removes the socket it could not remove itself.
 struct Fixture(Child);
@@ -26,27 +25,32 @@ impl Drop for Fixture {
 }
 
 /// The fixture binary: next to this executable, as cargo builds them into one target directory.
-pub fn fixture_path(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot locate the asyncdump executable")?;
+fn fixture_path(name: &str) -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Local(format!("cannot locate the asyncdump executable: {e}")))?;
     let path = exe.with_file_name(name);
     if !path.exists() {
-        bail!(
+        return Err(Error::Local(format!(
             "demo fixture not found at {}: build it first with `cargo build --workspace` (the README's demo command does)",
             path.display()
-        );
+        )));
     }
     Ok(path)
 }
 
 /// Starts the fixture and returns it with its pid once it printed `ready`.
-pub fn start(lifetime: std::time::Duration) -> Result<(impl Drop, u32)> {
+pub fn start(lifetime: std::time::Duration) -> Result<(impl Drop, u32), Error> {
     let path = fixture_path("demo_service")?;
     let mut child = Command::new(&path)
         .env("ASYNCDUMP_FIXTURE_TIMEOUT", lifetime.as_secs().to_string())
         .stdout(Stdio::piped())
         .spawn()
-        .with_context(|| format!("cannot start {}", path.display()))?;
-    let stdout = child.stdout.take().expect("piped stdout");
+        .map_err(|e| Error::Local(format!("cannot start {}: {e}", path.display())))?;
+    let Some(stdout) = child.stdout.take() else {
+        return Err(Error::Local(
+            "the demo fixture's output is not piped".into(),
+        ));
+    };
     let pid = child.id();
     let fixture = Fixture(child);
     let (tx, rx) = mpsc::channel();
@@ -57,10 +61,12 @@ pub fn start(lifetime: std::time::Duration) -> Result<(impl Drop, u32)> {
     });
     match rx.recv_timeout(Duration::from_secs(30)) {
         Ok(line) if line.trim() == "ready" => Ok((fixture, pid)),
-        Ok(line) => bail!(
+        Ok(line) => Err(Error::Local(format!(
             "demo fixture exited before it was ready (said {:?})",
             line.trim()
-        ),
-        Err(_) => bail!("demo fixture did not get ready within 30s"),
+        ))),
+        Err(_) => Err(Error::Local(
+            "demo fixture did not get ready within 30s".into(),
+        )),
     }
 }

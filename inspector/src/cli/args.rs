@@ -1,0 +1,254 @@
+//! The command line's words: subcommands and their options, as clap parses them. The options that
+//! attach to a process are declared once ([`Attach`]) and flattened into `dump` and `watch`; the wait
+//! for an agent ([`Wait`]) into `ps` as well.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use asyncdump::session::SessionOptions;
+use asyncdump::view;
+
+#[derive(Parser)]
+#[command(
+    name = "asyncdump",
+    version,
+    about = "Dump the suspended async chains of a live Rust process"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// List processes of this user that run an asyncdump agent (and remove stale sockets).
+    Ps {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Print every suspended chain of a process: annotated frames, and chains decoded from its DWARF.
+    Dump {
+        /// Process id, or the path of an agent socket.
+        #[arg(required_unless_present = "from")]
+        target: Option<String>,
+        /// Print a snapshot file (`dump -o`, `s` in watch) or a recording's last state instead, as if
+        /// live.
+        #[arg(long, value_name = "FILE", conflicts_with = "target")]
+        from: Option<PathBuf>,
+        #[command(flatten)]
+        options: DumpOptions,
+    },
+    /// List the async state machines in a binary's DWARF, with their await points (what `dump` decodes
+    /// chains with).
+    Index {
+        /// The executable to read (default with --pid: the process's own executable).
+        #[arg(required_unless_present = "pid")]
+        binary: Option<PathBuf>,
+        /// Also resolve each live task of this process to its root future's type in the DWARF.
+        #[arg(long)]
+        pid: Option<u32>,
+        /// Print JSON instead of text (whose paths are always whole).
+        #[arg(long)]
+        json: bool,
+        /// Print source paths whole (text shows a dependency's from its crate's directory, the
+        /// standard library's from `std/`).
+        #[arg(long)]
+        full_paths: bool,
+    },
+    /// Watch a process's tasks and chains live in the terminal (`?` lists the keys).
+    Watch {
+        /// Process id, or the path of an agent socket.
+        #[arg(required_unless_present = "from")]
+        target: Option<String>,
+        /// Open a snapshot file, or replay a recording (←/→ step through it), instead of a process.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "record"])]
+        from: Option<PathBuf>,
+        #[command(flatten)]
+        options: WatchOptions,
+    },
+    /// Start a bundled fixture program and dump it (or, with --watch, watch it).
+    Demo {
+        /// Open the demo in the live view instead of printing one dump.
+        #[arg(long)]
+        watch: bool,
+        #[command(flatten)]
+        options: DumpOptions,
+    },
+}
+
+/// How long to wait for an agent.
+#[derive(Args, Clone, Copy)]
+pub struct Wait {
+    /// The longest to wait for each of an agent's answers, whole (e.g. 500ms, 15s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "15s")]
+    pub timeout: u64,
+}
+
+/// How to attach to a process and decode its chains.
+#[derive(Args, Clone)]
+pub struct Attach {
+    /// Include running and recently completed tasks, not only suspended ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Read the DWARF from this file instead of the process's own executable (it must have the same
+    /// build-id; a binary without type info is looked up as a separate debug file).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+    /// Show annotated frames only: do not decode unannotated chains from DWARF.
+    #[arg(long)]
+    pub no_decode: bool,
+    /// Plan from the DWARF and neither read nor write the plan cache
+    /// ($XDG_CACHE_HOME/asyncdump/plans, by build-id).
+    #[arg(long)]
+    pub no_cache: bool,
+    #[command(flatten)]
+    pub wait: Wait,
+}
+
+impl Attach {
+    pub fn session(&self) -> SessionOptions {
+        SessionOptions {
+            binary: self.binary.clone(),
+            decode: !self.no_decode,
+            timeout: std::time::Duration::from_nanos(self.wait.timeout),
+            cache: !self.no_cache,
+        }
+    }
+}
+
+#[derive(Args, Clone)]
+pub struct DumpOptions {
+    #[command(flatten)]
+    pub attach: Attach,
+    /// Print the versioned JSON document (see the README) instead of text (`--format json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// text (for people), json (for tools), or folded: one line per distinct chain, root first,
+    /// frames separated by `;`, then its weight, for flame graph tools.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Draw the chains as a flame graph into FILE (SVG) instead of printing.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["output", "json", "format"])]
+    pub svg: Option<PathBuf>,
+    /// What a folded line or a flame graph box weighs: tasks (how many) or suspended (for how long
+    /// they have been suspended, in microseconds).
+    #[arg(long, value_enum, default_value = "tasks")]
+    pub weight: WeightArg,
+    /// Group identical chains and print each group once with its count.
+    #[arg(long)]
+    pub coalesce: bool,
+    /// Keep only chains where a frame name (or the root future type) contains SUBSTR.
+    #[arg(long = "type", value_name = "SUBSTR")]
+    pub type_substr: Option<String>,
+    /// Keep only tasks in their state for at least DURATION (e.g. 500ms, 2s, 1m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub min_age: Option<u64>,
+    /// Print source paths whole (text shows a dependency's from its crate's directory, the standard
+    /// library's from `std/`; `--json` always has them whole).
+    #[arg(long)]
+    pub full_paths: bool,
+    /// Write the JSON document to FILE (a snapshot file `dump --from` and `watch --from` read)
+    /// instead of printing.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+pub struct WatchOptions {
+    #[command(flatten)]
+    pub attach: Attach,
+    /// Also append every update to this new recording file (see the README for its format).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Show tasks suspended at least this long as stuck (e.g. 500ms, 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "10s")]
+    pub stuck_after: u64,
+    /// Time between snapshots (e.g. 250ms, 1s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "250ms")]
+    pub interval: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Folded,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum WeightArg {
+    Tasks,
+    Suspended,
+}
+
+impl From<WeightArg> for view::folded::Weight {
+    fn from(w: WeightArg) -> Self {
+        match w {
+            WeightArg::Tasks => view::folded::Weight::Tasks,
+            WeightArg::Suspended => view::folded::Weight::Suspended,
+        }
+    }
+}
+
+/// Parses `250us`, `500ms`, `2s`, `1.5s`, `3m`, `1h` into nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; write e.g. 500ms, 2s or 1m"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
+        "" => return Err(format!("{s:?} needs a unit: ns, us, ms, s, m or h")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?}; use ns, us, ms, s, m or h"
+            ));
+        }
+    };
+    Ok((value * scale) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(parse_duration_ns("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert!(parse_duration_ns("5").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration_ns("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn the_attach_options_are_one_set_for_dump_and_watch() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let names = |sub: &str| -> Vec<String> {
+            let mut v: Vec<String> = (cli.find_subcommand(sub).unwrap().get_arguments())
+                .filter_map(|a| a.get_long().map(str::to_owned))
+                .filter(|l| {
+                    ["all", "binary", "no-decode", "no-cache", "timeout"].contains(&l.as_str())
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names("dump"), names("watch"));
+        assert_eq!(names("dump").len(), 5);
+        assert_eq!(names("ps"), ["timeout"]);
+    }
+}

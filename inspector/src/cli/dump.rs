@@ -1,0 +1,87 @@
+//! `dump`: one snapshot of a process (or a snapshot file), filtered, then printed as text, JSON or
+//! folded stacks, written to `-o FILE`, or drawn as a flame graph.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use asyncdump::model::{Dump, Filter, coalesce};
+use asyncdump::session::Session;
+use asyncdump::target::Target;
+use asyncdump::{Error, file, view};
+
+use super::args::{DumpOptions, Format};
+use super::written;
+
+/// Writes the dump of `target` to `out` as it renders.
+pub fn live(target: &Target, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
+    let mut session = Session::attach(target, &o.attach.session())?;
+    let dump = session.snapshot(o.attach.all)?;
+    show(dump, o, out)
+}
+
+/// Prints a snapshot file, or the last state of a recording, as `dump` prints a live process.
+pub fn from_file(path: &Path, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
+    let dump = match file::open(path)? {
+        file::Opened::Snapshot(dump) => *dump,
+        file::Opened::Recording(mut replay) => replay.seek(usize::MAX),
+    };
+    show(dump, o, out)
+}
+
+/// Filters `dump` as asked, then prints it, or writes it to `-o FILE`.
+fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
+    let filter = Filter {
+        all: o.attach.all,
+        type_substr: o.type_substr.clone(),
+        min_age_ns: o.min_age.unwrap_or(0),
+    };
+    let dump = dump.filter(&filter);
+    let style = view::text::Style {
+        full_paths: o.full_paths,
+    };
+    if let Some(path) = &o.svg {
+        return flame_graph(&dump, path, o.weight.into(), style);
+    }
+    if o.format == Format::Folded {
+        view::folded::write(out, &dump, o.weight.into(), style);
+        return Ok(());
+    }
+    let groups = o.coalesce.then(|| coalesce(&dump.tasks));
+    if let Some(path) = &o.output {
+        let doc = view::json::render(&dump, groups.as_deref());
+        file::write_atomically(path, doc.as_bytes())?;
+        eprintln!(
+            "asyncdump: wrote {} tasks of pid {} to {}",
+            dump.tasks.len(),
+            dump.process.pid,
+            path.display()
+        );
+    } else if o.json || o.format == Format::Json {
+        view::json::write(out, &dump, groups.as_deref()).map_err(|_| written())?;
+    } else {
+        view::text::write(out, &dump, groups.as_deref(), style);
+    }
+    // The process ends next, and the kernel takes its memory back at once: freeing a dump of
+    // 100,000 tasks allocation by allocation would be work for nothing.
+    std::mem::forget((dump, groups));
+    Ok(())
+}
+
+/// Writes `dump`'s flame graph to `path`, whole or not at all.
+fn flame_graph(
+    dump: &Dump,
+    path: &Path,
+    weight: view::folded::Weight,
+    style: view::text::Style,
+) -> Result<(), Error> {
+    let mut svg = Vec::new();
+    view::folded::svg(&mut svg, dump, weight, style)?;
+    file::write_atomically(path, &svg)?;
+    eprintln!(
+        "asyncdump: drew the chains of {} tasks of pid {} to {}",
+        dump.tasks.len(),
+        dump.process.pid,
+        path.display()
+    );
+    Ok(())
+}

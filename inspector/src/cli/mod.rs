@@ -1,0 +1,127 @@
+//! The command line over the inspector library: one function per subcommand, each writing what it
+//! prints to `out` and failing with the library's [`Error`], whose exit status `main` uses.
+
+pub mod args;
+mod demo;
+mod dump;
+mod index;
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use asyncdump::target::Target;
+use asyncdump::watch::WatchOptions as Watching;
+use asyncdump::{Error, ps, view};
+
+use args::{Cli, Command, DumpOptions, WatchOptions};
+
+/// Runs one command, writing what it prints to `out`.
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
+    match cli.command {
+        Command::Ps { json, wait } => list(json, Duration::from_nanos(wait.timeout), out),
+        Command::Dump {
+            from: Some(path),
+            options,
+            ..
+        } => dump::from_file(&path, &options, out),
+        Command::Dump {
+            target, options, ..
+        } => {
+            let target = target.ok_or_else(|| usage("a target or --from"))?;
+            dump::live(&Target::parse(&target), &options, out)
+        }
+        Command::Index {
+            binary,
+            pid,
+            json,
+            full_paths,
+        } => {
+            let style = view::text::Style { full_paths };
+            write_out(out, &index::index(binary, pid, json, style)?)
+        }
+        Command::Watch {
+            from: Some(path),
+            options,
+            ..
+        } => {
+            let stuck_after = Duration::from_nanos(options.stuck_after);
+            Ok(asyncdump::watch::run_file(&path, stuck_after)?)
+        }
+        Command::Watch {
+            target, options, ..
+        } => {
+            let target = target.ok_or_else(|| usage("a target or --from"))?;
+            watch(&Target::parse(&target), &options)
+        }
+        Command::Demo { watch, options } => demo(watch, &options, out),
+    }
+}
+
+/// `ps`: the agents of this user, as a table or JSON.
+fn list(json: bool, timeout: Duration, out: &mut dyn Write) -> Result<(), Error> {
+    let listing = ps::scan(timeout);
+    if json {
+        let doc =
+            serde_json::to_string_pretty(&listing).map_err(|e| Error::Local(e.to_string()))?;
+        write_out(out, &format!("{doc}\n"))
+    } else {
+        write_out(out, &ps::render(&listing))
+    }
+}
+
+/// `watch`: the live view of `target`, until the user quits.
+fn watch(target: &Target, o: &WatchOptions) -> Result<(), Error> {
+    let options = Watching {
+        session: o.attach.session(),
+        interval: Duration::from_nanos(o.interval.max(10_000_000)),
+        all: o.attach.all,
+        record: o.record.clone(),
+        stuck_after: Duration::from_nanos(o.stuck_after),
+    };
+    Ok(asyncdump::watch::run(target, &options)?)
+}
+
+/// `demo`: the bundled fixture, dumped once or watched.
+fn demo(watching: bool, options: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
+    if watching {
+        // As long as someone may watch it; it is killed when the view quits.
+        let (fixture, pid) = demo::start(Duration::from_secs(3600))?;
+        let stuck_after = asyncdump::watch::state::STUCK_AFTER.as_nanos() as u64;
+        let o = WatchOptions {
+            attach: options.attach.clone(),
+            record: None,
+            stuck_after,
+            interval: 250_000_000,
+        };
+        watch(&Target::Pid(pid), &o)?;
+        drop(fixture);
+        return Ok(());
+    }
+    let (fixture, pid) = demo::start(Duration::from_secs(120))?;
+    if !options.json {
+        write_out(
+            out,
+            &format!(
+                "asyncdump demo: started the bundled fixture `demo_service` (pid {pid}); its dump follows.\n\
+                 Try it yourself: `asyncdump dump <PID>` on any program that calls asyncdump_agent::init().\n\n"
+            ),
+        )?;
+    }
+    dump::live(&Target::Pid(pid), options, out)?;
+    drop(fixture);
+    Ok(())
+}
+
+/// Writes `text` to `out`; a failed write is an I/O error (the writer keeps which).
+fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Error> {
+    out.write_str(text).map_err(|_| written())
+}
+
+/// A write to standard output that failed; `main` replaces it with the I/O error behind it.
+pub fn written() -> Error {
+    Error::Io(std::io::Error::other("cannot write the output"))
+}
+
+fn usage(what: &str) -> Error {
+    Error::Local(format!("the command needs {what}"))
+}
