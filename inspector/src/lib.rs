@@ -28,6 +28,7 @@ pub mod error;
 pub mod file;
 pub mod model;
 pub mod names;
+pub mod output;
 pub mod plan;
 pub mod ps;
 pub mod session;

@@ -9,10 +9,11 @@
 
 pub mod recording;
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::model::{Dump, FORMAT, JSON_VERSION};
+use crate::output::{self, Existing};
 pub use recording::{RECORDING_FORMAT, RECORDING_VERSION, Recorder, Replay};
 
 /// Largest file read: a snapshot of a few hundred thousand tasks fits; `/dev/zero` does not.
@@ -135,25 +136,12 @@ fn damaged(path: &Path, e: &serde_json::Error) -> FileError {
     }
 }
 
-/// Writes `text` to `path` under a temporary name first, then renames it into place.
+/// Writes `text` to `path` whole or not at all (see [`crate::output`]), replacing what is there.
 pub fn write_atomically(path: &Path, text: &[u8]) -> Result<(), FileError> {
-    let write_err = |source| FileError::Write {
+    output::write_whole(path, text, 0o666, Existing::Replace).map_err(|source| FileError::Write {
         path: path.to_owned(),
         source,
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(text).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(write_err(e));
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]

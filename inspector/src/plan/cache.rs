@@ -13,13 +13,14 @@
 //! asyncdump that wrote it (its own build-id): a file that is not ours, damaged, of another version or
 //! another user's is ignored, with a note saying why, and replaced.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::output::{self, Existing};
 use crate::plan::Plan;
 
 /// What every cache file starts with.
@@ -124,20 +125,8 @@ impl PlanCache {
             .create(&self.dir)
             .map_err(|e| failed(&e))?;
         let bytes = encode(entry).map_err(|e| failed(&e))?;
-        let tmp = self
-            .dir
-            .join(format!(".{}.tmp-{}", entry.build_id, std::process::id()));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(&bytes))
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(failed(&e));
-        }
+        // Private: a plan says how to read the target's memory.
+        output::write_whole(&path, &bytes, 0o600, Existing::Replace).map_err(|e| failed(&e))?;
         Ok(path)
     }
 }

@@ -13,6 +13,7 @@ pub mod input;
 pub mod state;
 pub mod view;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ use ratatui::layout::Rect;
 use crate::error::TargetError;
 use crate::file::{self, FileError, Opened, Recorder, Replay};
 use crate::model::Dump;
+use crate::output::{self, Existing};
 use crate::session::{Session, SessionOptions};
 use crate::target::Target;
 use feed::Update;
@@ -232,16 +234,12 @@ fn take_states(source: &mut Source, app: &mut App, freed: &Graveyard, step: i32)
 /// Writes `dump` as the `--json` document to `asyncdump-PID-UNIXSECS.json` in the current directory,
 /// without replacing an existing file.
 fn save(dump: &crate::model::Dump) -> std::io::Result<String> {
-    use std::io::Write;
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let path = format!("asyncdump-{}-{secs}.json", dump.process.pid);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
-    file.write_all(crate::view::json::render(dump, None).as_bytes())?;
+    let doc = crate::view::json::render(dump, None);
+    output::write_whole(Path::new(&path), doc.as_bytes(), 0o666, Existing::Keep)?;
     Ok(path)
 }
 

@@ -177,24 +177,26 @@ fn pin_is_seen_through_and_a_pin_without_its_pointer_is_a_leaf() {
     );
 }
 
-#[test]
-fn a_dyn_future_is_typed_by_its_vtable_and_declined_without_one() {
+/// `Box<dyn Future>` with a data pointer and a second member named `second`, both at their place.
+fn boxed_dyn(second: &str) -> (Types, u64) {
     let name =
         "alloc::boxed::Box<dyn core::future::future::Future<Output=()>, alloc::alloc::Global>";
     let mut t = Types::new();
     let u8_ = t.base("u8", 1);
     let data = t.pointer("*const u8", u8_);
     let b = t.structure(name, 16);
-    t.member(b, "pointer", 0, data).member(b, "vtable", 8, data);
+    t.member(b, "pointer", 0, data).member(b, second, 8, data);
+    (t, b)
+}
+
+#[test]
+fn a_dyn_future_is_typed_by_its_vtable_and_declined_without_one() {
+    let (t, b) = boxed_dyn("vtable");
     let p = planned(t, b);
     assert_eq!(p.rule(b), "dyn Future");
     let to = Target::Dyn { vtable_offset: 8 };
     assert_eq!(p.plan().always, [Edge { offset: 0, to }]);
-    let mut t = Types::new();
-    let u8_ = t.base("u8", 1);
-    let data = t.pointer("*const u8", u8_);
-    let b = t.structure(name, 16);
-    t.member(b, "pointer", 0, data).member(b, "length", 8, u8_);
+    let (t, b) = boxed_dyn("length");
     let p = planned(t, b);
     assert_eq!(p.rule(b), "struct or enum with future fields", "declined");
 }
@@ -407,22 +409,9 @@ fn poll_fn(t: &mut Types, path: &str, captures: &[(&str, u64, u64)]) -> u64 {
     f
 }
 
-#[test]
-fn tokio_join_and_select_show_their_branches_and_select_its_mask() {
-    let mut t = Types::new();
-    let sleep = opaque(&mut t, "tokio::time::Sleep");
-    let a = async_fn(&mut t, "a", sleep);
-    let tuple = t.structure("(svc::a::{async_fn_env#0},)", 80);
-    t.member(tuple, "__0", 0, a);
-    let to_tuple = t.pointer("&mut (svc::a::{async_fn_env#0},)", tuple);
-    let join = poll_fn(
-        &mut t,
-        "core::future::poll_fn::PollFn",
-        &[("_ref__futures", 8, to_tuple)],
-    );
-    let p = planned(t, join);
-    assert_eq!(p.rule(join), "tokio::join! / tokio::select!");
-    assert_eq!(shown(p.kind()), "tokio::join!");
+/// A `PollFn` at `path` over a one-branch tuple, captured by reference, and with `mask` a select's
+/// `disabled` byte before it.
+fn tokio_macro(path: &str, mask: bool) -> (Types, u64) {
     let mut t = Types::new();
     let sleep = opaque(&mut t, "tokio::time::Sleep");
     let a = async_fn(&mut t, "a", sleep);
@@ -430,11 +419,21 @@ fn tokio_join_and_select_show_their_branches_and_select_its_mask() {
     t.member(tuple, "__0", 0, a);
     let to_tuple = t.pointer("&mut (svc::a::{async_fn_env#0},)", tuple);
     let u8_ = t.base("u8", 1);
-    let select = poll_fn(
-        &mut t,
-        "tokio::future::poll_fn::PollFn",
-        &[("disabled", 0, u8_), ("futures", 8, to_tuple)],
-    );
+    let mut captures = vec![("futures", 8, to_tuple)];
+    if mask {
+        captures.insert(0, ("disabled", 0, u8_));
+    }
+    let f = poll_fn(&mut t, path, &captures);
+    (t, f)
+}
+
+#[test]
+fn tokio_join_and_select_show_their_branches_and_select_its_mask() {
+    let (t, join) = tokio_macro("core::future::poll_fn::PollFn", false);
+    let p = planned(t, join);
+    assert_eq!(p.rule(join), "tokio::join! / tokio::select!");
+    assert_eq!(shown(p.kind()), "tokio::join!");
+    let (t, select) = tokio_macro("tokio::future::poll_fn::PollFn", true);
     let p = planned(t, select);
     assert_eq!(shown(p.kind()), "tokio::select!");
     let read: Vec<_> = p
