@@ -30,6 +30,7 @@ pub mod model;
 pub mod names;
 pub mod output;
 pub mod plan;
+pub mod procfs;
 pub mod ps;
 pub mod session;
 pub mod target;

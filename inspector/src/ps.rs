@@ -97,7 +97,7 @@ enum Answer {
 
 /// What the socket of process `pid` at `path` says, tidying it away if it is stale and ours.
 fn ask(pid: u32, path: &std::path::Path, timeout: std::time::Duration) -> Answer {
-    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+    if !crate::procfs::exists(pid) {
         return match crate::target::remove_stale(path) {
             true => Answer::Removed,
             false => Answer::Unreadable("its process is gone; not ours to remove".into()),

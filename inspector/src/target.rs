@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use asyncdump_protocol::paths;
 
 use crate::error::TargetError;
+use crate::procfs;
 
 /// What the user pointed at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,8 +76,7 @@ pub fn remove_stale(path: &Path) -> bool {
 }
 
 pub fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// The socket directories to search for agents of the given uid (ours by default, or the target's).
@@ -146,30 +146,12 @@ pub fn check_not_planted(path: &Path, owner: u32) -> Result<(), TargetError> {
 /// The state letter of process `pid` when it is stopped (`T`) or stopped by a tracer (`t`): a stopped
 /// process cannot answer, and waiting for it would only run into the timeout.
 pub fn stopped(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) S ...`: the comm may hold spaces and parentheses; the state follows the last `)`.
-    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
-    matches!(state, 'T' | 't').then_some(state)
-}
-
-pub fn process_uid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-pub fn process_name(pid: u32) -> Option<String> {
-    Some(
-        std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .ok()?
-            .trim_end()
-            .to_owned(),
-    )
+    procfs::state(pid).filter(|s| matches!(s, 'T' | 't'))
 }
 
 fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
-    let alive = Path::new(&format!("/proc/{pid}")).exists();
-    let uid = process_uid(pid).unwrap_or_else(euid);
+    let alive = procfs::exists(pid);
+    let uid = procfs::uid(pid).unwrap_or_else(euid);
     let mut dirs = dirs_for(euid());
     for dir in dirs_for(uid) {
         if !dirs.contains(&dir) {
@@ -202,7 +184,7 @@ fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
     }
     found.ok_or_else(|| TargetError::NoAgent {
         pid,
-        program: process_name(pid).unwrap_or_else(|| "?".into()),
+        program: procfs::name(pid).unwrap_or_else(|| "?".into()),
         searched: dirs
             .iter()
             .map(|d| d.display().to_string())

@@ -7,6 +7,14 @@ use asyncdump_protocol::{
 
 use crate::model::FrameNode;
 
+/// A fresh directory for one spec's files, removed with them when this is dropped.
+pub(crate) fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("asyncdump-unit-")
+        .tempdir()
+        .expect("a temporary directory")
+}
+
 pub(crate) fn handshake() -> Handshake {
     Handshake {
         protocol_version: PROTOCOL_VERSION,

@@ -13,18 +13,25 @@ use crate::support::{Fixture, asyncdump};
 struct Logged {
     fx: Fixture,
     stderr: std::path::PathBuf,
+    /// Holds the stderr file; removed when the spec ends.
+    _dir: crate::support::Scratch,
 }
 
 /// A `depth_chain` fixture whose agent panics where `fault` says, its stderr kept.
 fn faulty(fault: &str) -> Logged {
-    let stderr = crate::errors::tempdir().join("stderr");
+    let stderr_dir = crate::support::tempdir();
+    let stderr = stderr_dir.join("stderr");
     let fx = Fixture::start_logging(
         "depth_chain",
         &["--depth", "2"],
         &[("ASYNCDUMP_FAULT", Path::new(fault))],
         &stderr,
     );
-    Logged { fx, stderr }
+    Logged {
+        fx,
+        stderr,
+        _dir: stderr_dir,
+    }
 }
 
 impl Logged {

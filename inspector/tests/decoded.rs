@@ -419,7 +419,7 @@ fn copy_of(fixture: &str, dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn a_stripped_process_gets_a_note_and_keeps_its_annotated_frames() {
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let exe = copy_of("depth_chain", &dir);
     run("strip", &[exe.to_str().unwrap()]);
     let fx = Fixture::start_path(&exe, &["--depth", "2"], &[]);
@@ -446,7 +446,7 @@ fn a_stripped_process_gets_a_note_and_keeps_its_annotated_frames() {
 
 #[test]
 fn a_separate_debug_file_is_found_through_gnu_debuglink() {
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let exe = copy_of("plain_chain", &dir);
     let debug = dir.join("plain_chain.debug");
     let (exe_s, debug_s) = (exe.to_str().unwrap(), debug.to_str().unwrap());
@@ -488,7 +488,7 @@ fn a_binary_that_is_not_the_running_one_is_refused_by_build_id() {
 
 #[test]
 fn a_binary_replaced_on_disk_is_caught_by_the_build_id_the_agent_reports() {
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let exe = copy_of("plain_chain", &dir);
     let fx = Fixture::start_path(&exe, &["--depth", "2"], &[]);
     // A new build lands where the running one was (a rename: the running inode lives on).
@@ -533,7 +533,7 @@ fn a_decoded_chain_is_complete_without_any_delegate() {
 
 #[test]
 fn a_separate_debug_file_is_found_by_build_id() {
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let exe = copy_of("plain_chain", &dir);
     let notes = Command::new("readelf")
         .args(["-n", exe.to_str().unwrap()])

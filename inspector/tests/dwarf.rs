@@ -49,7 +49,8 @@ fn an_unannotated_async_fn_shows_each_await_with_its_line_and_awaited_type() {
 
 #[test]
 fn a_stripped_binary_says_how_to_build_one_that_can_be_decoded() {
-    let stripped = crate::errors::tempdir().join("plain_chain-stripped");
+    let stripped_dir = crate::support::tempdir();
+    let stripped = stripped_dir.join("plain_chain-stripped");
     std::fs::copy(bin("plain_chain"), &stripped).unwrap();
     let status = std::process::Command::new("strip")
         .arg(&stripped)

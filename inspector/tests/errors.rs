@@ -4,7 +4,7 @@
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 
-use crate::support::{Fixture, asyncdump};
+use crate::support::{Fixture, asyncdump, tempdir};
 
 fn fails_with(args: &[&str], code: i32, needle: &str) -> String {
     let out = asyncdump(args);
@@ -217,7 +217,8 @@ fn permission_is_refused_to_another_user() {
         "by pid: {out:?}"
     );
     // Even with the socket exposed, the agent's SO_PEERCRED check refuses a foreign uid.
-    let exposed = tempdir().join("exposed.sock");
+    let exposed_dir = tempdir();
+    let exposed = exposed_dir.join("exposed.sock");
     std::os::unix::fs::symlink(&socket, &exposed).unwrap();
     for p in [exposed.parent().unwrap(), socket.parent().unwrap()] {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -253,16 +254,6 @@ fn watch_without_a_terminal_says_so_and_leaves_the_target_alone() {
     assert!(err.contains("standard output is not one"), "{err}");
     assert!(out.stdout.is_empty(), "no escape codes written");
     assert!(fx.is_alive());
-}
-
-/// A fresh private directory under the system temp dir.
-pub fn tempdir() -> std::path::PathBuf {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("asyncdump-test-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[test]
@@ -350,7 +341,7 @@ fn an_agent_that_says_it_is_another_process_is_refused() {
 /// `XDG/asyncdump/<pid>.sock`, waiting for its first client.
 struct Planted {
     victim: std::process::Child,
-    xdg: std::path::PathBuf,
+    xdg: crate::support::Scratch,
     dir: std::path::PathBuf,
     socket: std::path::PathBuf,
     server: Option<std::thread::JoinHandle<()>>,
@@ -539,7 +530,8 @@ fn the_agent_refuses_to_serve_in_a_planted_directory_or_over_a_planted_file() {
     let elsewhere = tempdir();
     let target = elsewhere.join("victim");
     std::fs::write(&target, "keep").unwrap();
-    let link = tempdir().join("agent.sock");
+    let link_dir = tempdir();
+    let link = link_dir.join("agent.sock");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let err = agent_refuses(&[("ASYNCDUMP_SOCKET", &link)]);
     assert!(err.contains("a symlink is there already"), "{err}");

@@ -6,7 +6,7 @@ use crate::support::{Fixture, asyncdump, asyncdump_ok};
 #[test]
 fn a_saved_dump_prints_as_the_live_one_did_and_reads_back_to_the_same_document() {
     let fx = Fixture::start("deadlock", &[]);
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let file = dir.join("deadlock.json");
     let out = asyncdump(&["dump", &fx.pid.to_string(), "-o", file.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
@@ -36,7 +36,7 @@ fn a_saved_dump_prints_as_the_live_one_did_and_reads_back_to_the_same_document()
 
 #[test]
 fn a_damaged_or_foreign_file_gets_one_line_and_status_4() {
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let cut = dir.join("cut.json");
     std::fs::write(
         &cut,

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::errors::tempdir;
+use crate::support::tempdir;
 use crate::support::{Fixture, asyncdump_ok, at_line};
 
 /// A frame of a folded line as expected: whole, or (a dependency's, whose lines move with its
@@ -131,7 +131,8 @@ fn weighed_by_suspended_time_a_line_holds_its_tasks_microseconds_suspended() {
 #[test]
 fn a_flame_graph_is_an_svg_whose_boxes_name_the_frames_and_their_task_counts() {
     let fx = Fixture::start("demo_service", &[]);
-    let svg = tempdir().join("demo.svg");
+    let svg_dir = tempdir();
+    let svg = svg_dir.join("demo.svg");
     asyncdump_ok(&["dump", &fx.pid.to_string(), "--svg", svg.to_str().unwrap()]);
     let text = std::fs::read_to_string(&svg).unwrap();
     let mut reader = quick_xml::Reader::from_str(&text);

@@ -16,7 +16,8 @@ fn a_forked_child_exiting_leaves_its_parents_socket_serving() {
 
 #[test]
 fn a_forked_child_that_calls_init_serves_on_its_own_socket_and_leaves_its_parents_alone() {
-    let pid_file = crate::errors::tempdir().join("child.pid");
+    let pid_file_dir = crate::support::tempdir();
+    let pid_file = pid_file_dir.join("child.pid");
     let fx = Fixture::start("forker", &["--child-init", pid_file.to_str().unwrap()]);
     let child: u32 = std::fs::read_to_string(&pid_file).unwrap().parse().unwrap();
     let kill_child = || {

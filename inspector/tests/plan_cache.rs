@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::errors::tempdir;
+use crate::support::tempdir;
 use crate::support::{Fixture, asyncdump_with};
 
 fn dump(pid: u32, cache: &Path, extra: &[&str]) -> Value {

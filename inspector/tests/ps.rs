@@ -29,7 +29,7 @@ fn lists_live_agents_with_program_and_task_count() {
 #[test]
 fn removes_sockets_of_dead_processes_and_of_nobody_listening() {
     // A private XDG_RUNTIME_DIR, so that `ps` runs of other tests do not tidy our planted sockets first.
-    let xdg = crate::errors::tempdir();
+    let xdg = crate::support::tempdir();
     let env = [("XDG_RUNTIME_DIR", xdg.as_path())];
     let fx = Fixture::start_with("depth_chain", &["--depth", "1"], &env);
     let dir = xdg.join("asyncdump");
@@ -61,7 +61,7 @@ fn removes_sockets_of_dead_processes_and_of_nobody_listening() {
 #[test]
 fn the_socket_is_private_and_removed_when_the_process_exits() {
     use std::os::unix::fs::PermissionsExt;
-    let xdg = crate::errors::tempdir();
+    let xdg = crate::support::tempdir();
     let env = [("XDG_RUNTIME_DIR", xdg.as_path())];
     let fx = Fixture::start_with("depth_chain", &["--depth", "1"], &env);
     let socket = fx.socket();

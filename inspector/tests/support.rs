@@ -272,3 +272,40 @@ fn spawn_when_not_busy(command: &mut Command) -> std::io::Result<Child> {
         }
     }
 }
+
+/// A fresh private directory under the system temp dir, removed with everything in it when this is
+/// dropped: keep it alive as long as what is in it is used.
+pub struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
+
+impl Scratch {
+    pub fn as_path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+pub fn tempdir() -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix("asyncdump-test-")
+        .tempdir()
+        .expect("a temporary directory");
+    Scratch(dir)
+}

@@ -86,7 +86,7 @@ impl Drop for Tmux {
 #[test]
 fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_terminal_as_it_was() {
     let fx = Fixture::start("deadlock", &[]);
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let tmux = Tmux::start(&format!(
         "cd {} && {} watch {}; echo watch-exited-$?; sleep 60",
         dir.display(),
@@ -180,7 +180,7 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
 #[test]
 fn a_recording_replays_update_by_update_and_a_snapshot_file_opens_as_it_was_saved() {
     let fx = Fixture::start("deadlock", &[]);
-    let dir = crate::errors::tempdir();
+    let dir = crate::support::tempdir();
     let rec = dir.join("deadlock.jsonl");
     let bin = env!("CARGO_BIN_EXE_asyncdump");
     let live = Tmux::start(&format!(

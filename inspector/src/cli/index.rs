@@ -26,7 +26,7 @@ pub fn index(
 ) -> Result<String, Error> {
     let binary = match (binary, pid) {
         (Some(b), _) => b,
-        (None, Some(pid)) => PathBuf::from(format!("/proc/{pid}/exe")),
+        (None, Some(pid)) => asyncdump::procfs::exe(pid),
         (None, None) => return Err(Error::Local("index needs a binary or --pid".into())),
     };
     let start = std::time::Instant::now();

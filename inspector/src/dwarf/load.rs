@@ -18,17 +18,16 @@ use super::{Debug, DwarfError};
 pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError> {
     // By inode, not path: a path may hold spaces, and an executable replaced on disk shows as
     // `path (deleted)`, while `/proc/PID/exe` still opens (and stats as) the running image.
-    let exe = format!("/proc/{pid}/exe");
+    let exe = crate::procfs::exe(pid);
     let bad = |detail: String| DwarfError::Object {
-        path: PathBuf::from(&exe),
+        path: exe.clone(),
         detail,
     };
     let vaddr_at_zero = vaddr_at_zero.ok_or_else(|| bad("no loadable segment".into()))?;
     let inode = std::os::unix::fs::MetadataExt::ino(
         &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
     );
-    let maps =
-        std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| bad(e.to_string()))?;
+    let maps = crate::procfs::maps(pid).map_err(|e| bad(e.to_string()))?;
     let start = maps
         .lines()
         .filter_map(|l| {
@@ -43,7 +42,8 @@ pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError
         .next()
         .ok_or_else(|| {
             bad(format!(
-                "no mapping of {exe} (inode {inode}) in process {pid}"
+                "no mapping of {} (inode {inode}) in process {pid}",
+                exe.display()
             ))
         })?;
     Ok(start.saturating_sub(vaddr_at_zero))

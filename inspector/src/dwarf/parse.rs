@@ -512,8 +512,8 @@ fn main() {
     /// Compiles `SOURCE` with full debug info into a fresh directory and reads its DWARF sections
     /// straight from the file's bytes, without `load`'s file handling.
     fn parsed() -> Debug {
-        let dir = std::env::temp_dir().join(format!("asyncdump-parse-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = crate::testing::scratch();
+        let dir = scratch.path();
         std::fs::write(dir.join("tiny.rs"), SOURCE).unwrap();
         let status = Command::new("rustc")
             .args(["--edition", "2021", "-C", "debuginfo=2", "-o"])
@@ -523,7 +523,6 @@ fn main() {
             .expect("run rustc");
         assert!(status.success());
         let bytes = std::fs::read(dir.join("tiny")).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
         let obj = object::File::parse(&*bytes).unwrap();
         let sections = |name: &str| -> Option<Cow<'_, [u8]>> {
             obj.section_by_name(name)

@@ -150,22 +150,14 @@ mod tests {
     use crate::model::Dump;
     use crate::testing::{edge_snapshot, handshake, sample};
 
-    /// A fresh directory for one test's files.
-    pub(super) fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("asyncdump-file-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     fn json(dump: &Dump) -> String {
         crate::view::json::render(dump, None)
     }
 
     #[test]
     fn a_snapshot_file_reads_back_as_the_same_dump() {
-        let dir = scratch("snapshot");
+        let scratch = crate::testing::scratch();
+        let dir = scratch.path();
         let path = dir.join("s.json");
         for snap in [sample(), edge_snapshot(&[(3, 4), (4, 3)])] {
             let dump = Dump::build(&handshake(), &snap, 7);
@@ -181,7 +173,8 @@ mod tests {
 
     #[test]
     fn a_pretty_printed_snapshot_reads_too() {
-        let dir = scratch("pretty");
+        let scratch = crate::testing::scratch();
+        let dir = scratch.path();
         let path = dir.join("p.json");
         let dump = Dump::build(&handshake(), &sample(), 0);
         std::fs::write(&path, serde_json::to_string_pretty(&dump).unwrap()).unwrap();
@@ -189,7 +182,8 @@ mod tests {
     }
 
     fn error_of(name: &str, content: &[u8]) -> String {
-        let dir = scratch(name);
+        let scratch = crate::testing::scratch();
+        let dir = scratch.path();
         let path = dir.join("f");
         std::fs::write(&path, content).unwrap();
         match open(&path) {

@@ -299,7 +299,6 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::tests::scratch;
     use crate::file::{Opened, open};
     use crate::testing::{handshake, sample};
 
@@ -323,20 +322,22 @@ mod tests {
         crate::view::json::render(d, None)
     }
 
-    /// Records `dumps` in a new file under a scratch directory named `name`; the file's path.
-    fn recorded(name: &str, dumps: &[Dump]) -> std::path::PathBuf {
-        let path = scratch(name).join("r.jsonl");
+    /// Records `dumps` in a new file in a scratch directory: the directory (removed when it is
+    /// dropped) and the file's path.
+    fn recorded(dumps: &[Dump]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let scratch = crate::testing::scratch();
+        let path = scratch.path().join("r.jsonl");
         let mut rec = Recorder::create(&path).unwrap();
         for d in dumps {
             rec.record(d).unwrap();
         }
-        path
+        (scratch, path)
     }
 
     #[test]
     fn a_replay_shows_every_recorded_update_as_it_was() {
         let dumps = updates();
-        let path = recorded("replay", &dumps);
+        let (_dir, path) = recorded(&dumps);
         let Opened::Recording(mut replay) = open(&path).unwrap() else {
             panic!("a recording")
         };
@@ -351,7 +352,7 @@ mod tests {
 
     #[test]
     fn an_update_carries_only_the_tasks_that_changed() {
-        let path = recorded("compact", &updates());
+        let (_dir, path) = recorded(&updates());
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
@@ -369,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_recording_cut_short_replays_up_to_its_last_whole_update() {
-        let path = recorded("cut", &updates());
+        let (_dir, path) = recorded(&updates());
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, &text[..text.len() - 20]).unwrap();
         let Opened::Recording(replay) = open(&path).unwrap() else {
@@ -387,7 +388,8 @@ mod tests {
 
     #[test]
     fn an_existing_file_is_never_recorded_over() {
-        let path = scratch("exists").join("r.jsonl");
+        let scratch = crate::testing::scratch();
+        let path = scratch.path().join("r.jsonl");
         std::fs::write(&path, "keep").unwrap();
         assert!(Recorder::create(&path).is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep");

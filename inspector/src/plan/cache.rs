@@ -168,7 +168,7 @@ fn read_own(path: &Path) -> Result<Option<Vec<u8>>, String> {
 fn writer() -> &'static str {
     static WRITER: OnceLock<String> = OnceLock::new();
     WRITER.get_or_init(|| {
-        let exe = Path::new("/proc/self/exe");
+        let exe = Path::new(crate::procfs::OWN_EXE);
         match crate::dwarf::build_id(exe) {
             Ok(Some(id)) => id,
             _ => {
@@ -212,13 +212,11 @@ fn decode(bytes: &[u8]) -> Result<Entry, &'static str> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PlanCache {
-        let dir = std::env::temp_dir().join(format!(
-            "asyncdump-plan-cache-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        PlanCache::at(dir.join("plans"))
+    /// A cache in a fresh directory, which lives as long as the first of the pair.
+    fn scratch() -> (tempfile::TempDir, PlanCache) {
+        let dir = crate::testing::scratch();
+        let cache = PlanCache::at(dir.path().join("plans"));
+        (dir, cache)
     }
 
     fn entry(build_id: &str) -> Entry {
@@ -244,7 +242,7 @@ mod tests {
 
     #[test]
     fn an_entry_comes_back_as_it_was_kept_in_a_private_file() {
-        let cache = scratch("round");
+        let (_dir, cache) = scratch();
         assert!(matches!(cache.get("ab12", false), Lookup::Miss));
         let path = cache.put(&entry("ab12")).unwrap();
         let Lookup::Hit(got) = cache.get("ab12", false) else {
@@ -261,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_damaged_or_foreign_file_is_ignored_with_the_reason() {
-        let cache = scratch("damaged");
+        let (_dir, cache) = scratch();
         let path = cache.put(&entry("cd34")).unwrap();
         let whole = std::fs::read(&path).unwrap();
         std::fs::write(&path, &whole[..whole.len() - 3]).unwrap();
@@ -279,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_file_others_could_have_written_is_not_trusted() {
-        let cache = scratch("trust");
+        let (_dir, cache) = scratch();
         let path = cache.put(&entry("0a0b")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(ignored_because(cache.get("0a0b", false)).contains("writable by others"));
@@ -295,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_key_names_no_other_path() {
-        let cache = scratch("key");
+        let (_dir, cache) = scratch();
         let path = cache.path("../../etc/passwd", false);
         assert_eq!(path.parent(), Some(cache.dir.as_path()));
     }

@@ -55,7 +55,7 @@ impl Planner {
         binary: Option<&Path>,
         cache: bool,
     ) -> Result<Planner, String> {
-        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+        let exe = crate::procfs::exe(pid);
         if let Some(why) = &info.walks_refused {
             return Err(format!(
                 "the agent allows this client no memory walks: {why}"
@@ -182,8 +182,7 @@ impl Planner {
 /// The name of the file the DWARF came from that still means something after the process is gone:
 /// `/proc/PID/exe` resolved to the executable's path.
 fn lasting_name(path: &Path) -> String {
-    let resolved = path
-        .starts_with("/proc")
+    let resolved = crate::procfs::is_under(path)
         .then(|| std::fs::read_link(path).ok())
         .flatten();
     resolved.as_deref().unwrap_or(path).display().to_string()

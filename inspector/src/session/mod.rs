@@ -88,7 +88,7 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
             if let Some(state) = crate::target::stopped(pid) {
                 return Err(TargetError::Stopped { pid, state });
             }
-            let owner = crate::target::process_uid(pid).unwrap_or_else(crate::target::euid);
+            let owner = crate::procfs::uid(pid).unwrap_or_else(crate::target::euid);
             crate::target::check_not_planted(&path, owner)?;
             Some(owner)
         }

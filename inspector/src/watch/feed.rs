@@ -86,7 +86,7 @@ fn reattach(feed: &Feed) -> Option<Session> {
     loop {
         thread::sleep(RETRY);
         if let Target::Pid(pid) = feed.target
-            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && !crate::procfs::exists(pid)
         {
             return None;
         }

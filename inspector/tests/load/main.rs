@@ -25,12 +25,13 @@ use support::{Fixture, asyncdump};
 struct Probed {
     fx: Fixture,
     probe: PathBuf,
+    /// Holds the probe's file; removed when the spec ends.
+    _dir: support::Scratch,
 }
 
 /// `mass` with 2,000 idle tasks (so a snapshot costs something) and the probe writing to a file.
 fn probed() -> Probed {
-    let dir = std::env::temp_dir().join(format!("asyncdump-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tempdir();
     let probe = dir.join("probe");
     let fx = Fixture::start(
         "mass",
@@ -43,7 +44,11 @@ fn probed() -> Probed {
             probe.to_str().unwrap(),
         ],
     );
-    Probed { fx, probe }
+    Probed {
+        fx,
+        probe,
+        _dir: dir,
+    }
 }
 
 impl Probed {
