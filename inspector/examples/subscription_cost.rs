@@ -5,8 +5,8 @@
 //!
 //! `cargo run --release -p asyncdump --example subscription_cost -- PID [UPDATES] [INTERVAL_MS]`
 
+use asyncdump::attach::target::Target;
 use asyncdump::session::{Session, SessionOptions};
-use asyncdump::target::Target;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

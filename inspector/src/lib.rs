@@ -4,7 +4,7 @@
 //!
 //! Stages, in the order a snapshot passes through them (data flows one way; ARCHITECTURE.md at the
 //! top of the repository has the map):
-//! - attach: [`target`] resolves `PID|SOCKET`, [`client`] speaks the protocol;
+//! - [`attach`]: `target` resolves `PID|SOCKET`, `client` speaks the protocol, `procfs` reads `/proc`;
 //! - [`plan`]: [`dwarf`] reads a binary's debug info, and the plan stage turns it into walk plans (with
 //!   the plan cache and the planner that chooses between them);
 //! - [`decode`]: walks merged with annotated frames into frame trees, by what the plan says;
@@ -13,15 +13,15 @@
 //! - [`view`] renders a dump as text, JSON or folded stacks, and [`watch`] is the live view.
 //!
 //! [`session`] drives the stages for one attached target across snapshots. Beside them: [`names`]
-//! (every name shortening), [`file`](mod@file) (snapshot and recording files) and [`ps`] (lists
-//! agents). Every error the library gives is an [`Error`], whose [`Error::exit_code`] is the status
+//! (every name shortening), [`file`](mod@file) (snapshot and recording files) and [`output`] (writing
+//! files whole). Every error the library gives is an [`Error`], whose [`Error::exit_code`] is the status
 //! the command line exits with; errors about the target are typed ([`error::TargetError`]).
 
 // Functions fit on a screen: clippy.toml sets the limit (80 lines), CI denies what goes over it.
 #![warn(clippy::too_many_lines)]
 
 pub mod assemble;
-pub mod client;
+pub mod attach;
 pub mod decode;
 pub mod dwarf;
 pub mod error;
@@ -30,10 +30,7 @@ pub mod model;
 pub mod names;
 pub mod output;
 pub mod plan;
-pub mod procfs;
-pub mod ps;
 pub mod session;
-pub mod target;
 pub mod view;
 pub mod watch;
 

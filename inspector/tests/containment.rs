@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use asyncdump::attach::target::Target;
 use asyncdump::session::{Session, SessionOptions};
-use asyncdump::target::Target;
 
 use crate::support::{Fixture, asyncdump};
 

@@ -108,7 +108,7 @@ fn a_client_of_another_protocol_version_is_told_so() {
 #[test]
 fn a_hostile_walk_plan_cannot_hurt_the_host() {
     use asyncdump_protocol::{
-        Case, Discr, Edge, Request, SnapshotRequest, Target, TypePlan, Walk, WalkPlan, encode,
+        Case, Discr, Edge, EdgeTarget, Request, SnapshotRequest, TypePlan, Walk, WalkPlan, encode,
     };
     let mut fx = Fixture::start("depth_chain", &["--depth", "3"]);
     let mut s = after_hello(&fx);
@@ -126,14 +126,17 @@ fn a_hostile_walk_plan_cannot_hurt_the_host() {
         size: 1 << 20,
         discr: Some(Discr { offset: 0, size: 8 }),
         always: vec![
-            edge(0, Target::Pointer(0)),
-            edge(16, Target::Dyn { vtable_offset: 8 }),
-            edge(4_000_000, Target::Inline(0)),
-            edge(u32::MAX, Target::Pointer(1)),
+            edge(0, EdgeTarget::Pointer(0)),
+            edge(16, EdgeTarget::Dyn { vtable_offset: 8 }),
+            edge(4_000_000, EdgeTarget::Inline(0)),
+            edge(u32::MAX, EdgeTarget::Pointer(1)),
         ],
         cases: vec![Case {
             value: None,
-            edges: vec![edge(8, Target::Inline(77)), edge(0, Target::Inline(1))],
+            edges: vec![
+                edge(8, EdgeTarget::Inline(77)),
+                edge(0, EdgeTarget::Inline(1)),
+            ],
         }],
     };
     let odd = TypePlan {
@@ -142,7 +145,10 @@ fn a_hostile_walk_plan_cannot_hurt_the_host() {
             offset: 20,
             size: 3,
         }),
-        always: vec![edge(0, Target::Pointer(1)), edge(8, Target::Pointer(0))],
+        always: vec![
+            edge(0, EdgeTarget::Pointer(1)),
+            edge(8, EdgeTarget::Pointer(0)),
+        ],
         cases: vec![],
     };
     let mut roots: Vec<(u64, u32)> = anchors.iter().map(|&a| (a, 0)).collect();

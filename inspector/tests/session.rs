@@ -1,9 +1,9 @@
 //! The inspector as a library: a `Session` kept attached across snapshots plans once, for every root
 //! type of the binary, so a task of a root type first seen later is decoded without planning again.
 
+use asyncdump::attach::target::Target;
 use asyncdump::model::{Dump, Source};
 use asyncdump::session::{Session, SessionOptions};
-use asyncdump::target::Target;
 
 use crate::support::Fixture;
 

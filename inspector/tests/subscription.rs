@@ -5,8 +5,8 @@
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use asyncdump::attach::target::Target;
 use asyncdump::session::{Session, SessionOptions};
-use asyncdump::target::Target;
 use asyncdump_protocol::{
     ClientHello, Handshake, MAX_REPLY_BYTES, Request, SubscribeRequest, encode, read_frame,
     write_frame,

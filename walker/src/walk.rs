@@ -20,7 +20,7 @@ use crate::bounds::{MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
 use crate::bytes::uint;
 use crate::memory::{Memory, Read};
 use crate::plan::{
-    Case, Edge, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
+    Case, Edge, EdgeTarget, NO_PARENT, NodeStatus, TypePlan, UNKNOWN_TYPE, Walk, WalkNode, WalkPlan,
 };
 
 /// Reusable buffers for walking many tasks in one snapshot.
@@ -271,16 +271,16 @@ fn follow(
     };
     let word = |off: usize| uint(obj, off as u32, 8);
     let next = match edge.to {
-        Target::Inline(ty) => Pending {
+        EdgeTarget::Inline(ty) => Pending {
             copied: Some((start + offset, start + obj.len())),
             ..at(ty, addr.wrapping_add(offset as u64), None)
         },
-        Target::Pointer(ty) => match word(offset) {
+        EdgeTarget::Pointer(ty) => match word(offset) {
             Some(0) => at(ty, 0, Some(NodeStatus::Null)),
             Some(ptr) => at(ty, ptr, None),
             None => at(ty, 0, Some(NodeStatus::Fault)),
         },
-        Target::Dyn { vtable_offset } => match (word(offset), word(vtable_offset as usize)) {
+        EdgeTarget::Dyn { vtable_offset } => match (word(offset), word(vtable_offset as usize)) {
             (Some(0), _) => at(UNKNOWN_TYPE, 0, Some(NodeStatus::Null)),
             (Some(data), Some(vtable)) => {
                 match plan.vtables.binary_search_by_key(&vtable, |v| v.0) {
@@ -294,7 +294,7 @@ fn follow(
             }
             _ => at(UNKNOWN_TYPE, 0, Some(NodeStatus::Fault)),
         },
-        Target::Slice {
+        EdgeTarget::Slice {
             len_offset,
             elem,
             stride,
@@ -333,7 +333,7 @@ mod tests {
                         value: Some(3),
                         edges: vec![Edge {
                             offset: 8,
-                            to: Target::Pointer(1),
+                            to: EdgeTarget::Pointer(1),
                         }],
                     }],
                 },
@@ -443,7 +443,7 @@ mod tests {
             size: 16,
             always: vec![Edge {
                 offset: 0,
-                to: Target::Slice {
+                to: EdgeTarget::Slice {
                     len_offset: 8,
                     elem: 1,
                     stride: 1,
@@ -471,7 +471,7 @@ mod tests {
     #[test]
     fn a_dyn_future_is_typed_by_its_vtable_and_an_unknown_vtable_is_named() {
         let mut p = plan();
-        p.types[0].cases[0].edges[0].to = Target::Dyn { vtable_offset: 0 };
+        p.types[0].cases[0].edges[0].to = EdgeTarget::Dyn { vtable_offset: 0 };
         p.vtables = vec![(0x0303_0303_0303_0303, 1)];
         // The "state" bytes double as the vtable pointer: 0x0303... is known, 0x0404... is not.
         let m = memory([(0x1000, outer(3, 0x2000)), (0x2000, vec![5])]);
@@ -493,11 +493,11 @@ mod tests {
         // Breadth-first: the bad type number is visited at depth 1, long before the limit.
         p.types[0].cases[0].edges.push(Edge {
             offset: 0,
-            to: Target::Inline(99),
+            to: EdgeTarget::Inline(99),
         });
         p.types[0].cases[0].edges.push(Edge {
             offset: 0,
-            to: Target::Inline(0),
+            to: EdgeTarget::Inline(0),
         });
         let m = memory([(0x1000, outer(3, 0x10))]);
         match Walker::default().walk(&m, &p, 0, 0x1000) {
@@ -517,7 +517,7 @@ mod tests {
         p.types[0].cases[0].edges = vec![
             Edge {
                 offset: 0,
-                to: Target::Inline(0),
+                to: EdgeTarget::Inline(0),
             };
             2
         ];

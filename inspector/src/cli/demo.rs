@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use asyncdump::Error;
-use asyncdump::target::{dirs_for, euid};
+use asyncdump::attach::target::{dirs_for, euid};
 
 /// Kills the fixture however the demo ends, and removes the socket it could not remove itself.
 struct Fixture(Child);

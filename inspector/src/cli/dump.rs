@@ -4,9 +4,9 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use asyncdump::attach::target::Target;
 use asyncdump::model::{Dump, Filter, coalesce};
 use asyncdump::session::Session;
-use asyncdump::target::Target;
 use asyncdump::{Error, file, view};
 
 use super::args::{DumpOptions, Format};

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use asyncdump::attach::target::Target;
 use asyncdump::session::connect;
-use asyncdump::target::Target;
 use asyncdump::{Error, dwarf, view};
 
 /// A live task and the root future type its `root_anchor` resolves to.
@@ -26,7 +26,7 @@ pub fn index(
 ) -> Result<String, Error> {
     let binary = match (binary, pid) {
         (Some(b), _) => b,
-        (None, Some(pid)) => asyncdump::procfs::exe(pid),
+        (None, Some(pid)) => asyncdump::attach::procfs::exe(pid),
         (None, None) => return Err(Error::Local("index needs a binary or --pid".into())),
     };
     let start = std::time::Instant::now();
@@ -61,7 +61,10 @@ fn resolve(
     vaddr_at_zero: Option<u64>,
 ) -> Result<Vec<ResolvedTask>, Error> {
     let bias = dwarf::load_bias(pid, vaddr_at_zero)?;
-    let mut client = connect(&Target::Pid(pid), asyncdump::client::DEFAULT_TIMEOUT)?;
+    let mut client = connect(
+        &Target::Pid(pid),
+        asyncdump::attach::client::DEFAULT_TIMEOUT,
+    )?;
     let (snap, _) = client.snapshot(false, None)?;
     let resolved = |t: &asyncdump_protocol::Task| {
         let root = index.root_of(t.root_anchor, bias);

@@ -9,9 +9,10 @@ mod index;
 use std::fmt::Write;
 use std::time::Duration;
 
-use asyncdump::target::Target;
+use asyncdump::attach::ps;
+use asyncdump::attach::target::Target;
 use asyncdump::watch::WatchOptions as Watching;
-use asyncdump::{Error, ps, view};
+use asyncdump::{Error, view};
 
 use args::{Cli, Command, DumpOptions, WatchOptions};
 

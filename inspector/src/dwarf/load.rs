@@ -18,7 +18,7 @@ use super::{Debug, DwarfError};
 pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError> {
     // By inode, not path: a path may hold spaces, and an executable replaced on disk shows as
     // `path (deleted)`, while `/proc/PID/exe` still opens (and stats as) the running image.
-    let exe = crate::procfs::exe(pid);
+    let exe = crate::attach::procfs::exe(pid);
     let bad = |detail: String| DwarfError::Object {
         path: exe.clone(),
         detail,
@@ -27,7 +27,7 @@ pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError
     let inode = std::os::unix::fs::MetadataExt::ino(
         &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
     );
-    let maps = crate::procfs::maps(pid).map_err(|e| bad(e.to_string()))?;
+    let maps = crate::attach::procfs::maps(pid).map_err(|e| bad(e.to_string()))?;
     let start = maps
         .lines()
         .filter_map(|l| {

@@ -152,6 +152,7 @@ impl Table {
     }
 
     /// What marks the entry, if it is a subprogram the plans need.
+    #[inline(always)]
     fn marks<'a>(
         &self,
         entry: &Entry<'a>,
@@ -174,6 +175,7 @@ impl Table {
     }
 
     /// Adds `node` under its parent; its index.
+    #[inline(always)]
     fn push(&mut self, node: Node) -> usize {
         let idx = self.nodes.len();
         if let Some(p) = node.parent {
@@ -186,6 +188,7 @@ impl Table {
 }
 
 /// The node of one entry, with the attributes the plans need.
+#[inline(always)]
 fn node_of(
     entry: &Entry<'_>,
     base: u64,

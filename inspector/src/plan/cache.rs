@@ -147,7 +147,7 @@ fn read_own(path: &Path) -> Result<Option<Vec<u8>>, String> {
     if !meta.is_file() {
         return Err("not a regular file".to_owned());
     }
-    if meta.uid() != crate::target::euid() {
+    if meta.uid() != crate::attach::target::euid() {
         return Err(format!("owned by uid {}, not by us", meta.uid()));
     }
     if meta.permissions().mode() & 0o022 != 0 {
@@ -168,7 +168,7 @@ fn read_own(path: &Path) -> Result<Option<Vec<u8>>, String> {
 fn writer() -> &'static str {
     static WRITER: OnceLock<String> = OnceLock::new();
     WRITER.get_or_init(|| {
-        let exe = Path::new(crate::procfs::OWN_EXE);
+        let exe = Path::new(crate::attach::procfs::OWN_EXE);
         match crate::dwarf::build_id(exe) {
             Ok(Some(id)) => id,
             _ => {

@@ -55,7 +55,7 @@ impl Planner {
         binary: Option<&Path>,
         cache: bool,
     ) -> Result<Planner, String> {
-        let exe = crate::procfs::exe(pid);
+        let exe = crate::attach::procfs::exe(pid);
         if let Some(why) = &info.walks_refused {
             return Err(format!(
                 "the agent allows this client no memory walks: {why}"
@@ -182,7 +182,7 @@ impl Planner {
 /// The name of the file the DWARF came from that still means something after the process is gone:
 /// `/proc/PID/exe` resolved to the executable's path.
 fn lasting_name(path: &Path) -> String {
-    let resolved = crate::procfs::is_under(path)
+    let resolved = crate::attach::procfs::is_under(path)
         .then(|| std::fs::read_link(path).ok())
         .flatten();
     resolved.as_deref().unwrap_or(path).display().to_string()

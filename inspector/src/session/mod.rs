@@ -1,10 +1,11 @@
 //! One attached target: a connection to its agent, kept with the DWARF plan for as many snapshots as the
-//! caller takes (`dump` takes one).
+//! caller takes (`dump` takes one). The session drives the pipeline for it: attach, plan, and for each
+//! snapshot decode and assemble.
 //!
 //! The walk plan covers every root future type of the binary, so a task of a root type first seen
 //! later needs no new plan; it comes from the plan cache when that has the running build's
-//! (`plan_cache`), else from the binary's DWARF, checked against the build-id the agent reports
-//! (`planner`). Only a runtime registered after the plan was made asks for a new one (with the runtime
+//! (`crate::plan::cache`), else from the binary's DWARF, checked against the build-id the agent reports
+//! (`crate::plan::planner`). Only a runtime registered after the plan was made asks for a new one (with the runtime
 //! plan). A live view subscribes instead ([`Session::subscribe`]): the agent then sends what changed at
 //! every interval, the session keeps the agent's state current (`mirror`), and each
 //! [`Session::next_update`] is a whole dump of it. What keeps chains from being decoded (no debug info,
@@ -17,11 +18,11 @@ use std::time::Instant;
 use asyncdump_protocol::{Handshake, SubscribeRequest};
 
 use crate::assemble::ChainCache;
-use crate::client::Client;
+use crate::attach::client::Client;
+use crate::attach::target::Target;
 use crate::error::TargetError;
 use crate::model::{DecodingInfo, Dump};
 use crate::plan::Plan;
-use crate::target::Target;
 
 mod mirror;
 use crate::plan::planner::Planner;
@@ -45,7 +46,7 @@ impl Default for SessionOptions {
         SessionOptions {
             binary: None,
             decode: true,
-            timeout: crate::client::DEFAULT_TIMEOUT,
+            timeout: crate::attach::client::DEFAULT_TIMEOUT,
             cache: true,
         }
     }
@@ -85,11 +86,11 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
     let path = target.resolve()?;
     let owner = match target.pid() {
         Some(pid) => {
-            if let Some(state) = crate::target::stopped(pid) {
+            if let Some(state) = crate::attach::target::stopped(pid) {
                 return Err(TargetError::Stopped { pid, state });
             }
-            let owner = crate::procfs::uid(pid).unwrap_or_else(crate::target::euid);
-            crate::target::check_not_planted(&path, owner)?;
+            let owner = crate::attach::procfs::uid(pid).unwrap_or_else(crate::attach::target::euid);
+            crate::attach::target::check_not_planted(&path, owner)?;
             Some(owner)
         }
         None => None,

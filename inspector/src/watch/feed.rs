@@ -8,13 +8,13 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread;
 use std::time::Duration;
 
+use crate::attach::target::Target;
 use crate::file::Recorder;
 use crate::model::Dump;
 use crate::session::{Session, SessionOptions};
-use crate::target::Target;
 
 /// What the feed sends.
-pub enum Update {
+pub enum FeedEvent {
     Snapshot(Box<Dump>),
     /// The recording could not be written and has stopped, and why; the view goes on.
     RecordingStopped(String),
@@ -37,7 +37,7 @@ pub struct Feed {
 const RETRY: Duration = Duration::from_secs(1);
 
 /// Starts the feed on `session`. It ends when the receiver is dropped, or when the process is gone.
-pub fn start(session: Session, mut feed: Feed) -> Receiver<Update> {
+pub fn start(session: Session, mut feed: Feed) -> Receiver<FeedEvent> {
     // One update in flight: a screen that falls behind gets the newest state, not a backlog.
     let (tx, rx) = sync_channel(1);
     thread::Builder::new()
@@ -47,7 +47,7 @@ pub fn start(session: Session, mut feed: Feed) -> Receiver<Update> {
             while let Some(mut s) = session.take() {
                 let why = follow(&mut s, &tx, &mut feed);
                 drop(s);
-                if tx.send(Update::Lost(why)).is_err() {
+                if tx.send(FeedEvent::Lost(why)).is_err() {
                     return;
                 }
                 session = reattach(&feed);
@@ -58,7 +58,7 @@ pub fn start(session: Session, mut feed: Feed) -> Receiver<Update> {
 }
 
 /// Sends updates until the connection fails (returns why) or the screen is gone.
-fn follow(session: &mut Session, tx: &SyncSender<Update>, feed: &mut Feed) -> String {
+fn follow(session: &mut Session, tx: &SyncSender<FeedEvent>, feed: &mut Feed) -> String {
     let ms = feed.every.as_millis().min(u32::MAX as u128) as u32;
     if let Err(e) = session.subscribe(ms, feed.include_completed) {
         return e.to_string();
@@ -70,10 +70,10 @@ fn follow(session: &mut Session, tx: &SyncSender<Update>, feed: &mut Feed) -> St
         };
         if let Some(Err(e)) = feed.recorder.as_mut().map(|r| r.record(&dump)) {
             feed.recorder = None;
-            let _ = tx.send(Update::RecordingStopped(e.to_string()));
+            let _ = tx.send(FeedEvent::RecordingStopped(e.to_string()));
         }
         // A screen that is behind skips this state: the next one holds all it says.
-        match tx.try_send(Update::Snapshot(Box::new(dump))) {
+        match tx.try_send(FeedEvent::Snapshot(Box::new(dump))) {
             Ok(()) | Err(TrySendError::Full(_)) => {}
             // The screen has quit: the feed is done.
             Err(TrySendError::Disconnected(_)) => return String::new(),
@@ -86,7 +86,7 @@ fn reattach(feed: &Feed) -> Option<Session> {
     loop {
         thread::sleep(RETRY);
         if let Target::Pid(pid) = feed.target
-            && !crate::procfs::exists(pid)
+            && !crate::attach::procfs::exists(pid)
         {
             return None;
         }

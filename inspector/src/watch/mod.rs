@@ -23,13 +23,13 @@ use crossterm::event::{
 };
 use ratatui::layout::Rect;
 
+use crate::attach::target::Target;
 use crate::error::TargetError;
 use crate::file::{self, FileError, Opened, Recorder, Replay};
 use crate::model::Dump;
 use crate::output::{self, Existing};
 use crate::session::{Session, SessionOptions};
-use crate::target::Target;
-use feed::Update;
+use feed::FeedEvent;
 use input::{Key, key_of};
 use state::{App, Effect, Link};
 
@@ -62,8 +62,8 @@ pub enum WatchError {
 }
 
 /// Where the screen's states come from.
-enum Source {
-    Live(Receiver<Update>),
+enum Origin {
+    Live(Receiver<FeedEvent>),
     File,
     Replay(Box<Replay>, String),
 }
@@ -87,7 +87,7 @@ pub fn run(target: &Target, options: &WatchOptions) -> Result<(), WatchError> {
             recorder,
         },
     );
-    screen(Source::Live(updates), new_app(options.stuck_after))
+    screen(Origin::Live(updates), new_app(options.stuck_after))
 }
 
 fn new_app(stuck_after: Duration) -> App {
@@ -112,13 +112,13 @@ pub fn run_file(path: &std::path::Path, stuck_after: Duration) -> Result<(), Wat
         Opened::Snapshot(dump) => {
             app.update(*dump, Instant::now());
             app.link = Link::File(name);
-            Source::File
+            Origin::File
         }
         Opened::Recording(mut replay) => {
             app.update(replay.seek(0), Instant::now());
             app.message = replay.note.clone();
             app.link = replay_link(&replay, &name);
-            Source::Replay(replay, name)
+            Origin::Replay(replay, name)
         }
     };
     screen(source, app)
@@ -144,7 +144,7 @@ fn replay_link(replay: &Replay, file: &str) -> Link {
 }
 
 /// Draws `app` and feeds it keys and states until the user quits.
-fn screen(mut source: Source, mut app: App) -> Result<(), WatchError> {
+fn screen(mut source: Origin, mut app: App) -> Result<(), WatchError> {
     let mut terminal = ratatui::try_init()?;
     // ratatui's panic hook gives the terminal back but knows nothing of the mouse: take it back first.
     let hook = std::panic::take_hook();
@@ -205,22 +205,22 @@ fn graveyard() -> Graveyard {
 }
 
 /// Gives `app` what its source has for it: the feed's newest states, or the replay's next step.
-fn take_states(source: &mut Source, app: &mut App, freed: &Graveyard, step: i32) {
+fn take_states(source: &mut Origin, app: &mut App, freed: &Graveyard, step: i32) {
     match source {
-        Source::Live(updates) => loop {
+        Origin::Live(updates) => loop {
             match updates.try_recv() {
-                Ok(Update::Snapshot(dump)) => {
+                Ok(FeedEvent::Snapshot(dump)) => {
                     let _ = freed.send(app.update(*dump, Instant::now()));
                 }
-                Ok(Update::Lost(why)) => app.disconnected(why),
-                Ok(Update::RecordingStopped(why)) => {
+                Ok(FeedEvent::Lost(why)) => app.disconnected(why),
+                Ok(FeedEvent::RecordingStopped(why)) => {
                     app.message = Some(format!("recording stopped: {why}"));
                 }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         },
-        Source::File => {}
-        Source::Replay(replay, name) => {
+        Origin::File => {}
+        Origin::Replay(replay, name) => {
             if step != 0 {
                 let to = (replay.pos() as i64 + i64::from(step)).max(0) as usize;
                 let dump = replay.seek(to);

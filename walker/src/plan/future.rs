@@ -66,11 +66,11 @@ pub struct Case {
 pub struct Edge {
     /// Byte offset of the field within the type.
     pub offset: u32,
-    pub to: Target,
+    pub to: EdgeTarget,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Target {
+pub enum EdgeTarget {
     /// The field is the future, of this type.
     Inline(u32),
     /// The field is a thin pointer to a future of this type (`Pin<Box<T>>`, `Pin<&mut T>`).

@@ -9,7 +9,7 @@ pub mod future;
 pub mod runtime;
 
 pub use future::{
-    Case, Discr, Edge, NO_PARENT, NodeStatus, Target, TypePlan, UNKNOWN_TYPE, Walk, WalkNode,
+    Case, Discr, Edge, EdgeTarget, NO_PARENT, NodeStatus, TypePlan, UNKNOWN_TYPE, Walk, WalkNode,
     WalkPlan,
 };
 pub use runtime::{

@@ -1,7 +1,7 @@
 //! Any other struct or enum: the hand-written futures of hyper, axum, tower and the rest (pin-project
 //! structs and enums), followed through each field that leads to a future the plan can read further.
 
-use asyncdump_protocol::{Case, Edge, Target, TypePlan};
+use asyncdump_protocol::{Case, Edge, EdgeTarget, TypePlan};
 use gimli::constants;
 
 use super::{Rule, Verdict, inline};
@@ -85,11 +85,11 @@ impl Builder<'_> {
                     .iter()
                     .chain(plan.cases.iter().flat_map(|c| &c.edges))
                     .any(|e| match e.to {
-                        Target::Inline(to) | Target::Pointer(to) => {
+                        EdgeTarget::Inline(to) | EdgeTarget::Pointer(to) => {
                             self.leads_further(to, depth - 1)
                         }
-                        Target::Slice { elem, .. } => self.leads_further(elem, depth - 1),
-                        Target::Dyn { .. } => true,
+                        EdgeTarget::Slice { elem, .. } => self.leads_further(elem, depth - 1),
+                        EdgeTarget::Dyn { .. } => true,
                     })
             }
             _ => true,

@@ -27,7 +27,7 @@ use super::Kind;
 use super::builder::Builder;
 use crate::dwarf::StateMachine;
 use crate::model::{FrameInfo, Source};
-use asyncdump_protocol::{Edge, Target, TypePlan};
+use asyncdump_protocol::{Edge, EdgeTarget, TypePlan};
 
 /// What the rules look at: one type, read once.
 pub(super) struct Ty {
@@ -139,7 +139,7 @@ fn plan(size: u32, edges: Vec<Edge>) -> TypePlan {
 fn inline(offset: u64, to: u32) -> Edge {
     Edge {
         offset: offset as u32,
-        to: Target::Inline(to),
+        to: EdgeTarget::Inline(to),
     }
 }
 

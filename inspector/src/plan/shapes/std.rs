@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use asyncdump_protocol::{Case, Discr, Edge, Target, TypePlan};
+use asyncdump_protocol::{Case, Discr, Edge, EdgeTarget, TypePlan};
 use gimli::constants;
 
 use super::{Rule, Ty, Verdict, inline, plan};
@@ -42,7 +42,7 @@ pub(super) const POINTER: Rule = Rule {
         };
         let edge = Edge {
             offset: 0,
-            to: Target::Pointer(b.ty(pointee)),
+            to: EdgeTarget::Pointer(b.ty(pointee)),
         };
         let size = if t.size == 0 { 8 } else { t.size };
         Verdict::Plan(plan(size, vec![edge]), Kind::Transparent)
@@ -77,7 +77,7 @@ pub(super) const DYN_FUTURE: Rule = Rule {
         (Some((data, _)), Some((vtable, _))) => {
             let edge = Edge {
                 offset: data as u32,
-                to: Target::Dyn {
+                to: EdgeTarget::Dyn {
                     vtable_offset: vtable as u32,
                 },
             };
@@ -104,7 +104,7 @@ pub(super) const BOXED_SLICE: Rule = Rule {
         let stride = b.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
         let edge = Edge {
             offset: data as u32,
-            to: Target::Slice {
+            to: EdgeTarget::Slice {
                 len_offset: len as u32,
                 elem: b.ty(elem),
                 stride: stride as u32,

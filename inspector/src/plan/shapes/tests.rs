@@ -1,7 +1,7 @@
 //! One spec per recognised shape, on type descriptions made by hand: which rule takes the type, what the
 //! walker is told to read and follow, and how the decoder will show it.
 
-use asyncdump_protocol::{Case, Discr, Edge, Target, TypePlan};
+use asyncdump_protocol::{Case, Discr, Edge, EdgeTarget, TypePlan};
 
 use super::{RULES, any};
 use crate::dwarf::synthetic::Types;
@@ -42,7 +42,7 @@ impl Planned {
     }
     /// The kind of the plan type an edge leads to.
     fn kind_at(&self, edge: &Edge) -> &Kind {
-        let (Target::Inline(t) | Target::Pointer(t)) = edge.to else {
+        let (EdgeTarget::Inline(t) | EdgeTarget::Pointer(t)) = edge.to else {
             panic!("not a typed edge: {edge:?}")
         };
         &self.kinds[t as usize]
@@ -134,7 +134,7 @@ fn a_box_or_reference_is_followed_to_its_pointee() {
         p.plan().always[..],
         [Edge {
             offset: 0,
-            to: Target::Pointer(_)
+            to: EdgeTarget::Pointer(_)
         }]
     ));
     assert_eq!(shown(p.kind_at(&p.plan().always[0])), "Coroutine");
@@ -164,7 +164,7 @@ fn pin_is_seen_through_and_a_pin_without_its_pointer_is_a_leaf() {
         p.plan().always[..],
         [Edge {
             offset: 0,
-            to: Target::Inline(_)
+            to: EdgeTarget::Inline(_)
         }]
     ));
     assert_eq!(shown(p.kind()), "Transparent");
@@ -194,7 +194,7 @@ fn a_dyn_future_is_typed_by_its_vtable_and_declined_without_one() {
     let (t, b) = boxed_dyn("vtable");
     let p = planned(t, b);
     assert_eq!(p.rule(b), "dyn Future");
-    let to = Target::Dyn { vtable_offset: 8 };
+    let to = EdgeTarget::Dyn { vtable_offset: 8 };
     assert_eq!(p.plan().always, [Edge { offset: 0, to }]);
     let (t, b) = boxed_dyn("length");
     let p = planned(t, b);
@@ -217,7 +217,7 @@ fn a_boxed_slice_gives_each_element_by_its_stride() {
         Edge {
             offset: 0,
             to:
-                Target::Slice {
+                EdgeTarget::Slice {
                     len_offset: 8,
                     stride: 80,
                     ..
@@ -379,7 +379,7 @@ fn a_oneshot_receiver_reads_its_channel_state_and_waker() {
         shown(p.kind()),
         "oneshot tokio::sync::oneshot::Receiver<u32>"
     );
-    let Target::Pointer(view) = p.plan().always[0].to else {
+    let EdgeTarget::Pointer(view) = p.plan().always[0].to else {
         panic!("{:?}", p.plan())
     };
     let view = &p.types[view as usize];

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use asyncdump_protocol::{Case, Discr, Edge, Target, TypePlan};
+use asyncdump_protocol::{Case, Discr, Edge, EdgeTarget, TypePlan};
 use gimli::constants;
 
 use super::std::member;
@@ -133,9 +133,9 @@ impl Builder<'_> {
         }
         let t = self.synthetic_sized(0, size as u8, Kind::SelectMask);
         let to = if pointer {
-            Target::Pointer(t)
+            EdgeTarget::Pointer(t)
         } else {
-            Target::Inline(t)
+            EdgeTarget::Inline(t)
         };
         Some(Edge {
             offset: offset as u32,
@@ -174,7 +174,7 @@ impl Builder<'_> {
         self.kinds.push(Kind::OneshotInner);
         Some(Edge {
             offset: ptr_off as u32,
-            to: Target::Pointer(view),
+            to: EdgeTarget::Pointer(view),
         })
     }
 

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use asyncdump_protocol::paths;
 use serde::Serialize;
 
-use crate::client::Client;
+use crate::attach::client::Client;
+use crate::attach::target::{dirs_for, euid};
 use crate::error::TargetError;
-use crate::target::{dirs_for, euid};
 use crate::view::duration;
 
 #[derive(Debug, Serialize)]
@@ -97,13 +97,13 @@ enum Answer {
 
 /// What the socket of process `pid` at `path` says, tidying it away if it is stale and ours.
 fn ask(pid: u32, path: &std::path::Path, timeout: std::time::Duration) -> Answer {
-    if !crate::procfs::exists(pid) {
-        return match crate::target::remove_stale(path) {
+    if !crate::attach::procfs::exists(pid) {
+        return match crate::attach::target::remove_stale(path) {
             true => Answer::Removed,
             false => Answer::Unreadable("its process is gone; not ours to remove".into()),
         };
     }
-    if let Some(state) = crate::target::stopped(pid) {
+    if let Some(state) = crate::attach::target::stopped(pid) {
         return Answer::Unreadable(TargetError::Stopped { pid, state }.to_string());
     }
     match Client::connect(path, timeout).and_then(|mut c| Ok((c.stats()?, c.handshake))) {

@@ -86,7 +86,7 @@ impl Client {
             peer: (pid, uid),
             last_reply_bytes: 0,
         };
-        let me = crate::target::euid();
+        let me = crate::attach::target::euid();
         if pid != client.handshake.pid || !(uid == me || uid == 0 || me == 0) {
             return Err(TargetError::Impostor {
                 path: path.to_owned(),
@@ -225,7 +225,7 @@ fn read(
         let detail = match e {
             FrameError::Closed => "the agent closed the connection".to_owned(),
             FrameError::Io(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
-                let stopped = paths::pid_of_socket(path).and_then(crate::target::stopped);
+                let stopped = paths::pid_of_socket(path).and_then(crate::attach::target::stopped);
                 match stopped {
                     Some(state) => {
                         format!("the process is stopped (state {state}); resume it with kill -CONT")
@@ -252,7 +252,7 @@ fn connect_error(path: &Path, e: io::Error) -> TargetError {
         },
         IoKind::ConnectionRefused => TargetError::StaleSocket {
             path: path.to_owned(),
-            removed: crate::target::remove_stale(path),
+            removed: crate::attach::target::remove_stale(path),
         },
         IoKind::PermissionDenied => TargetError::PermissionDenied {
             path: path.to_owned(),

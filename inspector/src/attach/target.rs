@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use asyncdump_protocol::paths;
 
+use crate::attach::procfs;
 use crate::error::TargetError;
-use crate::procfs;
 
 /// What the user pointed at.
 #[derive(Debug, Clone, PartialEq, Eq)]
