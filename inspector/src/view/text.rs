@@ -28,7 +28,7 @@ impl Display for Label<'_> {
 impl Label<'_> {
     /// Written piece by piece: every task's section starts with one.
     fn write_to<W: Write + ?Sized>(&self, out: &mut W) -> fmt::Result {
-        Key(self.0).write_to(out)?;
+        TaskId(self.0).write_to(out)?;
         if let Some(name) = self.1 {
             out.write_str(" \"")?;
             out.write_str(name)?;
@@ -40,15 +40,15 @@ impl Label<'_> {
 
 /// A task's key as people read it: `task 3` (the agent's id) or `tokio task 7` (tokio's id, for a task
 /// the agent has no record of).
-struct Key(u64);
+struct TaskId(u64);
 
-impl Display for Key {
+impl Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.write_to(f)
     }
 }
 
-impl Key {
+impl TaskId {
     fn write_to<W: Write + ?Sized>(&self, out: &mut W) -> fmt::Result {
         match self.0 & TOKIO_ONLY {
             0 => out.write_str("task ")?,
@@ -180,7 +180,7 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
         let ids: Vec<String> = cycle
             .iter()
             .chain(cycle.first())
-            .map(|&id| Key(id).to_string())
+            .map(|&id| TaskId(id).to_string())
             .collect();
         let named: Vec<String> = cycle
             .iter()
