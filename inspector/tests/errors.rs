@@ -495,8 +495,14 @@ fn asyncdump_disable_keeps_the_agent_from_starting() {
 
 /// Runs a fixture whose agent cannot start; returns what it said on stderr.
 fn agent_refuses(env: &[(&str, &std::path::Path)]) -> String {
+    agent_refuses_in(&std::env::temp_dir(), env)
+}
+
+/// Like [`agent_refuses`], with the fixture's working directory at `cwd`.
+fn agent_refuses_in(cwd: &std::path::Path, env: &[(&str, &std::path::Path)]) -> String {
     let out = Command::new(crate::support::bin("depth_chain"))
         .args(["--depth", "1"])
+        .current_dir(cwd)
         .envs(env.iter().copied())
         .env("ASYNCDUMP_FIXTURE_TIMEOUT", "5")
         .output()
@@ -562,6 +568,39 @@ fn the_agent_refuses_to_serve_in_a_planted_directory_or_over_a_planted_file() {
     );
     assert!(socket.exists(), "served in a sticky shared directory");
     drop(fx);
+}
+
+/// A relative `ASYNCDUMP_SOCKET` would land wherever the process was started, in a directory nobody
+/// checked (here one anyone may write to): refused, and nothing bound.
+#[test]
+fn a_relative_socket_path_is_refused_and_nothing_is_bound() {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = tempdir();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let relative = std::path::Path::new("agent.sock");
+    let err = agent_refuses_in(&shared, &[("ASYNCDUMP_SOCKET", relative)]);
+    assert!(
+        err.contains("refusing socket path agent.sock: it is relative"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&shared).unwrap().count(),
+        0,
+        "nothing bound"
+    );
+}
+
+/// `ASYNCDUMP_SOCKET=` (set, but empty) is what users write to mean unset: the default socket.
+#[test]
+fn an_empty_socket_variable_means_the_default_socket() {
+    let fx = Fixture::start_with(
+        "depth_chain",
+        &["--depth", "1"],
+        &[("ASYNCDUMP_SOCKET", std::path::Path::new(""))],
+    );
+    assert!(fx.socket().exists(), "served at the default path");
+    let out = asyncdump(&["dump", &fx.pid.to_string()]);
+    assert!(out.status.success(), "{out:?}");
 }
 
 #[test]

@@ -142,7 +142,11 @@ impl Fixture {
             .expect("fixture printed nothing within 30s");
         assert_eq!(line.trim(), "ready", "fixture {name} did not get ready");
         let mut fixture = fixture;
-        let var = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+        // An empty value means unset, as the agent reads it.
+        let var = |name: &str| {
+            let value = env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+            value.filter(|v| !v.as_os_str().is_empty())
+        };
         fixture.socket = match (var("ASYNCDUMP_SOCKET"), var("XDG_RUNTIME_DIR")) {
             (Some(socket), _) => Some(socket.to_owned()),
             (None, Some(xdg)) => Some(xdg.join("asyncdump").join(format!("{pid}.sock"))),

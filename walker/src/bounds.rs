@@ -11,3 +11,6 @@ pub const MAX_SLICE_ELEMS: u64 = 256;
 pub const MAX_RUNTIME_TASKS: u32 = 1_000_000;
 /// The most shards of one owned-task list (tokio uses a few per worker thread).
 pub const MAX_SHARDS: u64 = 1 << 16;
+/// The most bytes of one task header or trailer a runtime plan may ask to read (tokio's are well under
+/// a hundred): a plan asking for more is refused, not followed.
+pub const MAX_LAYOUT_BYTES: u32 = 4096;

@@ -32,7 +32,10 @@ pub mod plan;
 pub mod tasks;
 mod walk;
 
-pub use bounds::{MAX_RUNTIME_TASKS, MAX_SHARDS, MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
+pub use bounds::{
+    MAX_LAYOUT_BYTES, MAX_RUNTIME_TASKS, MAX_SHARDS, MAX_SLICE_ELEMS, MAX_WALK_BYTES,
+    MAX_WALK_NODES,
+};
 #[cfg(feature = "process")]
 pub use memory::ProcessMemory;
 pub use memory::{ImageMemory, Memory, Read, Unreadable};

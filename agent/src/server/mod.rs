@@ -36,6 +36,11 @@ pub enum InitError {
         path.display()
     )]
     InsecureSocket { path: PathBuf, what: String },
+    #[error(
+        "refusing socket path {}: it is relative, so where it lands depends on the working directory; give an absolute path (an empty ASYNCDUMP_SOCKET means the default)",
+        path.display()
+    )]
+    RelativeSocket { path: PathBuf },
     #[error("cannot create asyncdump socket at {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     #[error("asyncdump agent disabled by {DISABLE_ENV}")]

@@ -132,16 +132,21 @@ fn completed_retained_from_env() -> Option<usize> {
     parsed
 }
 
-/// Where to bind: the builder's path, else `$ASYNCDUMP_SOCKET` (in a directory made if missing, and
-/// checked: see `socket`), else the private default directory.
+/// Where to bind: the builder's path, else `$ASYNCDUMP_SOCKET` (set and not empty; in a directory made
+/// if missing, and checked: see `socket`), else the private default directory. A relative path is
+/// refused: where it lands would depend on the working directory, and its directory goes unchecked.
 fn socket_path(chosen: Option<PathBuf>, pid: u32) -> Result<PathBuf, InitError> {
-    let explicit = chosen.or_else(|| std::env::var_os(paths::SOCKET_ENV).map(PathBuf::from));
+    let from_env = std::env::var_os(paths::SOCKET_ENV).filter(|v| !v.is_empty());
+    let explicit = chosen.or_else(|| from_env.map(PathBuf::from));
     let Some(path) = explicit else {
         let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
         let dir = paths::default_dir(xdg.as_deref(), sys::euid());
         socket::ensure_private_dir(&dir)?;
         return Ok(dir.join(paths::socket_file_name(pid)));
     };
+    if path.is_relative() {
+        return Err(InitError::RelativeSocket { path });
+    }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::DirBuilder::new()
             .recursive(true)

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap as FastMap;
 
-use crate::bounds::{MAX_RUNTIME_TASKS, MAX_SHARDS};
+use crate::bounds::{MAX_LAYOUT_BYTES, MAX_RUNTIME_TASKS, MAX_SHARDS};
 use crate::bytes::{uint, word};
 use crate::memory::{Memory, Read};
 use crate::plan::{
@@ -87,6 +87,12 @@ fn list_owned(
     o: &OwnedLayout,
     report: &mut RuntimeReport,
 ) -> Result<(), String> {
+    let sized = |size: u32| (1..=MAX_LAYOUT_BYTES).contains(&size);
+    if !sized(rp.header.size) || !sized(rp.trailer.size) {
+        return Err(format!(
+            "the runtime plan's task header or trailer has no size, or over {MAX_LAYOUT_BYTES} bytes"
+        ));
+    }
     let fields = match o.shards {
         Shards::Boxed { ptr, len, .. } => vec![o.id, ptr, len],
         Shards::Inline { head } => vec![o.id, head],

@@ -20,3 +20,93 @@ pub use stages::walk_tasks;
 
 /// Tasks whose futures are walked together, sharing reads.
 const WALK_BATCH: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use crate::memory::ImageMemory;
+    use crate::plan::{
+        FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, RuntimeReport, Shards,
+        StateBits, TrailerLayout, VtableLayout,
+    };
+
+    /// A runtime whose handle at 0x1000 points (at its offset 0) to a task list at 0x2000: id 7, one
+    /// inline list whose head, at 8, is a task header at 0x3000.
+    fn memory() -> ImageMemory {
+        let mut m = ImageMemory::new();
+        assert!(m.insert(0x1000, 0x2000u64.to_ne_bytes().to_vec()));
+        let owned = [7u64.to_ne_bytes(), 0x3000u64.to_ne_bytes()].concat();
+        assert!(m.insert(0x2000, owned));
+        assert!(m.insert(0x3000, vec![0; 64]));
+        m
+    }
+
+    fn plan(header: HeaderLayout, trailer: TrailerLayout) -> RuntimePlan {
+        RuntimePlan {
+            handle_discr: None,
+            flavors: vec![FlavorLayout {
+                value: None,
+                flavor: RuntimeFlavor::MultiThread,
+                arc_offset: 0,
+                owned_offset: 0,
+            }],
+            owned: OwnedLayout {
+                id: 0,
+                count: None,
+                shards: Shards::Inline { head: 8 },
+            },
+            header,
+            vtable: VtableLayout::default(),
+            trailer,
+            state_bits: StateBits::default(),
+            tasks: Vec::new(),
+            set_wakers: Vec::new(),
+            local_set: None,
+            max_tasks: 10,
+        }
+    }
+
+    fn report() -> RuntimeReport {
+        RuntimeReport {
+            handle: 0x1000,
+            flavor: None,
+            alive: None,
+            tasks: Vec::new(),
+            skipped: 0,
+            error: None,
+        }
+    }
+
+    /// A hostile or broken plan: a task header or trailer of no size is refused, not a panic.
+    #[test]
+    fn a_plan_with_sizeless_headers_or_trailers_is_refused() {
+        let header = HeaderLayout {
+            size: 24,
+            ..HeaderLayout::default()
+        };
+        let trailer = TrailerLayout {
+            size: 16,
+            ..TrailerLayout::default()
+        };
+        let huge = HeaderLayout {
+            size: u32::MAX,
+            ..HeaderLayout::default()
+        };
+        for (h, t) in [
+            (HeaderLayout::default(), trailer),
+            (header, TrailerLayout::default()),
+            (huge, trailer),
+        ] {
+            let mut r = report();
+            let listed = super::list_runtime(&memory(), &plan(h, t), 0x1000, &mut r);
+            let why = listed.expect_err("refused");
+            assert!(why.contains("no size"), "{why}");
+        }
+        let mut r = report();
+        let listed = super::list_runtime(&memory(), &plan(header, trailer), 0x1000, &mut r);
+        assert!(listed.is_ok(), "{listed:?}");
+        assert_eq!(
+            r.skipped, 1,
+            "a header that does not name this list is skipped"
+        );
+    }
+}
