@@ -31,7 +31,8 @@ fn main() -> ExitCode {
         // `asyncdump dump 1 | head`: the reader left; nothing to report.
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("asyncdump: {e}");
+            // One line, escaped: an error's text may come from the target.
+            eprintln!("asyncdump: {}", view::one_line(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }

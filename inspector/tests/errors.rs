@@ -317,6 +317,47 @@ fn fake_agent(path: &std::path::Path, claims: u32) -> std::thread::JoinHandle<()
     })
 }
 
+/// What an agent says comes from the target: its error text reaches the terminal escaped, on one
+/// line, however it is made.
+#[test]
+fn an_agents_error_text_reaches_the_terminal_escaped_on_one_line() {
+    use asyncdump_protocol::{
+        ErrorKind, ErrorReply, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION, Reply, encode,
+        read_frame, write_frame,
+    };
+    let dir = tempdir();
+    let path = dir.join("evil.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let hs = Handshake {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: "evil".into(),
+            pid: std::process::id(),
+            program: "evil".into(),
+            start_time_unix_ms: 0,
+        };
+        write_frame(&mut conn, &hs.to_bytes()).unwrap();
+        let _hello = read_frame(&mut conn, MAX_REQUEST_BYTES);
+        let message = "evil\x1b[2J\x1b]0;pwned\x07\nasyncdump: a forged line".to_owned();
+        let reply = Reply::Error(ErrorReply {
+            kind: ErrorKind::Internal,
+            message,
+        });
+        let _ = write_frame(&mut conn, &encode(&reply).unwrap());
+    });
+    let out = asyncdump(&["dump", path.to_str().unwrap(), "--no-decode"]);
+    server.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+    assert_eq!(err.lines().count(), 1, "one line, no forged one: {err:?}");
+    assert!(
+        err.contains(r"evil\u{1b}[2J\u{1b}]0;pwned\u{7}\nasyncdump: a forged line"),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn an_agent_that_says_it_is_another_process_is_refused() {
     let mut victim = Command::new("sleep").arg("30").spawn().unwrap();

@@ -57,6 +57,24 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `s` as one line safe to print on a terminal: like [`printable`], with line breaks escaped too
+/// (`\n`). For what must stay one line whatever it holds, such as an error whose text came from the
+/// target: a line break there would forge a line of its own.
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('\n') {
+        return printable(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether UTF-8 `b` holds a control character other than the line break: C0 (below 0x20), DEL, or
 /// C1 (U+0080 to U+009F, `C2 80` to `C2 9F`). A whole-slice fold with no early exit, so that it
 /// vectorises: every byte of a dump's text passes through here (70 MB for 100,000 tasks).
@@ -226,6 +244,16 @@ mod tests {
         ));
         assert_eq!(printable("a\x1b[2Jb\tc\rd\ne"), "a\\u{1b}[2Jb\\tc\\rd\ne");
         assert_eq!(printable("\u{9b}x"), "\\u{9b}x", "C1 controls too");
+    }
+
+    #[test]
+    fn one_line_escapes_line_breaks_as_well() {
+        assert!(matches!(
+            one_line("plain école"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(one_line("a\x1bb"), "a\\u{1b}b");
+        assert_eq!(one_line("a\nb\x1b"), "a\\nb\\u{1b}");
     }
 
     #[test]
