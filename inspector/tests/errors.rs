@@ -338,13 +338,16 @@ fn an_agents_error_text_reaches_the_terminal_escaped_on_one_line() {
             start_time_unix_ms: 0,
         };
         write_frame(&mut conn, &hs.to_bytes()).unwrap();
+        // The hello, then the request this error answers; then the client's leaving.
         let _hello = read_frame(&mut conn, MAX_REQUEST_BYTES);
+        let _request = read_frame(&mut conn, MAX_REQUEST_BYTES);
         let message = "evil\x1b[2J\x1b]0;pwned\x07\nasyncdump: a forged line".to_owned();
         let reply = Reply::Error(ErrorReply {
             kind: ErrorKind::Internal,
             message,
         });
         let _ = write_frame(&mut conn, &encode(&reply).unwrap());
+        let _ = std::io::Read::read_to_end(&mut conn, &mut Vec::new());
     });
     let out = asyncdump(&["dump", path.to_str().unwrap(), "--no-decode"]);
     server.join().unwrap();
