@@ -361,6 +361,22 @@ fn an_agents_error_text_reaches_the_terminal_escaped_on_one_line() {
     );
 }
 
+/// A zero timeout is a usage error, said as one, not an agent that "did not answer".
+#[test]
+fn a_zero_timeout_is_a_usage_error() {
+    let fx = Fixture::start("depth_chain", &["--depth", "1"]);
+    for args in [
+        vec!["dump", &*fx.pid.to_string(), "--timeout", "0s"],
+        vec!["ps", "--timeout", "0ms"],
+    ] {
+        let out = asyncdump(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("a timeout must be longer than 0"), "{err}");
+        assert!(!err.contains("did not answer"), "{err}");
+    }
+}
+
 #[test]
 fn an_agent_that_says_it_is_another_process_is_refused() {
     let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
@@ -645,6 +661,25 @@ fn an_empty_socket_variable_means_the_default_socket() {
     assert!(fx.socket().exists(), "served at the default path");
     let out = asyncdump(&["dump", &fx.pid.to_string()]);
     assert!(out.status.success(), "{out:?}");
+}
+
+/// Two processes given one `ASYNCDUMP_SOCKET`: the second refuses to serve there, and the first stays
+/// dumpable through it.
+#[test]
+fn a_live_agents_socket_is_never_taken_over() {
+    let dir = tempdir();
+    let socket = dir.join("shared.sock");
+    let first = Fixture::start_with(
+        "depth_chain",
+        &["--depth", "1"],
+        &[("ASYNCDUMP_SOCKET", &socket)],
+    );
+    let err = agent_refuses(&[("ASYNCDUMP_SOCKET", &socket)]);
+    assert!(err.contains("a live agent listens there already"), "{err}");
+    let out = asyncdump(&["dump", socket.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.starts_with(&format!("pid {} ", first.pid)), "{text}");
 }
 
 #[test]

@@ -37,6 +37,11 @@ pub enum InitError {
     )]
     InsecureSocket { path: PathBuf, what: String },
     #[error(
+        "refusing to serve at {}: a live agent listens there already (is one ASYNCDUMP_SOCKET given to two processes?); give each process its own path",
+        path.display()
+    )]
+    Taken { path: PathBuf },
+    #[error(
         "refusing socket path {}: it is relative, so where it lands depends on the working directory; give an absolute path (an empty ASYNCDUMP_SOCKET means the default)",
         path.display()
     )]

@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once, PoisonError};
 
@@ -81,7 +81,8 @@ pub(super) fn ensure_private_dir(dir: &Path) -> Result<(), InitError> {
 }
 
 /// Refuses to replace what sits at `path` unless it is a stale socket of our own: a symlink, another
-/// user's socket or any other file is someone else's, and serving there would take it over.
+/// user's socket or any other file is someone else's, and a socket something still listens on is a
+/// live agent's (two processes given one `ASYNCDUMP_SOCKET`): serving there would take it over.
 pub(super) fn ensure_replaceable(path: &Path) -> Result<(), InitError> {
     let Ok(meta) = fs::symlink_metadata(path) else {
         return Ok(()); // nothing there
@@ -93,8 +94,12 @@ pub(super) fn ensure_replaceable(path: &Path) -> Result<(), InitError> {
         "not a socket".to_owned()
     } else if meta.uid() != sys::euid() {
         format!("a socket of uid {}", meta.uid())
+    } else if UnixStream::connect(path).is_ok() {
+        return Err(InitError::Taken {
+            path: path.to_owned(),
+        });
     } else {
-        return Ok(()); // our own, left by an earlier process of this pid: replaced
+        return Ok(()); // our own, and nobody listens: left by a process that is gone; replaced
     };
     Err(InitError::InsecureSocket {
         path: path.to_owned(),

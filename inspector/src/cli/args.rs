@@ -84,7 +84,7 @@ pub enum Command {
 #[derive(Args, Clone, Copy)]
 pub struct Wait {
     /// The longest to wait for each of an agent's answers, whole (e.g. 500ms, 15s).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "15s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout_ns, default_value = "15s")]
     pub timeout: u64,
 }
 
@@ -220,6 +220,16 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
     Ok((value * scale) as u64)
 }
 
+/// A timeout: a duration longer than zero.
+pub fn parse_timeout_ns(s: &str) -> Result<u64, String> {
+    match parse_duration_ns(s)? {
+        0 => Err(format!(
+            "{s:?}: a timeout must be longer than 0; write e.g. 500ms or 15s"
+        )),
+        ns => Ok(ns),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +241,17 @@ mod tests {
         assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
         assert!(parse_duration_ns("5").unwrap_err().contains("needs a unit"));
         assert!(parse_duration_ns("5 parsecs").is_err());
+        assert_eq!(
+            parse_duration_ns("0s"),
+            Ok(0),
+            "a zero age is a fine filter"
+        );
+        assert!(
+            parse_timeout_ns("0s")
+                .unwrap_err()
+                .contains("longer than 0")
+        );
+        assert_eq!(parse_timeout_ns("1ns"), Ok(1));
     }
 
     #[test]
