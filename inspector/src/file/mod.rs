@@ -150,6 +150,23 @@ mod tests {
     use crate::model::Dump;
     use crate::testing::{edge_snapshot, handshake, sample};
 
+    /// The temporary file beside an output used to be `.NAME.tmp-PID`, a name anyone could plant a
+    /// symlink at beforehand (root then wrote through it). It is now unpredictable and created
+    /// exclusively: a link planted at the old name is never followed.
+    #[test]
+    fn a_symlink_planted_at_the_old_temporary_name_is_never_written_through() {
+        let scratch = crate::testing::scratch();
+        let victim = scratch.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let out = scratch.path().join("snap.json");
+        let planted = (scratch.path()).join(format!(".snap.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        write_atomically(&out, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read(&out).unwrap(), b"{}");
+        assert!(!std::fs::symlink_metadata(&out).unwrap().is_symlink());
+    }
+
     fn json(dump: &Dump) -> String {
         crate::view::json::render(dump, None)
     }
