@@ -276,6 +276,28 @@ fn control_characters_from_the_target_reach_the_terminal_escaped() {
     assert_eq!(doc["tasks"][0]["name"], "evil\x1b[2J\x1b]0;pwned\x07\rname");
 }
 
+/// A line break in a task name or a frame label is printed escaped, in text and in folded stacks: it
+/// cannot forge a task or a frame line.
+#[test]
+fn a_line_break_in_a_name_or_label_cannot_forge_a_line() {
+    let fx = Fixture::start("hostile_names", &[]);
+    let text = String::from_utf8(asyncdump(&["dump", &fx.pid.to_string()]).stdout).unwrap();
+    let forged = |l: &str| l.starts_with("task 99") || l.trim_start().starts_with("forged frame");
+    assert!(!text.lines().any(forged), "{text}");
+    assert!(
+        text.contains(r#"task 2 "x\ntask 99 "forged" · idle""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r"y\n  forged frame at src/main.rs:1:1"),
+        "{text}"
+    );
+    let folded = asyncdump(&["dump", &fx.pid.to_string(), "--format", "folded"]);
+    let folded = String::from_utf8(folded.stdout).unwrap();
+    assert_eq!(folded.lines().count(), 2, "one line per chain: {folded}");
+    assert!(!folded.lines().any(forged), "{folded}");
+}
+
 #[test]
 fn a_binary_that_is_not_a_regular_file_is_refused_at_once() {
     let start = std::time::Instant::now();

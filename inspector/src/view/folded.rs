@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 use crate::model::{Dump, FrameInfo, FrameNode, Source, State, TaskView};
 use crate::names::short;
-use crate::view::printable;
 use crate::view::text::{Style, at_line};
+use crate::view::{one_line, printable};
 
 /// What a path weighs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,9 +105,10 @@ fn label(m: &FrameInfo, style: Style) -> String {
     frame_name(&s)
 }
 
-/// `name` made safe inside a path: no separator, no control character.
+/// `name` made safe inside a path: no separator, no control character, no line break (a folded
+/// stack is one line).
 fn frame_name(name: &str) -> String {
-    printable(name).replace(';', ":")
+    one_line(name).replace(';', ":")
 }
 
 /// Writes the folded stacks, one per line.

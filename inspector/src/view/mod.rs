@@ -57,6 +57,17 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `s` with its line breaks escaped (`\n`): for one field from the target inside a text whose own
+/// lines stay lines (a task or frame name in a dump), which could otherwise forge a line of its own.
+/// The other control characters are left to [`printable`], which the output passes through.
+/// Borrowed, after one fast scan, when there is none.
+pub fn no_breaks(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('\n') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(s.replace('\n', "\\n"))
+}
+
 /// `s` as one line safe to print on a terminal: like [`printable`], with line breaks escaped too
 /// (`\n`). For what must stay one line whatever it holds, such as an error whose text came from the
 /// target: a line break there would forge a line of its own.
@@ -244,6 +255,12 @@ mod tests {
         ));
         assert_eq!(printable("a\x1b[2Jb\tc\rd\ne"), "a\\u{1b}[2Jb\\tc\\rd\ne");
         assert_eq!(printable("\u{9b}x"), "\\u{9b}x", "C1 controls too");
+    }
+
+    #[test]
+    fn no_breaks_escapes_line_breaks_only() {
+        assert!(matches!(no_breaks("a\x1bb"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(no_breaks("a\nb\n"), "a\\nb\\n");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::model::{
 };
 use crate::names::display_name;
 use crate::names::{short, short_path};
-use crate::view::{Dur, id_ranges, write_number};
+use crate::view::{Dur, id_ranges, no_breaks, write_number};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
 struct Labels<'a>(FastMap<u64, Option<&'a str>>);
@@ -31,7 +31,7 @@ impl Label<'_> {
         TaskId(self.0).write_to(out)?;
         if let Some(name) = self.1 {
             out.write_str(" \"")?;
-            out.write_str(name)?;
+            out.write_str(&no_breaks(name))?;
             out.write_char('"')?;
         }
         Ok(())
@@ -363,7 +363,7 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
         let _ = write!(
             out,
             " on thread {} (tid {})",
-            th.name.as_deref().unwrap_or("?"),
+            no_breaks(th.name.as_deref().unwrap_or("?")),
             th.tid
         );
     }
@@ -399,7 +399,7 @@ fn context<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     if let Some(by) = &t.awaited_by {
         let _ = write!(out, "  awaited by {}", labels.of(by.task));
         if !by.path.is_empty() {
-            let _ = write!(out, " at {}", by.path.join(" → "));
+            let _ = write!(out, " at {}", no_breaks(&by.path.join(" → ")));
         }
         let _ = out.write_char('\n');
     }
@@ -526,7 +526,7 @@ fn spawned<W: Write + ?Sized>(
     }
     // Spelled as the frames spell state machines (`f`, `f::{async block#1}`), not as DWARF does.
     let _ = out.write_str("root ");
-    let _ = out.write_str(&short(&display_name(root_type)));
+    let _ = out.write_str(&short(&no_breaks(&display_name(root_type))));
     let _ = out.write_char('\n');
 }
 
@@ -581,10 +581,10 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
     match m.source {
         Source::Awaitee => {
             let _ = out.write_str("awaiting ");
-            let _ = out.write_str(&short(&m.name));
+            let _ = out.write_str(&short(&no_breaks(&m.name)));
         }
         Source::Decoded => {
-            let _ = out.write_str(&short(&m.name));
+            let _ = out.write_str(&short(&no_breaks(&m.name)));
             match (&m.suspended_at, &m.location) {
                 // An await a macro generated (`join!`, `select!`): DWARF gives the macro's own source
                 // line, so lead with the fn, in the user's file.
@@ -613,7 +613,7 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
             let _ = out.write_str(" [decoded]");
         }
         Source::AnnotatedFn | Source::Labelled => {
-            let _ = out.write_str(&short(&m.name));
+            let _ = out.write_str(&short(&no_breaks(&m.name)));
             if let Some(l) = &m.location {
                 at_line(out, path(&l.file), l.line);
                 let _ = out.write_char(':');
@@ -630,7 +630,7 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
                 (None, _) => {}
             }
             if let Some(ty) = &m.awaits_type {
-                let _ = write!(out, " · awaiting {}", short(ty));
+                let _ = write!(out, " · awaiting {}", short(&no_breaks(ty)));
             }
         }
     }
