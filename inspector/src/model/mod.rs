@@ -212,6 +212,9 @@ pub struct FrameInfo {
     pub source: Source,
     /// Hash of the fields above, computed once: coalescing hashes every frame of every task.
     hash: u64,
+    /// Whether the name or the awaited type holds a line break, computed once with the hash: the
+    /// text dump must escape one, and asks for each of the frames of every task.
+    breaks: bool,
 }
 
 /// A JSON document leaves absent optional fields out; a compact format (the plan cache's) has no
@@ -270,17 +273,23 @@ impl FrameInfo {
             awaits_type: None,
             source,
             hash: 0,
+            breaks: false,
         }
         .rehash()
     }
 
-    /// This frame, also decoded: suspended at `at`.
     /// What a chain awaits that is not a future it decodes further: a leaf's type, or why the chain
     /// stops there.
     pub fn awaitee(name: String) -> FrameInfo {
         FrameInfo::new(name, None, Source::Awaitee)
     }
 
+    /// Whether the name or the awaited type holds a line break.
+    pub fn has_breaks(&self) -> bool {
+        self.breaks
+    }
+
+    /// This frame, also decoded: suspended at `at`.
     pub fn with_suspended_at(&self, at: Option<Loc>) -> FrameInfo {
         FrameInfo {
             suspended_at: at,
@@ -307,6 +316,8 @@ impl FrameInfo {
             &self.awaits_type,
             self.source,
         ));
+        let texts = [Some(&self.name), self.awaits_type.as_ref()];
+        self.breaks = texts.into_iter().flatten().any(|t| t.contains('\n'));
         self
     }
 }

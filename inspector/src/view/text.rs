@@ -565,6 +565,16 @@ fn indent<W: Write + ?Sized>(out: &mut W, mut n: usize) {
 }
 
 /// ` at FILE:LINE`, written piece by piece: the formatting machinery was a third of a text dump's
+/// `text`, one of frame `m`'s, with its line breaks escaped if it has any (known with the frame: the
+/// frames of 100,000 tasks are printed, and share a few metas).
+fn frame_text<'a>(m: &FrameInfo, text: &'a str) -> std::borrow::Cow<'a, str> {
+    if m.has_breaks() {
+        no_breaks(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// time at 100,000 tasks.
 pub(crate) fn at_line<W: Write + ?Sized>(out: &mut W, file: &str, line: u32) {
     let _ = out.write_str(" at ");
@@ -581,10 +591,10 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
     match m.source {
         Source::Awaitee => {
             let _ = out.write_str("awaiting ");
-            let _ = out.write_str(&short(&no_breaks(&m.name)));
+            let _ = out.write_str(&short(&frame_text(m, &m.name)));
         }
         Source::Decoded => {
-            let _ = out.write_str(&short(&no_breaks(&m.name)));
+            let _ = out.write_str(&short(&frame_text(m, &m.name)));
             match (&m.suspended_at, &m.location) {
                 // An await a macro generated (`join!`, `select!`): DWARF gives the macro's own source
                 // line, so lead with the fn, in the user's file.
@@ -613,7 +623,7 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
             let _ = out.write_str(" [decoded]");
         }
         Source::AnnotatedFn | Source::Labelled => {
-            let _ = out.write_str(&short(&no_breaks(&m.name)));
+            let _ = out.write_str(&short(&frame_text(m, &m.name)));
             if let Some(l) = &m.location {
                 at_line(out, path(&l.file), l.line);
                 let _ = out.write_char(':');
@@ -630,7 +640,7 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
                 (None, _) => {}
             }
             if let Some(ty) = &m.awaits_type {
-                let _ = write!(out, " · awaiting {}", short(&no_breaks(ty)));
+                let _ = write!(out, " · awaiting {}", short(&frame_text(m, ty)));
             }
         }
     }
