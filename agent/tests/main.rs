@@ -208,7 +208,13 @@ fn a_task_with_more_frames_than_a_snapshot_keeps_shows_the_newest_in_order() {
     ));
     let id = fut.task_id();
     assert!(poll_once(fut.as_mut()).is_pending());
-    let s = snap();
+    // Another spec's snapshot in this process may be copying these 4,196 frames right now (a snapshot
+    // reads every task), and the agent then reports the task unavailable rather than wait: ask again.
+    let fresh = |s: &Snapshot| task(s, id).capture == Capture::Fresh;
+    let s = (0..100)
+        .map(|_| snap())
+        .find(fresh)
+        .expect("a fresh capture");
     let frames = &task(&s, id).frames;
     assert_eq!(frames.len(), max, "capped at {max}");
     let ids: Vec<u64> = frames[1..].iter().map(|f| f.id).collect();
