@@ -350,6 +350,26 @@ mod tests {
         assert!(replay.note.is_none());
     }
 
+    /// A crafted recording whose ages would overflow as they grow between updates: they stop at the
+    /// largest age, never a panic or an age wrapped around to nothing.
+    #[test]
+    fn ages_that_would_overflow_as_they_grow_stop_at_the_largest() {
+        let (_dir, path) = recorded(&updates());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines[1]["tasks"][0]["state_age_ns"] = serde_json::json!(u64::MAX);
+        let crafted: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+        std::fs::write(&path, crafted).unwrap();
+        let Opened::Recording(mut replay) = open(&path).unwrap() else {
+            panic!("a recording")
+        };
+        let later = replay.seek(1);
+        assert_eq!(later.tasks[0].state_age_ns, Some(u64::MAX));
+    }
+
     #[test]
     fn an_update_carries_only_the_tasks_that_changed() {
         let (_dir, path) = recorded(&updates());

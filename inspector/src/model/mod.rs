@@ -507,21 +507,19 @@ pub(crate) fn assign_frame_ids(frames: &mut [FrameNode]) {
 
 impl TaskView {
     /// This task `dt_ns` later, had nothing happened to it: each of its ages grown by `dt_ns`.
+    /// Ages come from the agent or from a file, so they grow saturating: a crafted one near the largest
+    /// stops there, never wraps.
     pub fn aged(&self, dt_ns: u64) -> TaskView {
-        let grow = |v: &mut Option<u64>| {
-            if let Some(v) = v {
-                *v += dt_ns;
-            }
-        };
+        let grow = |v: &mut u64| *v = v.saturating_add(dt_ns);
         let mut t = self.clone();
-        grow(&mut t.state_age_ns);
-        grow(&mut t.age_ns);
-        grow(&mut t.last_wake_ago_ns);
+        for age in [&mut t.state_age_ns, &mut t.age_ns, &mut t.last_wake_ago_ns] {
+            age.iter_mut().for_each(grow);
+        }
         if let Some(d) = &mut t.delegate {
-            d.held_ns += dt_ns;
+            grow(&mut d.held_ns);
         }
         if let CaptureView::Stale { age_ns } = &mut t.capture {
-            *age_ns += dt_ns;
+            grow(age_ns);
         }
         t
     }

@@ -339,8 +339,9 @@ fn link_word(link: &Link) -> String {
         } => format!(
             "recording {file}: update {}/{len} at {} of {} (←/→ step)",
             pos + 1,
-            Dur(at_ms * 1_000_000),
-            Dur(total_ms * 1_000_000)
+            // From the recording: a crafted one must not overflow.
+            Dur(at_ms.saturating_mul(1_000_000)),
+            Dur(total_ms.saturating_mul(1_000_000))
         ),
     }
 }
@@ -441,6 +442,19 @@ mod tests {
         let mut app = app();
         app.key(Key::Follow);
         insta::assert_snapshot!(screen(&app, 100, 24));
+    }
+
+    /// A recording's times come from its file: a crafted one is shown, never an overflow.
+    #[test]
+    fn a_recordings_crafted_times_do_not_overflow_the_status_bar() {
+        let link = Link::Replay {
+            file: "r.jsonl".into(),
+            pos: 0,
+            len: 1,
+            at_ms: u64::MAX,
+            total_ms: u64::MAX,
+        };
+        assert!(link_word(&link).starts_with("recording r.jsonl: update 1/1 at "));
     }
 
     #[test]
