@@ -107,22 +107,15 @@ fn another_protocol_version_is_named_with_what_to_do() {
 #[test]
 fn a_reply_that_does_not_hold_together_is_refused_in_one_line() {
     use asyncdump_protocol::{
-        ClientHello, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION, Reply, Snapshot, Task, decode,
-        encode, read_frame, write_frame,
+        ClientHello, MAX_REQUEST_BYTES, Reply, Snapshot, Task, decode, encode, read_frame,
+        write_frame,
     };
     let dir = tempdir();
     let path = dir.join("crafted.sock");
     let listener = UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
-        let hs = Handshake {
-            protocol_version: PROTOCOL_VERSION,
-            agent_version: "crafted".into(),
-            pid: std::process::id(),
-            program: "crafted".into(),
-            start_time_unix_ms: 0,
-        };
-        write_frame(&mut conn, &hs.to_bytes()).unwrap();
+        handshake(&mut conn, "crafted", std::process::id()).unwrap();
         ClientHello::from_bytes(&read_frame(&mut conn, MAX_REQUEST_BYTES).unwrap()).unwrap();
         let _request: asyncdump_protocol::Request =
             decode(&read_frame(&mut conn, MAX_REQUEST_BYTES).unwrap()).unwrap();
@@ -323,18 +316,10 @@ fn a_binary_that_is_not_a_regular_file_is_refused_at_once() {
 
 /// Serves a fake agent at `path` that says it is process `claims`, on its own thread.
 fn fake_agent(path: &std::path::Path, claims: u32) -> std::thread::JoinHandle<()> {
-    use asyncdump_protocol::{Handshake, PROTOCOL_VERSION, write_frame};
     let listener = UnixListener::bind(path).unwrap();
     std::thread::spawn(move || {
         if let Ok((mut conn, _)) = listener.accept() {
-            let hs = Handshake {
-                protocol_version: PROTOCOL_VERSION,
-                agent_version: "fake".into(),
-                pid: claims,
-                program: "fake".into(),
-                start_time_unix_ms: 0,
-            };
-            let _ = write_frame(&mut conn, &hs.to_bytes());
+            let _ = handshake(&mut conn, "fake", claims);
         }
     })
 }
@@ -344,22 +329,14 @@ fn fake_agent(path: &std::path::Path, claims: u32) -> std::thread::JoinHandle<()
 #[test]
 fn an_agents_error_text_reaches_the_terminal_escaped_on_one_line() {
     use asyncdump_protocol::{
-        ErrorKind, ErrorReply, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION, Reply, encode,
-        read_frame, write_frame,
+        ErrorKind, ErrorReply, MAX_REQUEST_BYTES, Reply, encode, read_frame, write_frame,
     };
     let dir = tempdir();
     let path = dir.join("evil.sock");
     let listener = UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
-        let hs = Handshake {
-            protocol_version: PROTOCOL_VERSION,
-            agent_version: "evil".into(),
-            pid: std::process::id(),
-            program: "evil".into(),
-            start_time_unix_ms: 0,
-        };
-        write_frame(&mut conn, &hs.to_bytes()).unwrap();
+        handshake(&mut conn, "evil", std::process::id()).unwrap();
         // The hello, then the request this error answers; then the client's leaving.
         let _hello = read_frame(&mut conn, MAX_REQUEST_BYTES);
         let _request = read_frame(&mut conn, MAX_REQUEST_BYTES);
@@ -724,4 +701,17 @@ fn another_users_ps_neither_lists_nor_touches_our_agents() {
     assert!(!listing.contains(&fx.pid.to_string()), "{listing}");
     assert!(socket.exists(), "our socket is left alone");
     assert!(crate::support::asyncdump_ok(&["ps"]).contains(&fx.pid.to_string()));
+}
+
+/// Sends, as a fake agent named `name` claiming process `pid`, the handshake a real agent sends first.
+fn handshake(conn: &mut UnixStream, name: &str, pid: u32) -> std::io::Result<()> {
+    use asyncdump_protocol::{Handshake, PROTOCOL_VERSION, write_frame};
+    let hs = Handshake {
+        protocol_version: PROTOCOL_VERSION,
+        agent_version: name.into(),
+        pid,
+        program: name.into(),
+        start_time_unix_ms: 0,
+    };
+    write_frame(conn, &hs.to_bytes())
 }
