@@ -4,7 +4,7 @@
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 
-use crate::support::{Fixture, asyncdump, tempdir};
+use crate::support::{Fixture, asyncdump, fake_handshake, tempdir};
 
 fn fails_with(args: &[&str], code: i32, needle: &str) -> String {
     let out = asyncdump(args);
@@ -115,7 +115,7 @@ fn a_reply_that_does_not_hold_together_is_refused_in_one_line() {
     let listener = UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
-        handshake(&mut conn, "crafted", std::process::id()).unwrap();
+        fake_handshake(&mut conn, "crafted", std::process::id()).unwrap();
         ClientHello::from_bytes(&read_frame(&mut conn, MAX_REQUEST_BYTES).unwrap()).unwrap();
         let _request: asyncdump_protocol::Request =
             decode(&read_frame(&mut conn, MAX_REQUEST_BYTES).unwrap()).unwrap();
@@ -128,7 +128,7 @@ fn a_reply_that_does_not_hold_together_is_refused_in_one_line() {
                     parent: None,
                     meta: 9,
                 }],
-                ..crafted_task()
+                ..crate::support::crafted_task(1)
             }],
             ..Snapshot::default()
         };
@@ -141,28 +141,6 @@ fn a_reply_that_does_not_hold_together_is_refused_in_one_line() {
     );
     assert!(!err.contains("panicked"), "{err}");
     server.join().unwrap();
-    fn crafted_task() -> Task {
-        Task {
-            id: 1,
-            name: None,
-            spawn_site: 0,
-            root_anchor: 0,
-            cell: 0,
-            poll_waker_data: 0,
-            state: asyncdump_protocol::TaskState::Idle,
-            created_ns: 0,
-            polls: 1,
-            busy_ns: 0,
-            last_poll_end_ns: None,
-            wakes: 0,
-            last_wake_ns: None,
-            frames: Vec::new(),
-            capture: asyncdump_protocol::Capture::Fresh,
-            awaited_by: None,
-            delegate: None,
-            walk: None,
-        }
-    }
 }
 
 #[test]
@@ -319,7 +297,7 @@ fn fake_agent(path: &std::path::Path, claims: u32) -> std::thread::JoinHandle<()
     let listener = UnixListener::bind(path).unwrap();
     std::thread::spawn(move || {
         if let Ok((mut conn, _)) = listener.accept() {
-            let _ = handshake(&mut conn, "fake", claims);
+            let _ = fake_handshake(&mut conn, "fake", claims);
         }
     })
 }
@@ -336,7 +314,7 @@ fn an_agents_error_text_reaches_the_terminal_escaped_on_one_line() {
     let listener = UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
-        handshake(&mut conn, "evil", std::process::id()).unwrap();
+        fake_handshake(&mut conn, "evil", std::process::id()).unwrap();
         // The hello, then the request this error answers; then the client's leaving.
         let _hello = read_frame(&mut conn, MAX_REQUEST_BYTES);
         let _request = read_frame(&mut conn, MAX_REQUEST_BYTES);
@@ -701,17 +679,4 @@ fn another_users_ps_neither_lists_nor_touches_our_agents() {
     assert!(!listing.contains(&fx.pid.to_string()), "{listing}");
     assert!(socket.exists(), "our socket is left alone");
     assert!(crate::support::asyncdump_ok(&["ps"]).contains(&fx.pid.to_string()));
-}
-
-/// Sends, as a fake agent named `name` claiming process `pid`, the handshake a real agent sends first.
-fn handshake(conn: &mut UnixStream, name: &str, pid: u32) -> std::io::Result<()> {
-    use asyncdump_protocol::{Handshake, PROTOCOL_VERSION, write_frame};
-    let hs = Handshake {
-        protocol_version: PROTOCOL_VERSION,
-        agent_version: name.into(),
-        pid,
-        program: name.into(),
-        start_time_unix_ms: 0,
-    };
-    write_frame(conn, &hs.to_bytes())
 }

@@ -6,6 +6,7 @@ mod access;
 mod axum_service;
 mod containment;
 mod decoded;
+mod deep_chains;
 mod dump_json;
 mod dump_text;
 mod dwarf;

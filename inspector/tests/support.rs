@@ -313,3 +313,44 @@ pub fn tempdir() -> Scratch {
         .expect("a temporary directory");
     Scratch(dir)
 }
+
+/// Sends, as a fake agent named `name` claiming process `pid`, the handshake a real agent sends first.
+pub fn fake_handshake(
+    conn: &mut std::os::unix::net::UnixStream,
+    name: &str,
+    pid: u32,
+) -> std::io::Result<()> {
+    use asyncdump_protocol::{Handshake, PROTOCOL_VERSION, write_frame};
+    let hs = Handshake {
+        protocol_version: PROTOCOL_VERSION,
+        agent_version: name.into(),
+        pid,
+        program: name.into(),
+        start_time_unix_ms: 0,
+    };
+    write_frame(conn, &hs.to_bytes())
+}
+
+/// An idle task as a fake agent describes it: polled once, nothing else known.
+pub fn crafted_task(id: u64) -> asyncdump_protocol::Task {
+    asyncdump_protocol::Task {
+        id,
+        name: None,
+        spawn_site: 0,
+        root_anchor: 0,
+        cell: 0,
+        poll_waker_data: 0,
+        state: asyncdump_protocol::TaskState::Idle,
+        created_ns: 0,
+        polls: 1,
+        busy_ns: 0,
+        last_poll_end_ns: None,
+        wakes: 0,
+        last_wake_ns: None,
+        frames: Vec::new(),
+        capture: asyncdump_protocol::Capture::Fresh,
+        awaited_by: None,
+        delegate: None,
+        walk: None,
+    }
+}

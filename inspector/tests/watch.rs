@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use crate::support::Fixture;
 
 /// A tmux session, killed on drop.
-struct Tmux(String);
+pub struct Tmux(String);
 
 impl Tmux {
-    fn start(command: &str) -> Tmux {
+    pub fn start(command: &str) -> Tmux {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("asyncdump-watch-{}-{n}", std::process::id());
@@ -32,7 +32,7 @@ impl Tmux {
         Tmux(name)
     }
 
-    fn keys(&self, keys: &str) {
+    pub fn keys(&self, keys: &str) {
         let status = Command::new("tmux")
             .args(["send-keys", "-t", &self.0, keys])
             .status()
@@ -41,7 +41,7 @@ impl Tmux {
     }
 
     /// Types `text` as it is (`send-keys -l`: "right" is not the arrow key).
-    fn text(&self, text: &str) {
+    pub fn text(&self, text: &str) {
         let status = Command::new("tmux")
             .args(["send-keys", "-l", "-t", &self.0, text])
             .status()
@@ -49,7 +49,7 @@ impl Tmux {
         assert!(status.success());
     }
 
-    fn screen(&self) -> String {
+    pub fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["capture-pane", "-p", "-t", &self.0])
             .output()
@@ -58,11 +58,16 @@ impl Tmux {
     }
 
     /// The screen once `done` holds for it; panics with the screen after 10 s.
-    fn until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+    pub fn until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
         self.until_within(Duration::from_secs(10), what, done)
     }
 
-    fn until_within(&self, within: Duration, what: &str, done: impl Fn(&str) -> bool) -> String {
+    pub fn until_within(
+        &self,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + within;
         loop {
             let screen = self.screen();
@@ -263,4 +268,36 @@ fn a_target_that_stops_answering_shows_disconnected_with_its_last_state_and_come
     tmux.until_within(Duration::from_secs(30), "attached again", |s| {
         s.contains("connected · DEADLOCK") && !s.contains("DISCONNECTED")
     });
+}
+
+/// `kill` (or a closed terminal) ends a watch as it ends any program, and the terminal is given back
+/// first: the shell after it is out of raw mode and off the alternate screen.
+#[test]
+fn a_signal_ends_watch_and_the_terminal_is_given_back_first() {
+    let fx = Fixture::start("deadlock", &[]);
+    let dir = crate::support::tempdir();
+    let pid_file = dir.join("watch.pid");
+    for (signal, status) in [("TERM", 143), ("HUP", 129), ("INT", 130)] {
+        let tmux = Tmux::start(&format!(
+            "sh -c 'echo $$ > {}; exec {} watch {}'; echo watch-exited-$?; stty -a; sleep 60",
+            pid_file.display(),
+            env!("CARGO_BIN_EXE_asyncdump"),
+            fx.pid
+        ));
+        tmux.until("the table", |s| s.contains("▶ 1"));
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let kill = Command::new("kill")
+            .args([&format!("-{signal}"), pid.trim()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let after = tmux.until("the signal ends watch", |s| {
+            s.contains(&format!("watch-exited-{status}")) && s.contains("icanon")
+        });
+        assert!(!after.contains("▶ "), "off the alternate screen:\n{after}");
+        assert!(
+            after.contains(" icanon") && after.contains(" echo") && !after.contains("-icanon"),
+            "out of raw mode:\n{after}"
+        );
+    }
 }

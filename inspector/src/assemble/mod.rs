@@ -15,8 +15,8 @@ use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, W
 use crate::decode::{AnnotatedFrame, TaskRefs};
 use crate::model::{
     AwaitedBy, CaptureView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT, FastMap,
-    FrameInfo, FrameNode, JSON_VERSION, Loc, Process, SnapshotInfo, Source, State, TaskView,
-    Thread, assign_frame_ids, find_cycles,
+    FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process, SnapshotInfo,
+    Source, State, TaskView, Thread, assign_frame_ids, find_cycles,
 };
 use crate::plan::Plan;
 
@@ -393,42 +393,75 @@ fn chain(
 
 /// Builds the frame forest from frames in pre-order (the agent's order: a parent before its children,
 /// each subtree contiguous), with a stack holding the path from the root to the current frame. A frame
-/// whose parent is not on that path (cut by the agent's frame limit) becomes a top-level frame.
+/// whose parent is not on that path (cut by the agent's frame limit) becomes a top-level frame. Frames
+/// below [`MAX_CHAIN_DEPTH`] are counted into one cut frame under the deepest one kept, which also
+/// takes their edges: which tasks the chain awaits stays shown.
 fn build_tree(
     shared: &Shared,
     frames: &[asyncdump_protocol::Frame],
     edges: &FastMap<u64, Vec<u64>>,
 ) -> Vec<FrameNode> {
-    fn attach(stack: &mut [(u64, FrameNode)], roots: &mut Vec<FrameNode>, node: FrameNode) {
-        match stack.last_mut() {
-            Some((_, parent)) => parent.children.push(node),
-            None => roots.push(node),
-        }
-    }
     let mut roots = Vec::new();
-    let mut stack: Vec<(u64, FrameNode)> = Vec::new();
+    let mut stack: Vec<Building> = Vec::new();
+    // The frames counted into the cut of the stack's top: a subtree is contiguous, so all of them
+    // come before the stack is next popped.
+    let mut cut_ids: FastSet<u64> = FastSet::default();
     for f in frames {
-        while stack.last().is_some_and(|(id, _)| Some(*id) != f.parent) {
-            let (_, done) = stack.pop().expect("non-empty");
+        let edges_of = edges.get(&f.id).map(Vec::as_slice).unwrap_or_default();
+        let full = stack.len() >= MAX_CHAIN_DEPTH;
+        let below_cut = f.parent.is_some_and(|p| cut_ids.contains(&p));
+        if below_cut || (full && f.parent == stack.last().map(|b| b.id)) {
+            let top = stack.last_mut().expect("a cut is under a kept frame");
+            top.cut += 1;
+            top.node.awaits_tasks.extend_from_slice(edges_of);
+            cut_ids.insert(f.id);
+            continue;
+        }
+        cut_ids.clear();
+        while stack.last().is_some_and(|b| Some(b.id) != f.parent) {
+            let done = stack.pop().expect("non-empty").finish();
             attach(&mut stack, &mut roots, done);
         }
-        let mut awaits = edges.get(&f.id).cloned().unwrap_or_default();
-        awaits.sort_unstable();
-        let meta = shared.meta(f.meta);
-        stack.push((
-            f.id,
-            FrameNode {
+        stack.push(Building {
+            id: f.id,
+            cut: 0,
+            node: FrameNode {
                 id: 0,
-                meta,
-                awaits_tasks: awaits,
+                meta: shared.meta(f.meta),
+                awaits_tasks: edges_of.to_vec(),
                 children: Vec::new(),
             },
-        ));
+        });
     }
-    while let Some((_, done)) = stack.pop() {
-        attach(&mut stack, &mut roots, done);
+    while let Some(b) = stack.pop() {
+        attach(&mut stack, &mut roots, b.finish());
     }
     roots
+}
+
+/// A frame on [`build_tree`]'s path, with how many frames below it were cut.
+struct Building {
+    id: u64,
+    cut: u64,
+    node: FrameNode,
+}
+
+impl Building {
+    fn finish(mut self) -> FrameNode {
+        if self.cut > 0 {
+            self.node.children.push(FrameNode::cut(self.cut));
+        }
+        self.node.awaits_tasks.sort_unstable();
+        self.node.awaits_tasks.dedup();
+        self.node
+    }
+}
+
+fn attach(stack: &mut [Building], roots: &mut Vec<FrameNode>, node: FrameNode) {
+    match stack.last_mut() {
+        Some(b) => b.node.children.push(node),
+        None => roots.push(node),
+    }
 }
 
 /// Names from the task root down to frame `target` (empty if it is the root or unknown).
@@ -547,5 +580,30 @@ mod tests {
         s.tasks[0].frames.remove(0); // parent of read_frame and timer is missing
         let dump = Dump::build(&handshake(), &s, 0);
         assert_eq!(names(&dump.tasks[0].frames), ["read_frame", "timer"]);
+    }
+
+    /// Below `MAX_CHAIN_DEPTH`, frames are counted into one cut frame; a JoinHandle awaited down
+    /// there is still an edge, from the deepest frame kept.
+    #[test]
+    fn a_chain_deeper_than_kept_is_cut_and_keeps_its_edges() {
+        let mut s = edge_snapshot(&[(1, 2)]);
+        let deep = MAX_CHAIN_DEPTH as u64 + 10;
+        let chain = (0..deep).map(|i| Frame {
+            id: 1000 + i,
+            parent: (i > 0).then(|| 999 + i),
+            meta: 0,
+        });
+        s.tasks[0].frames = chain.collect();
+        s.tasks[1].awaited_by.as_mut().unwrap().frame = Some(1000 + deep - 1);
+        let dump = Dump::build(&handshake(), &s, 0);
+        let mut at = &dump.tasks[0].frames[0];
+        for _ in 1..MAX_CHAIN_DEPTH {
+            assert!(at.awaits_tasks.is_empty());
+            at = &at.children[0];
+        }
+        assert_eq!(names(&at.children), ["… 10 more frames"]);
+        assert_eq!(at.children[0].meta.source, Source::Cut);
+        assert_eq!(at.awaits_tasks, [2], "the edge from below the cut");
+        assert!(dump.tasks[1].awaited_by.is_some());
     }
 }

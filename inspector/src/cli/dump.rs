@@ -51,8 +51,8 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
         let doc = view::json::render(&dump, groups.as_deref());
         file::write_atomically(path, doc.as_bytes())?;
         eprintln!(
-            "asyncdump: wrote {} tasks of pid {} to {}",
-            dump.tasks.len(),
+            "asyncdump: wrote {} of pid {} to {}",
+            tasks(dump.tasks.len()),
             dump.process.pid,
             path.display()
         );
@@ -78,10 +78,18 @@ fn flame_graph(
     view::folded::svg(&mut svg, dump, weight, style)?;
     file::write_atomically(path, &svg)?;
     eprintln!(
-        "asyncdump: drew the chains of {} tasks of pid {} to {}",
-        dump.tasks.len(),
+        "asyncdump: drew the chains of {} of pid {} to {}",
+        tasks(dump.tasks.len()),
         dump.process.pid,
         path.display()
     );
     Ok(())
+}
+
+/// `1 task`, `2 tasks`.
+fn tasks(n: usize) -> String {
+    match n {
+        1 => "1 task".to_owned(),
+        n => format!("{n} tasks"),
+    }
 }

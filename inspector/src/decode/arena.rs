@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::model::{FrameInfo, FrameNode};
+use crate::model::{FrameInfo, FrameNode, MAX_CHAIN_DEPTH};
 
 /// Shown nodes, children always after their parent.
 #[derive(Default)]
@@ -35,25 +35,50 @@ impl Arena {
         i
     }
 
-    /// Builds the trees bottom-up (children have higher indices), so depth costs no recursion.
+    /// Builds the trees bottom-up (children have higher indices), so depth costs no recursion. Nodes
+    /// below [`MAX_CHAIN_DEPTH`] are counted into one cut frame under their ancestor at that depth,
+    /// which takes their edges too.
     pub(super) fn into_trees(self) -> Vec<FrameNode> {
-        let mut built: Vec<Option<FrameNode>> = Vec::with_capacity(self.nodes.len());
-        built.resize_with(self.nodes.len(), || None);
-        let mut children_of: Vec<Vec<usize>> = Vec::with_capacity(self.nodes.len());
-        let mut infos = Vec::with_capacity(self.nodes.len());
-        for n in self.nodes {
-            children_of.push(n.children);
-            let mut awaits = n.awaits;
-            awaits.sort_unstable();
-            awaits.dedup();
-            infos.push(Some((n.info, awaits)));
+        let n = self.nodes.len();
+        let mut built: Vec<Option<FrameNode>> = Vec::with_capacity(n);
+        built.resize_with(n, || None);
+        // Only a chain with more nodes than the depth can be too deep: most never pay for looking.
+        let (kept_at, mut cut) = match n > MAX_CHAIN_DEPTH {
+            true => self.cuts(),
+            false => (Vec::new(), Vec::new()),
+        };
+        let mut children_of: Vec<Vec<usize>> = Vec::with_capacity(n);
+        let mut infos = Vec::with_capacity(n);
+        for (i, node) in self.nodes.into_iter().enumerate() {
+            children_of.push(node.children);
+            match kept_at.get(i).copied().flatten() {
+                Some(k) if k != i => {
+                    let awaits = node.awaits;
+                    let keeper: &mut Option<(Arc<FrameInfo>, Vec<u64>)> = &mut infos[k];
+                    keeper
+                        .as_mut()
+                        .expect("a keeper comes first")
+                        .1
+                        .extend(awaits);
+                    infos.push(None);
+                }
+                _ => infos.push(Some((node.info, node.awaits))),
+            }
         }
-        for i in (0..infos.len()).rev() {
-            let (meta, awaits_tasks) = infos[i].take().expect("each node built once");
+        for i in (0..n).rev() {
+            let Some((meta, mut awaits_tasks)) = infos[i].take() else {
+                continue;
+            };
+            awaits_tasks.sort_unstable();
+            awaits_tasks.dedup();
+            let cut_here = cut.get_mut(i).map(std::mem::take).unwrap_or(0);
             // Exact sizes here and for the roots: `collect` through a filter starts at room for four,
             // and a dump keeps every one of these lists.
-            let mut children = Vec::with_capacity(children_of[i].len());
+            let mut children = Vec::with_capacity(children_of[i].len() + usize::from(cut_here > 0));
             children.extend(children_of[i].iter().filter_map(|&c| built[c].take()));
+            if cut_here > 0 {
+                children.push(FrameNode::cut(cut_here));
+            }
             built[i] = Some(FrameNode {
                 id: 0,
                 meta,
@@ -64,5 +89,65 @@ impl Arena {
         let mut roots = Vec::with_capacity(self.roots.len());
         roots.extend(self.roots.iter().filter_map(|&r| built[r].take()));
         roots
+    }
+
+    /// For each node, the node at [`MAX_CHAIN_DEPTH`] it is cut into (itself if it is that node;
+    /// `None` above it), and for each such node how many are cut into it.
+    fn cuts(&self) -> (Vec<Option<usize>>, Vec<u64>) {
+        let n = self.nodes.len();
+        let mut depth = vec![1usize; n];
+        let mut kept_at: Vec<Option<usize>> = vec![None; n];
+        let mut cut = vec![0u64; n];
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(p) = node.parent else { continue };
+            depth[i] = depth[p] + 1;
+            kept_at[i] = match (kept_at[p], depth[i]) {
+                (Some(k), _) => Some(k),
+                (None, d) if d == MAX_CHAIN_DEPTH + 1 => Some(p),
+                (None, _) => None,
+            };
+            if let Some(k) = kept_at[i] {
+                cut[k] += 1;
+            }
+        }
+        for (i, k) in kept_at.iter_mut().enumerate() {
+            if k.is_none() && depth[i] == MAX_CHAIN_DEPTH {
+                *k = Some(i);
+            }
+        }
+        (kept_at, cut)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Source;
+
+    /// Lines below `MAX_CHAIN_DEPTH` become one cut line counting them (whatever their branches),
+    /// and the deepest kept line takes their edges; a shallow branch beside them is untouched.
+    #[test]
+    fn lines_below_the_deepest_kept_are_counted_into_one_with_their_edges() {
+        let mut arena = Arena::default();
+        let info = |name: &str| Arc::new(FrameInfo::new(name.into(), None, Source::Decoded));
+        let root = arena.push(None, info("root"));
+        arena.push(Some(root), info("shallow"));
+        let mut at = root;
+        for _ in 1..MAX_CHAIN_DEPTH + 5 {
+            at = arena.push(Some(at), info("deep"));
+        }
+        let beside = arena.push(Some(at - 2), info("beside"));
+        arena.nodes[beside].awaits.push(7);
+        arena.nodes[at].awaits.push(9);
+        let trees = arena.into_trees();
+        let mut kept = &trees[0];
+        assert_eq!(kept.children[0].meta.name, "shallow");
+        for _ in 1..MAX_CHAIN_DEPTH {
+            kept = kept.children.last().unwrap();
+        }
+        // Five deep lines and the one beside them.
+        assert_eq!(kept.children.len(), 1);
+        assert_eq!(kept.children[0].meta.name, "… 6 more frames");
+        assert_eq!(kept.awaits_tasks, [7, 9]);
     }
 }

@@ -7,6 +7,7 @@
 //! format or version, a `--coalesce` document (its tasks are grouped away), or a damaged file (where).
 //! Files are written under a temporary name and renamed into place, so a reader never sees half a file.
 
+pub mod json;
 pub mod recording;
 
 use std::io::{self, Read};
@@ -48,17 +49,19 @@ pub enum Opened {
 
 /// Reads a snapshot file or a recording.
 pub fn open(path: &Path) -> Result<Opened, FileError> {
-    parse(path, &read_bounded(path)?)
+    let text = read_bounded(path)?;
+    json::on_deep_stack(|| parse(path, &text))
 }
 
-/// Reads the `text` of the file at `path` (named in errors) as a snapshot or a recording.
+/// Reads the `text` of the file at `path` (named in errors) as a snapshot or a recording. Its chains
+/// may nest deep: call it on [`json::on_deep_stack`].
 pub fn parse(path: &Path, text: &str) -> Result<Opened, FileError> {
     // A recording's first line is its header; a snapshot is one document, on one line as asyncdump
     // writes it, or on many once pretty-printed.
     let first = text.lines().next().unwrap_or_default();
-    let head: serde_json::Value = match serde_json::from_str(first) {
+    let head: serde_json::Value = match json::from_str(first) {
         Ok(v) => v,
-        Err(_) => serde_json::from_str(text).map_err(|e| damaged(path, &e))?,
+        Err(_) => json::from_str(text).map_err(|e| damaged(path, &e))?,
     };
     let format = head["format"].as_str().unwrap_or_default().to_owned();
     let version = head["version"].as_u64().unwrap_or(0);

@@ -184,7 +184,7 @@ impl Replay {
         let mut records = Vec::with_capacity(lines.len());
         let mut note = None;
         for (i, line) in lines.iter().enumerate() {
-            match serde_json::from_str::<Record>(line) {
+            match super::json::from_str::<Record>(line) {
                 Ok(r) => records.push(r),
                 // The recorder was stopped mid-line: what came before is whole.
                 Err(e) if i + 1 == lines.len() && e.is_eof() => {

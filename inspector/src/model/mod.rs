@@ -196,6 +196,18 @@ pub struct FrameNode {
     pub children: Vec<FrameNode>,
 }
 
+impl FrameNode {
+    /// Stands for the `n` frames below [`MAX_CHAIN_DEPTH`] where a chain was cut.
+    pub fn cut(n: u64) -> FrameNode {
+        FrameNode {
+            id: 0,
+            meta: Arc::new(FrameInfo::cut(n)),
+            awaits_tasks: Vec::new(),
+            children: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(from = "FrameInfoFields")]
 pub struct FrameInfo {
@@ -284,6 +296,11 @@ impl FrameInfo {
         FrameInfo::new(name, None, Source::Awaitee)
     }
 
+    /// Stands for the `n` frames below a chain's [`MAX_CHAIN_DEPTH`].
+    pub fn cut(n: u64) -> FrameInfo {
+        FrameInfo::new(format!("… {n} more frames"), None, Source::Cut)
+    }
+
     /// Whether the name or the awaited type holds a line break.
     pub fn has_breaks(&self) -> bool {
         self.breaks
@@ -353,7 +370,14 @@ pub enum Source {
     Decoded,
     /// Decoded: the leaf future the chain ends in, named by its type.
     Awaitee,
+    /// Not a frame: where a chain deeper than [`MAX_CHAIN_DEPTH`] was cut, named `… N more frames`.
+    Cut,
 }
+
+/// The deepest a chain is kept: below this, frames are counted into one [`Source::Cut`] frame. Far
+/// deeper than anyone reads, and it bounds every walk over a chain, a document's nesting and a text
+/// line's indentation; a recursion thousands of futures deep still reads, with its count.
+pub const MAX_CHAIN_DEPTH: usize = 512;
 
 /// The frame of another task that awaits this task's JoinHandle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -422,6 +446,7 @@ pub struct RuntimeView {
 }
 
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
+pub(crate) type FastSet<K> = rustc_hash::FxHashSet<K>;
 
 impl DecodingInfo {
     pub fn off(note: String) -> DecodingInfo {
@@ -621,10 +646,16 @@ fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
     }
 }
 
+/// Iterative: chains may be deep.
 fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
-    frames
-        .iter()
-        .any(|f| f.meta.name.contains(substr) || any_frame(&f.children, substr))
+    let mut stack: Vec<&FrameNode> = frames.iter().collect();
+    while let Some(f) = stack.pop() {
+        if f.meta.name.contains(substr) {
+            return true;
+        }
+        stack.extend(&f.children);
+    }
+    false
 }
 
 /// Cycles in the "task awaits task" graph. Every task has at most one awaiter (`awaited_by`), so following

@@ -96,7 +96,7 @@ fn add_paths(
 fn label(m: &FrameInfo, style: Style) -> String {
     let mut s = short(&m.name).into_owned();
     let at = match m.source {
-        Source::Awaitee => None,
+        Source::Awaitee | Source::Cut => None,
         _ => m.suspended_at.as_ref().or(m.location.as_ref()),
     };
     if let Some(at) = at {

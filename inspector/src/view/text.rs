@@ -543,8 +543,13 @@ fn frames<W: Write + ?Sized>(
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(&FrameNode, usize)> = nodes.iter().rev().map(|n| (n, 1)).collect();
     while let Some((n, depth)) = stack.pop() {
-        let pad = 2 * depth;
+        let pad = 2 * depth.min(MAX_INDENT);
         indent(out, pad);
+        if depth > MAX_INDENT {
+            // Deeper lines stay at one indentation, so a deep chain's text grows with its depth, not
+            // with its square; each says how deep it is instead.
+            let _ = write!(out, "[{depth}] ");
+        }
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
         for &id in &n.awaits_tasks {
@@ -553,6 +558,9 @@ fn frames<W: Write + ?Sized>(
         stack.extend(n.children.iter().rev().map(|c| (c, depth + 1)));
     }
 }
+
+/// The deepest level a frame line is indented to; deeper lines are numbered instead.
+const MAX_INDENT: usize = 32;
 
 /// `n` spaces.
 fn indent<W: Write + ?Sized>(out: &mut W, mut n: usize) {
@@ -589,6 +597,9 @@ pub(crate) fn at_line<W: Write + ?Sized>(out: &mut W, file: &str, line: u32) {
 fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
     let path = |file| style.path(file);
     match m.source {
+        Source::Cut => {
+            let _ = out.write_str(&frame_text(m, &m.name));
+        }
         Source::Awaitee => {
             let _ = out.write_str("awaiting ");
             let _ = out.write_str(&short(&frame_text(m, &m.name)));

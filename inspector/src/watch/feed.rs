@@ -42,6 +42,8 @@ pub fn start(session: Session, mut feed: Feed) -> Receiver<FeedEvent> {
     let (tx, rx) = sync_channel(1);
     thread::Builder::new()
         .name("asyncdump-feed".into())
+        // Recording an update writes its chains, which recurses once per level of a chain.
+        .stack_size(32 << 20)
         .spawn(move || {
             let mut session = Some(session);
             while let Some(mut s) = session.take() {

@@ -5,8 +5,10 @@
 //! ratatui on crossterm. State, view, input and connection are apart: the state knows nothing of the
 //! terminal, and is what the tests drive.
 //!
-//! The terminal is restored on quit, on Ctrl-C (a key in raw mode) and on a panic (ratatui's hook
-//! restores it before the panic prints).
+//! The terminal is restored on quit, on Ctrl-C (a key in raw mode), on a panic (ratatui's hook
+//! restores it before the panic prints), and on a signal that ends the process (`kill`, a closed
+//! terminal): the screen's loop sees it, gives the terminal back, then lets the signal do what it
+//! does by default.
 
 pub mod feed;
 pub mod input;
@@ -143,8 +145,36 @@ fn replay_link(replay: &Replay, file: &str) -> Link {
     }
 }
 
-/// Draws `app` and feeds it keys and states until the user quits.
-fn screen(mut source: Origin, mut app: App) -> Result<(), WatchError> {
+/// The signals that end a watch by default; each is caught until the terminal is given back.
+const ENDING_SIGNALS: [i32; 4] = [
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGTERM,
+];
+
+/// Draws `app` and feeds it keys and states until the user quits or a signal ends it.
+fn screen(source: Origin, app: App) -> Result<(), WatchError> {
+    let caught = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for signal in ENDING_SIGNALS {
+        signal_hook::flag::register_usize(signal, Arc::clone(&caught), signal as usize)?;
+    }
+    let result = draw_until_quit(source, app, &caught);
+    match caught.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => result,
+        // The terminal is ours again: now the signal ends the process as it would have.
+        signal => {
+            let _ = signal_hook::low_level::emulate_default_handler(signal as i32);
+            result
+        }
+    }
+}
+
+fn draw_until_quit(
+    mut source: Origin,
+    mut app: App,
+    caught: &std::sync::atomic::AtomicUsize,
+) -> Result<(), WatchError> {
     let mut terminal = ratatui::try_init()?;
     // ratatui's panic hook gives the terminal back but knows nothing of the mouse: take it back first.
     let hook = std::panic::take_hook();
@@ -157,7 +187,7 @@ fn screen(mut source: Origin, mut app: App) -> Result<(), WatchError> {
     // Replay steps asked for since the last update was taken.
     let mut step = 0;
     let result = (|| -> std::io::Result<()> {
-        loop {
+        while caught.load(std::sync::atomic::Ordering::Relaxed) == 0 {
             take_states(&mut source, &mut app, &freed, std::mem::take(&mut step));
             terminal.draw(|f| view::draw(f, &app, Instant::now()))?;
             // Redrawn at least every 100 ms (the status bar's ages move), and at once on a key.
@@ -185,6 +215,7 @@ fn screen(mut source: Origin, mut app: App) -> Result<(), WatchError> {
                 Some(Effect::Redraw) | None => {}
             }
         }
+        Ok(())
     })();
     let _ = crossterm::execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
