@@ -1,14 +1,9 @@
 //! A chain far deeper than any reader could want: every output stays bounded and readable, shows where
 //! it was cut, and a file the tool wrote reads back.
 
-use std::os::unix::net::UnixListener;
+use asyncdump_protocol::{Frame, FrameMeta, FrameSource, Location, Snapshot, SpawnSite, Task};
 
-use asyncdump_protocol::{
-    ClientHello, Frame, FrameMeta, FrameSource, Location, MAX_REQUEST_BYTES, Reply, Snapshot,
-    SpawnSite, Task, decode, encode, read_frame, write_frame,
-};
-
-use crate::support::{Fixture, asyncdump, crafted_task, fake_handshake, tempdir};
+use crate::support::{Fixture, asyncdump, crafted_task, serve_fake_agent, tempdir};
 use crate::watch::Tmux;
 
 /// A snapshot of one idle task suspended in a chain of `depth` frames, each awaiting the next.
@@ -49,26 +44,6 @@ fn deep_snapshot(depth: u64) -> Snapshot {
     }
 }
 
-/// A fake agent at `path` answering one client's snapshot requests with `snap`.
-fn serve(path: &std::path::Path, snap: Snapshot) -> std::thread::JoinHandle<()> {
-    let listener = UnixListener::bind(path).unwrap();
-    let reply = encode(&Reply::Snapshot(snap)).unwrap();
-    std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        fake_handshake(&mut conn, "deep", std::process::id()).unwrap();
-        let Ok(hello) = read_frame(&mut conn, MAX_REQUEST_BYTES) else {
-            return;
-        };
-        ClientHello::from_bytes(&hello).unwrap();
-        while let Ok(req) = read_frame(&mut conn, MAX_REQUEST_BYTES) {
-            let _: asyncdump_protocol::Request = decode(&req).unwrap();
-            if write_frame(&mut conn, &reply).is_err() {
-                return;
-            }
-        }
-    })
-}
-
 /// A chain 200,000 frames deep (as a broken or hostile agent may send) is kept to
 /// `MAX_CHAIN_DEPTH` (512) frames and one marker counting the rest, in every format; the text
 /// indents 32 levels at most and numbers the deeper lines, so its size grows with the depth, not its
@@ -80,7 +55,7 @@ fn a_chain_200000_frames_deep_is_cut_with_a_marker_in_every_format() {
     let mut run = |format: &str, extra: &[&str]| {
         served += 1;
         let path = dir.join(format!("{served}.sock"));
-        let server = serve(&path, deep_snapshot(200_000));
+        let server = serve_fake_agent(&path, "deep", deep_snapshot(200_000));
         let mut args = vec![
             "dump",
             path.to_str().unwrap(),

@@ -680,3 +680,88 @@ fn another_users_ps_neither_lists_nor_touches_our_agents() {
     assert!(socket.exists(), "our socket is left alone");
     assert!(crate::support::asyncdump_ok(&["ps"]).contains(&fx.pid.to_string()));
 }
+
+/// Every string an agent sends, in the handshake (program, version), the tasks (name, spawn file,
+/// root type, thread), the frames (name, file), the runtimes (why not listed) and the answer on walks,
+/// holds a line break followed by a line of its own making: none starts a line of the text dump or
+/// of `ps`.
+#[test]
+fn no_string_an_agent_sends_can_forge_a_line_of_dump_or_ps() {
+    use asyncdump_protocol::{
+        Frame, FrameMeta, FrameSource, Location, RuntimeReport, Snapshot, SpawnSite, Task,
+        TaskState, ThreadInfo,
+    };
+    let forged = |what: &str| format!("{what}\nFORGED {what}");
+    let at = |file: &str| Location {
+        file: forged(file),
+        line: 1,
+        column: 1,
+    };
+    let snap = Snapshot {
+        frame_metas: vec![FrameMeta {
+            name: forged("frame"),
+            location: at("frame.rs"),
+            source: FrameSource::Labelled,
+        }],
+        spawn_sites: vec![SpawnSite {
+            location: at("spawn.rs"),
+            root_type: forged("root"),
+        }],
+        tasks: vec![Task {
+            name: Some(forged("task")),
+            state: TaskState::Running {
+                thread: ThreadInfo {
+                    tid: 7,
+                    name: Some(forged("thread")),
+                },
+                since_ns: 0,
+            },
+            frames: vec![Frame {
+                id: 1,
+                parent: None,
+                meta: 0,
+            }],
+            ..crate::support::crafted_task(1)
+        }],
+        runtimes: vec![RuntimeReport {
+            handle: 1,
+            flavor: None,
+            alive: Some(1),
+            tasks: Vec::new(),
+            skipped: 0,
+            error: Some(forged("runtime")),
+        }],
+        ..Snapshot::default()
+    };
+    let dir = tempdir();
+    let socket = dir.join("forging.sock");
+    let program = forged("program");
+    let server = crate::support::serve_fake_agent(&socket, &program, snap.clone());
+    let out = asyncdump(&["dump", socket.to_str().unwrap(), "--all"]);
+    server.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let starts_forged = |text: &str| text.lines().any(|l| l.trim_start().starts_with("FORGED"));
+    assert!(!starts_forged(&text), "{text}");
+    for field in [
+        "program", "task", "thread", "root", "spawn.rs", "frame", "runtime",
+    ] {
+        assert!(
+            text.contains(&format!("{field}\\nFORGED {field}")),
+            "{field}: {text}"
+        );
+    }
+
+    // `ps` finds agents in its socket directories: this one is ours, named by our pid.
+    let xdg = tempdir();
+    let agents = xdg.join("asyncdump");
+    std::fs::create_dir(&agents).unwrap();
+    std::fs::set_permissions(&agents, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let socket = agents.join(format!("{}.sock", std::process::id()));
+    let server = crate::support::serve_fake_agent(&socket, &program, snap);
+    let out = crate::support::asyncdump_with(&["ps"], &[("XDG_RUNTIME_DIR", xdg.as_path())]);
+    server.join().unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(listing.contains("program\\nFORGED program"), "{listing}");
+    assert!(!starts_forged(&listing), "{listing}");
+}

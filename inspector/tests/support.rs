@@ -354,3 +354,39 @@ pub fn crafted_task(id: u64) -> asyncdump_protocol::Task {
         walk: None,
     }
 }
+
+/// A fake agent at `path`, named `program`, serving one client: it answers `Stats` and `Snapshot`
+/// from `snap`, and `WalkInfo` with walks refused (so that a dump shows annotated frames only).
+pub fn serve_fake_agent(
+    path: &Path,
+    program: &str,
+    snap: asyncdump_protocol::Snapshot,
+) -> std::thread::JoinHandle<()> {
+    use asyncdump_protocol::{
+        ClientHello, MAX_REQUEST_BYTES, Reply, Request, WalkInfo, decode, encode, read_frame,
+        write_frame,
+    };
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    let program = program.to_owned();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        fake_handshake(&mut conn, &program, std::process::id()).unwrap();
+        let Ok(hello) = read_frame(&mut conn, MAX_REQUEST_BYTES) else {
+            return;
+        };
+        ClientHello::from_bytes(&hello).unwrap();
+        while let Ok(req) = read_frame(&mut conn, MAX_REQUEST_BYTES) {
+            let reply = match decode(&req).unwrap() {
+                Request::Stats => Reply::Stats(snap.stats),
+                Request::WalkInfo => Reply::WalkInfo(WalkInfo {
+                    walks_refused: Some(format!("{program} refuses walks")),
+                    ..WalkInfo::default()
+                }),
+                _ => Reply::Snapshot(snap.clone()),
+            };
+            if write_frame(&mut conn, &encode(&reply).unwrap()).is_err() {
+                return;
+            }
+        }
+    })
+}

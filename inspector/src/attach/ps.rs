@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::attach::client::Client;
 use crate::attach::target::{dirs_for, euid};
 use crate::error::TargetError;
-use crate::view::duration;
+use crate::view::{duration, no_breaks};
 
 #[derive(Debug, Serialize)]
 pub struct Agent {
@@ -122,7 +122,7 @@ pub fn render(l: &Listing) -> String {
         let width = l
             .agents
             .iter()
-            .map(|a| a.program.len())
+            .map(|a| no_breaks(&a.program).chars().count())
             .max()
             .unwrap_or(7)
             .max(7);
@@ -136,7 +136,7 @@ pub fn render(l: &Listing) -> String {
                 out,
                 "{:>7}  {:<width$}  {:>6}  {:>8}  {}",
                 a.pid,
-                a.program,
+                no_breaks(&a.program),
                 a.tasks_live,
                 duration(a.uptime_ms * 1_000_000),
                 a.socket.display()
@@ -147,7 +147,7 @@ pub fn render(l: &Listing) -> String {
         let _ = writeln!(out, "removed stale socket {}", path.display());
     }
     for (path, why) in &l.unreadable {
-        let _ = writeln!(out, "cannot read {}: {why}", path.display());
+        let _ = writeln!(out, "cannot read {}: {}", path.display(), no_breaks(why));
     }
     out
 }

@@ -112,14 +112,17 @@ fn render_index(
     for m in &index.machines {
         let mut text = format!(
             "{} ({} bytes, state byte at {})\n",
-            m.name, m.size, m.state_offset
+            view::no_breaks(&m.name),
+            m.size,
+            m.state_offset
         );
         for s in m.states.iter().filter(|s| s.name.starts_with("Suspend")) {
             let awaits = s.awaitee.as_ref().map_or("?".to_owned(), |a| {
-                format!("{} at +{}", a.type_name, a.offset)
+                format!("{} at +{}", view::no_breaks(&a.type_name), a.offset)
             });
             let file = style.path(&s.file);
-            let _ = writeln!(text, "  {} {file}:{} awaits {awaits}", s.name, s.line);
+            let name = view::no_breaks(&s.name);
+            let _ = writeln!(text, "  {name} {file}:{} awaits {awaits}", s.line);
         }
         if seen.insert(text.clone()) {
             body.push_str(&text);

@@ -100,7 +100,7 @@ fn label(m: &FrameInfo, style: Style) -> String {
         _ => m.suspended_at.as_ref().or(m.location.as_ref()),
     };
     if let Some(at) = at {
-        at_line(&mut s, style.path(&at.file), at.line);
+        at_line(&mut s, &style.path(&at.file), at.line);
     }
     frame_name(&s)
 }

@@ -72,12 +72,13 @@ pub struct Style {
 }
 
 impl Style {
-    pub fn path<'a>(&self, file: &'a str) -> &'a str {
-        if self.full_paths {
+    /// `file` as printed: shortened unless [`Style::full_paths`], its line breaks escaped.
+    pub fn path<'a>(&self, file: &'a str) -> std::borrow::Cow<'a, str> {
+        no_breaks(if self.full_paths {
             file
         } else {
             short_path(file)
-        }
+        })
     }
 }
 
@@ -228,8 +229,8 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         out,
         "pid {} ({}) · agent {} · protocol {} · up {}",
         p.pid,
-        p.program,
-        p.agent_version,
+        no_breaks(&p.program),
+        no_breaks(&p.agent_version),
         p.protocol_version,
         Dur(p.uptime_ns)
     );
@@ -270,14 +271,14 @@ fn runtimes<W: Write + ?Sized>(out: &mut W, runtimes: &[RuntimeView]) {
     for r in runtimes {
         let _ = match r.flavor.as_deref() {
             Some("local_set") => write!(out, "LocalSet: "),
-            flavor => write!(out, "runtime {}: ", flavor.unwrap_or("tokio")),
+            flavor => write!(out, "runtime {}: ", no_breaks(flavor.unwrap_or("tokio"))),
         };
         if let Some(alive) = r.alive {
             let _ = write!(out, "{alive} alive, ");
         }
         match &r.not_listed {
             Some(why) => {
-                let _ = writeln!(out, "not listed: {why}");
+                let _ = writeln!(out, "not listed: {}", no_breaks(why));
             }
             None => {
                 let _ = write!(out, "{} listed", r.listed);
@@ -300,10 +301,11 @@ fn decoding<W: Write + ?Sized>(out: &mut W, dec: &DecodingInfo) {
         let _ = write!(
             out,
             "chains decoded from DWARF in {}",
-            dec.debug_file.as_deref().unwrap_or("?")
+            no_breaks(dec.debug_file.as_deref().unwrap_or("?"))
         );
         if let Some(id) = &dec.build_id {
-            let _ = write!(out, " (build-id {})", &id[..id.len().min(12)]);
+            let id: String = id.chars().take(12).collect();
+            let _ = write!(out, " (build-id {})", no_breaks(&id));
         }
         let _ = writeln!(
             out,
@@ -314,7 +316,7 @@ fn decoding<W: Write + ?Sized>(out: &mut W, dec: &DecodingInfo) {
         );
     }
     for note in [&dec.note, &dec.cache_note].into_iter().flatten() {
-        let _ = writeln!(out, "note: {note}");
+        let _ = writeln!(out, "note: {}", no_breaks(note));
     }
 }
 
@@ -510,7 +512,7 @@ fn spawned<W: Write + ?Sized>(
                 let _ = Dur(age).write_to(out);
                 let _ = out.write_str(" ago");
             }
-            at_line(out, style.path(&at.file), at.line);
+            at_line(out, &style.path(&at.file), at.line);
             let _ = out.write_char(':');
             let _ = write_number(out, u64::from(at.column));
             let _ = out.write_str(" · ");
@@ -615,11 +617,11 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
                         " at {}:{} · await inside a macro, at {}:{}",
                         path(&l.file),
                         l.line,
-                        short_path(&at.file),
+                        no_breaks(short_path(&at.file)),
                         at.line
                     );
                 }
-                (Some(at), _) => at_line(out, path(&at.file), at.line),
+                (Some(at), _) => at_line(out, &path(&at.file), at.line),
                 // A state machine that was never resumed, or a combinator.
                 (None, Some(l)) => {
                     let _ = write!(
@@ -636,7 +638,7 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
         Source::AnnotatedFn | Source::Labelled => {
             let _ = out.write_str(&short(&frame_text(m, &m.name)));
             if let Some(l) = &m.location {
-                at_line(out, path(&l.file), l.line);
+                at_line(out, &path(&l.file), l.line);
                 let _ = out.write_char(':');
                 let _ = write_number(out, u64::from(l.column));
             }

@@ -134,7 +134,7 @@ fn draw_groups(f: &mut Frame<'_>, app: &App, area: Rect) {
                 Cell::from(crate::view::id_ranges(&g.task_ids)),
                 Cell::from(state_word(g.state)),
                 Cell::from(age),
-                Cell::from(printable_owned(leaf(&g.frames))),
+                Cell::from(one_line_owned(leaf(&g.frames))),
             ])
         })
         .collect();
@@ -182,7 +182,7 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     let attention = app.attention(t);
     let cells = columns.iter().map(|&(c, _)| {
-        Cell::from(printable_owned(match c {
+        Cell::from(one_line_owned(match c {
             Column::Task => match (t.agent_id, t.tokio_id) {
                 (Some(id), _) => id.to_string(),
                 (None, Some(id)) => format!("tokio {id}"),
@@ -214,9 +214,18 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
 }
 
 /// `s` with its control characters escaped (see [`crate::view::printable`]): the target's strings
-/// reach the terminal only this way.
+/// reach the terminal only this way or through [`one_line_owned`].
 fn printable_owned(s: String) -> String {
     match crate::view::printable(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
+}
+
+/// `s` for a table cell or the status bar: its line breaks escaped too (see
+/// [`crate::view::one_line`]).
+fn one_line_owned(s: String) -> String {
+    match crate::view::one_line(&s) {
         std::borrow::Cow::Borrowed(_) => s,
         std::borrow::Cow::Owned(escaped) => escaped,
     }
@@ -319,7 +328,7 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
         }
     }
     parts.push("? keys".to_owned());
-    Line::from(printable_owned(parts.join(" · ")))
+    Line::from(one_line_owned(parts.join(" · ")))
         .style(Style::new().add_modifier(Modifier::REVERSED))
 }
 
@@ -540,16 +549,25 @@ mod tests {
     }
 
     #[test]
-    fn control_characters_in_names_and_frames_are_drawn_escaped() {
+    fn control_characters_and_line_breaks_in_names_and_frames_are_drawn_escaped() {
         let mut snap = crate::watch::state::tests::three();
-        snap.tasks[0].name = Some("evil\x1b[2J\x07".into());
+        snap.tasks[0].name = Some("evil\x1b[2J\x07\nFORGED".into());
+        snap.tasks[2].name = Some("c\nFORGED".into());
         snap.frame_metas[0].name = "frame\x1b]0;title".into();
         let now = Instant::now();
         let mut app = App::new(now);
-        let _ = app.update(Dump::build(&handshake(), &snap, 0), now);
+        let mut dump = Dump::build(&handshake(), &snap, 0);
+        dump.process.program = "svc\nFORGED".into();
+        let _ = app.update(dump, now);
         let text = screen(&app, 120, 24);
         assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
-        assert!(text.contains(r"evil\u{1b}[2J\u{7}"), "{text}");
+        assert!(text.contains(r"evil\u{1b}[2J\u{7}\nFORGED"), "{text}");
+        let third = text.lines().find(|l| l.starts_with("  3 ")).unwrap();
+        assert!(third.contains(r"c\nFORGED"), "a cell is one line: {text}");
+        assert!(
+            text.contains(r"pid 42 (svc\nFORGED)"),
+            "so is the status bar: {text}"
+        );
         assert!(text.contains(r"frame\u{1b}]0;title"), "{text}");
     }
 }
