@@ -270,8 +270,8 @@ fn a_target_that_stops_answering_shows_disconnected_with_its_last_state_and_come
     });
 }
 
-/// `kill` (or a closed terminal) ends a watch as it ends any program, and the terminal is given back
-/// first: the shell after it is out of raw mode and off the alternate screen.
+/// `kill` ends a watch as it ends any program, and the terminal is given back first: the shell after
+/// it is out of raw mode and off the alternate screen. A closed terminal ends it too.
 #[test]
 fn a_signal_ends_watch_and_the_terminal_is_given_back_first() {
     let fx = Fixture::start("deadlock", &[]);
@@ -300,4 +300,20 @@ fn a_signal_ends_watch_and_the_terminal_is_given_back_first() {
             "out of raw mode:\n{after}"
         );
     }
+    // A closed window: the terminal hangs up under watch, which ends rather than spin on it.
+    let tmux = Tmux::start(&format!(
+        "sh -c 'echo $$ > {}; exec {} watch {}'",
+        pid_file.display(),
+        env!("CARGO_BIN_EXE_asyncdump"),
+        fx.pid
+    ));
+    tmux.until("the table", |s| s.contains("▶ 1"));
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    drop(tmux);
+    let proc = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proc.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!proc.exists(), "watch {} outlived its terminal", pid.trim());
 }

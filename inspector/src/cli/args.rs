@@ -152,7 +152,8 @@ pub struct DumpOptions {
     #[arg(long)]
     pub full_paths: bool,
     /// Write the JSON document to FILE (a snapshot file `dump --from` and `watch --from` read)
-    /// instead of printing.
+    /// instead of printing: a new file (0600), or over a regular file (keeping its mode); `-` is
+    /// standard output, and anything else (a symlink, a device, a FIFO) is refused.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

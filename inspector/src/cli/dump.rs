@@ -47,16 +47,17 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
         return Ok(());
     }
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
-    if let Some(path) = &o.output {
+    let to_file = o.output.as_deref().filter(|p| *p != Path::new("-"));
+    if let Some(path) = to_file {
         let doc = view::json::render(&dump, groups.as_deref());
-        file::write_atomically(path, doc.as_bytes())?;
+        file::write_atomically(path, doc.as_bytes(), file::SNAPSHOT_MODE)?;
         eprintln!(
             "asyncdump: wrote {} of pid {} to {}",
             tasks(dump.tasks.len()),
             dump.process.pid,
             path.display()
         );
-    } else if o.json || o.format == Format::Json {
+    } else if o.json || o.format == Format::Json || o.output.is_some() {
         view::json::write(out, &dump, groups.as_deref()).map_err(|_| written())?;
     } else {
         view::text::write(out, &dump, groups.as_deref(), style);
@@ -76,7 +77,8 @@ fn flame_graph(
 ) -> Result<(), Error> {
     let mut svg = Vec::new();
     view::folded::svg(&mut svg, dump, weight, style)?;
-    file::write_atomically(path, &svg)?;
+    // A picture to share: a new one is as readable as the umask lets files be.
+    file::write_atomically(path, &svg, 0o666)?;
     eprintln!(
         "asyncdump: drew the chains of {} of pid {} to {}",
         tasks(dump.tasks.len()),

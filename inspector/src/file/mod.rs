@@ -139,9 +139,14 @@ fn damaged(path: &Path, e: &serde_json::Error) -> FileError {
     }
 }
 
-/// Writes `text` to `path` whole or not at all (see [`crate::output`]), replacing what is there.
-pub fn write_atomically(path: &Path, text: &[u8]) -> Result<(), FileError> {
-    output::write_whole(path, text, 0o666, Existing::Replace).map_err(|source| FileError::Write {
+/// The mode of a new snapshot file: it holds what the process's memory held (names, paths, values),
+/// so it is its owner's alone until they share it. A file it replaces keeps its own mode.
+pub const SNAPSHOT_MODE: u32 = 0o600;
+
+/// Writes `text` to `path` whole or not at all (see [`crate::output`]), replacing the regular file
+/// there (which keeps its mode) or making one of `mode`.
+pub fn write_atomically(path: &Path, text: &[u8], mode: u32) -> Result<(), FileError> {
+    output::write_whole(path, text, mode, Existing::Replace).map_err(|source| FileError::Write {
         path: path.to_owned(),
         source,
     })
@@ -164,7 +169,7 @@ mod tests {
         let out = scratch.path().join("snap.json");
         let planted = (scratch.path()).join(format!(".snap.json.tmp-{}", std::process::id()));
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
-        write_atomically(&out, b"{}").unwrap();
+        write_atomically(&out, b"{}", SNAPSHOT_MODE).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert_eq!(std::fs::read(&out).unwrap(), b"{}");
         assert!(!std::fs::symlink_metadata(&out).unwrap().is_symlink());
@@ -181,7 +186,7 @@ mod tests {
         let path = dir.join("s.json");
         for snap in [sample(), edge_snapshot(&[(3, 4), (4, 3)])] {
             let dump = Dump::build(&handshake(), &snap, 7);
-            write_atomically(&path, json(&dump).as_bytes()).unwrap();
+            write_atomically(&path, json(&dump).as_bytes(), SNAPSHOT_MODE).unwrap();
             let Opened::Snapshot(back) = open(&path).unwrap() else {
                 panic!("a snapshot")
             };

@@ -13,6 +13,7 @@
 //! replay says so; a line damaged anywhere else is an error naming it.
 
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -69,6 +70,7 @@ impl Recorder {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(super::SNAPSHOT_MODE)
             .open(path)
             .map_err(|source| FileError::Write {
                 path: path.to_owned(),
@@ -301,6 +303,7 @@ mod tests {
     use super::*;
     use crate::file::{Opened, open};
     use crate::testing::{handshake, sample};
+    use std::os::unix::fs::PermissionsExt;
 
     /// Three updates of `sample()`: the clock moves on, then a task is polled, then one goes away.
     fn updates() -> Vec<Dump> {
@@ -348,6 +351,11 @@ mod tests {
             assert_eq!(back.tasks, dumps[k].tasks);
         }
         assert!(replay.note.is_none());
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            mode, 0o600,
+            "a recording holds what memory held: its owner's alone"
+        );
     }
 
     /// A crafted recording whose ages would overflow as they grow between updates: they stop at the

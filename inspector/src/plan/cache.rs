@@ -126,7 +126,7 @@ impl PlanCache {
             .map_err(|e| failed(&e))?;
         let bytes = encode(entry).map_err(|e| failed(&e))?;
         // Private: a plan says how to read the target's memory.
-        output::write_whole(&path, &bytes, 0o600, Existing::Replace).map_err(|e| failed(&e))?;
+        output::write_whole(&path, &bytes, 0o600, Existing::Take).map_err(|e| failed(&e))?;
         Ok(path)
     }
 }

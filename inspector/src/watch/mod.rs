@@ -7,8 +7,8 @@
 //!
 //! The terminal is restored on quit, on Ctrl-C (a key in raw mode), on a panic (ratatui's hook
 //! restores it before the panic prints), and on a signal that ends the process (`kill`, a closed
-//! terminal): the screen's loop sees it, gives the terminal back, then lets the signal do what it
-//! does by default.
+//! terminal, a window closed): a thread watching for them gives the terminal back, then lets the
+//! signal end the process as it would have.
 
 pub mod feed;
 pub mod input;
@@ -155,26 +155,63 @@ const ENDING_SIGNALS: [i32; 4] = [
 
 /// Draws `app` and feeds it keys and states until the user quits or a signal ends it.
 fn screen(source: Origin, app: App) -> Result<(), WatchError> {
-    let caught = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for signal in ENDING_SIGNALS {
-        signal_hook::flag::register_usize(signal, Arc::clone(&caught), signal as usize)?;
-    }
-    let result = draw_until_quit(source, app, &caught);
-    match caught.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => result,
-        // The terminal is ours again: now the signal ends the process as it would have.
-        signal => {
-            let _ = signal_hook::low_level::emulate_default_handler(signal as i32);
-            result
-        }
-    }
+    give_back_on_signals()?;
+    draw_until_quit(source, app)
 }
 
-fn draw_until_quit(
-    mut source: Origin,
-    mut app: App,
-    caught: &std::sync::atomic::AtomicUsize,
-) -> Result<(), WatchError> {
+/// Starts the thread that ends a watch whose terminal is taken from it: on a signal that ends the
+/// process, it gives the terminal back and then lets the signal end the process as it would have; on
+/// a terminal that hung up (its window closed), it ends the process as that hang-up would. A thread
+/// of its own, not a flag the screen's loop reads: that loop may be where it is stuck, since
+/// crossterm's read spins, never returning, on a terminal that hung up.
+fn give_back_on_signals() -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new(ENDING_SIGNALS)?;
+    std::thread::Builder::new()
+        .name("asyncdump-signals".into())
+        .spawn(move || {
+            let signal = loop {
+                if let Some(signal) = signals.pending().next() {
+                    give_back_from_another_thread();
+                    break signal;
+                }
+                if terminal_hung_up() {
+                    break signal_hook::consts::SIGHUP;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            // A signal whose default is not to end the process: end it as asked all the same.
+            std::process::exit(128 + signal);
+        })?;
+    Ok(())
+}
+
+/// What `ratatui::restore` and the mouse's release do, written past standard output's lock: the
+/// screen's thread may hold it (the command line locks standard output once, for the whole run).
+fn give_back_from_another_thread() {
+    use crossterm::Command;
+    use std::os::fd::AsFd;
+    let _ = crossterm::terminal::disable_raw_mode();
+    let mut undo = String::new();
+    let _ = DisableMouseCapture.write_ansi(&mut undo);
+    let _ = crossterm::terminal::LeaveAlternateScreen.write_ansi(&mut undo);
+    let _ = crossterm::cursor::Show.write_ansi(&mut undo);
+    let _ = nix::unistd::write(std::io::stdout().as_fd(), undo.as_bytes());
+}
+
+/// Whether the terminal on standard input hung up.
+fn terminal_hung_up() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(1))
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+fn draw_until_quit(mut source: Origin, mut app: App) -> Result<(), WatchError> {
     let mut terminal = ratatui::try_init()?;
     // ratatui's panic hook gives the terminal back but knows nothing of the mouse: take it back first.
     let hook = std::panic::take_hook();
@@ -187,7 +224,7 @@ fn draw_until_quit(
     // Replay steps asked for since the last update was taken.
     let mut step = 0;
     let result = (|| -> std::io::Result<()> {
-        while caught.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        loop {
             take_states(&mut source, &mut app, &freed, std::mem::take(&mut step));
             terminal.draw(|f| view::draw(f, &app, Instant::now()))?;
             // Redrawn at least every 100 ms (the status bar's ages move), and at once on a key.
@@ -215,7 +252,6 @@ fn draw_until_quit(
                 Some(Effect::Redraw) | None => {}
             }
         }
-        Ok(())
     })();
     let _ = crossterm::execute!(std::io::stdout(), DisableMouseCapture);
     ratatui::restore();
@@ -270,7 +306,8 @@ fn save(dump: &crate::model::Dump) -> std::io::Result<String> {
         .map_or(0, |d| d.as_secs());
     let path = format!("asyncdump-{}-{secs}.json", dump.process.pid);
     let doc = crate::view::json::render(dump, None);
-    output::write_whole(Path::new(&path), doc.as_bytes(), 0o666, Existing::Keep)?;
+    let mode = file::SNAPSHOT_MODE;
+    output::write_whole(Path::new(&path), doc.as_bytes(), mode, Existing::Keep)?;
     Ok(path)
 }
 
