@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-60}"
-for target in frame handshake request reply walk_plan file; do
+for target in frame handshake request reply walk_plan plan_validate file; do
     echo "== $target: ${seconds}s"
     cargo +nightly fuzz run "$target" -- -max_total_time="$seconds" -rss_limit_mb=1024 \
         -malloc_limit_mb=256 2>&1 | grep -E '^(Done|#[0-9]+.*DONE)|ERROR|panicked' || true

@@ -31,6 +31,12 @@ pub const PER_TASK_WAIT_NS: u64 = 2_000_000;
 pub const TOTAL_WAIT_NS: u64 = 50_000_000;
 /// Most tasks whose last capture is remembered for showing while they run.
 pub const STALE_CACHE_MAX: usize = 4096;
+/// The longest one request's memory walks (its tasks' chains, its runtimes' listing) may take: then
+/// every walk stops where it is, marked cut, whatever the plan asks for.
+pub const WALK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+/// The most walk nodes one request gets back in all (a task's own walk is bounded apart): a hundred
+/// thousand tasks of about ten futures each, twice over.
+pub const WALK_NODES_PER_REQUEST: usize = 2_000_000;
 
 /// Owns the memory of earlier captures; one per agent, used by one snapshot at a time.
 #[derive(Default)]
@@ -95,7 +101,16 @@ impl Capturer {
         &mut self,
         plan: Option<&WalkPlan>,
     ) -> Vec<asyncdump_protocol::RuntimeReport> {
+        self.limit_walks();
         crate::runtime::list_all(plan, &mut self.walker)
+    }
+
+    /// Starts the walks of one request: they end at [`WALK_DEADLINE`] from now, or once they have
+    /// given [`WALK_NODES_PER_REQUEST`] nodes.
+    fn limit_walks(&mut self) {
+        let deadline = std::time::Instant::now() + WALK_DEADLINE;
+        self.walker.set_deadline(Some(deadline));
+        self.walker.set_node_budget(Some(WALK_NODES_PER_REQUEST));
     }
 
     /// Captures `cells` (and walks them with `plan`), interning names with `interner`: a fresh one for
@@ -107,6 +122,7 @@ impl Capturer {
         plan: Option<&WalkPlan>,
         interner: &mut Interner,
     ) -> Snapshot {
+        self.limit_walks();
         let conv = sys::TickConv::now();
         let start = conv.ns_now;
         let wait_until = start + TOTAL_WAIT_NS;

@@ -31,6 +31,10 @@ pub struct Walker {
     owners: Vec<Owner>,
     /// Whether each of those reads faulted.
     failed: Vec<bool>,
+    /// When walks stop where they are, cut, whatever is left (see [`Walker::set_deadline`]).
+    deadline: Option<std::time::Instant>,
+    /// Nodes all walks may still return together (see [`Walker::set_node_budget`]).
+    budget: Option<usize>,
 }
 
 /// One read of a level: for the node at `index` of task `task`'s frontier, `len` bytes at `addr`.
@@ -70,6 +74,18 @@ struct Pending {
 }
 
 impl Walker {
+    /// From `at` on, walks stop after the level they are at, marked truncated: a request's work ends
+    /// at its deadline whatever its plan asks for. `None`: no deadline.
+    pub fn set_deadline(&mut self, at: Option<std::time::Instant>) {
+        self.deadline = at;
+    }
+
+    /// From now on, all walks together return at most `nodes` more nodes; then they stop after the
+    /// level they are at, marked truncated. `None`: only each walk's own bound.
+    pub fn set_node_budget(&mut self, nodes: Option<usize>) {
+        self.budget = nodes;
+    }
+
     /// Walks the future at `addr`, of plan type `ty`.
     pub fn walk(&mut self, mem: &impl Memory, plan: &WalkPlan, ty: u32, addr: u64) -> Walk {
         // `walk_many` gives one walk per start.
@@ -115,8 +131,20 @@ impl Walker {
                     self.tasks[o.task].frontier[o.index].status = Some(NodeStatus::Fault);
                 }
             }
+            let before: usize = self.tasks.iter().map(|t| t.nodes.len()).sum();
             for t in &mut self.tasks {
                 t.visit_level(plan, max_nodes);
+            }
+            let added = self.tasks.iter().map(|t| t.nodes.len()).sum::<usize>() - before;
+            self.budget = self.budget.map(|left| left.saturating_sub(added));
+            let late = self
+                .deadline
+                .is_some_and(|at| std::time::Instant::now() >= at);
+            if late || self.budget == Some(0) {
+                for t in self.tasks.iter_mut().filter(|t| !t.frontier.is_empty()) {
+                    t.frontier.clear();
+                    t.truncated = true;
+                }
             }
         }
         self.tasks
@@ -230,6 +258,12 @@ impl TaskWalk {
             node.discr = tp.discr.and_then(|d| uint(obj, d.offset, d.size));
             self.nodes.push(node);
             for edge in tp.always.iter().chain(case_edges(tp, node.discr)) {
+                // No more queued than can ever be visited: a type with thousands of edges to
+                // itself would otherwise queue millions.
+                if self.next.len() >= max_nodes {
+                    self.truncated = true;
+                    break;
+                }
                 follow(plan, edge, obj, p.addr, start, index, &mut self.next);
             }
         }
@@ -527,6 +561,57 @@ mod tests {
                 assert!(truncated);
                 assert_eq!(nodes.len(), MAX_WALK_NODES as usize);
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Memory that counts the reads asked of it.
+    struct Counting(ImageMemory, std::cell::Cell<usize>);
+
+    impl Memory for Counting {
+        fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), crate::Unreadable> {
+            self.1.set(self.1.get() + reads.len());
+            self.0.read_many(reads)
+        }
+    }
+
+    /// A type with 4,096 pointers to itself, walked to 64 nodes: before, the walk queued all 4,096
+    /// children of the root (4,096 × 4,096 of the next level with a bigger limit) and read them;
+    /// now no more are queued, nor read, than the walk may visit.
+    #[test]
+    fn a_type_with_thousands_of_edges_to_itself_queues_no_more_than_a_walk_visits() {
+        let mut p = plan();
+        (p.max_nodes, p.max_bytes) = (64, u32::MAX);
+        p.types[0].cases[0].edges = vec![
+            Edge {
+                offset: 8,
+                to: EdgeTarget::Pointer(0),
+            };
+            4096
+        ];
+        let m = Counting(memory([(0x1000, outer(3, 0x1000))]), Default::default());
+        let walk = Walker::default().walk(&m, &p, 0, 0x1000);
+        assert_eq!(nodes(walk).len(), 64);
+        assert!(m.1.get() <= 2 * 64, "{} reads", m.1.get());
+    }
+
+    /// Past its deadline, or past the nodes all walks may return, a walk ends after the level it is
+    /// at, cut.
+    #[test]
+    fn a_walk_past_its_deadline_or_budget_stops_after_the_level_it_is_at() {
+        let m = memory([(0x1000, outer(3, 0x2000)), (0x2000, vec![1])]);
+        let mut walker = Walker::default();
+        walker.set_deadline(Some(std::time::Instant::now()));
+        match walker.walk(&m, &plan(), 0, 0x1000) {
+            Walk::Nodes { nodes, truncated } => assert_eq!((nodes.len(), truncated), (1, true)),
+            other => panic!("{other:?}"),
+        }
+        walker.set_deadline(None);
+        assert_eq!(nodes(walker.walk(&m, &plan(), 0, 0x1000)).len(), 2);
+        // So does a walk once all walks together have returned the nodes they were given.
+        walker.set_node_budget(Some(1));
+        match walker.walk(&m, &plan(), 0, 0x1000) {
+            Walk::Nodes { nodes, truncated } => assert_eq!((nodes.len(), truncated), (1, true)),
             other => panic!("{other:?}"),
         }
     }

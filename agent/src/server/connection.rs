@@ -132,6 +132,12 @@ fn next_request(
                     ErrorKind::PermissionDenied,
                     format!("walk plan refused: {why}"),
                 ),
+                // Refused before any work: a plan that does not hold together can only come from
+                // damage or malice (see `WalkPlan::validate`).
+                (Ok(()), Some(plan)) if let Err(e) = plan.validate() => (
+                    ErrorKind::Malformed,
+                    format!("walk plan refused: it does not hold together: {e}"),
+                ),
                 _ => return Ok(request),
             },
         }

@@ -9,9 +9,11 @@
 //! Files are `$XDG_CACHE_HOME/asyncdump/plans/<build-id>.plan` (`~/.cache` without it), and
 //! `<build-id>-runtimes.plan` for the plan that also lists tokio runtimes' tasks. Directories are 0700
 //! and files 0600, each written under a temporary name and renamed into place, so that a reader sees a
-//! whole file or none. A file starts with [`MAGIC`], the format version and the identity of the
-//! asyncdump that wrote it (its own build-id): a file that is not ours, damaged, of another version or
-//! another user's is ignored, with a note saying why, and replaced.
+//! whole file or none. A file starts with [`MAGIC`], the format version, the identity of the
+//! asyncdump that wrote it (its own build-id) and a checksum over that, the binary's build-id and the
+//! entry: a file that is not ours, damaged, another binary's, of another version or another user's, or
+//! whose plan does not hold together ([`asyncdump_protocol::WalkPlan::validate`]) is ignored, with a
+//! note saying why, and replaced.
 
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -25,8 +27,8 @@ use crate::plan::Plan;
 
 /// What every cache file starts with.
 pub const MAGIC: &[u8; 16] = b"asyncdump-plan\n\0";
-/// Changes whenever the layout of [`Entry`] does.
-pub const FORMAT_VERSION: u32 = 1;
+/// Changes whenever the layout of [`Entry`] or of the file does.
+pub const FORMAT_VERSION: u32 = 2;
 /// Largest cache file read: far above any plan the agent takes (4 MiB on the wire).
 const MAX_FILE_BYTES: u64 = 256 << 20;
 
@@ -103,12 +105,15 @@ impl PlanCache {
             Ok(None) => return Lookup::Miss,
             Err(why) => return ignored(&why),
         };
-        let entry = match decode(&bytes) {
+        let entry = match decode(&bytes, build_id, runtimes) {
             Ok(entry) => entry,
             Err(why) => return ignored(why),
         };
         if entry.build_id != build_id || entry.runtimes != runtimes {
             return ignored("it is another binary's");
+        }
+        if let Err(e) = entry.decoder.walk.validate() {
+            return ignored(&format!("its plan does not hold together ({e})"));
         }
         Lookup::Hit(Box::new(entry))
     }
@@ -185,15 +190,20 @@ fn writer() -> &'static str {
 }
 
 fn encode(entry: &Entry) -> Result<Vec<u8>, postcard::Error> {
+    let payload = postcard::to_stdvec(entry)?;
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     let writer = writer().as_bytes();
     out.extend_from_slice(&(writer.len() as u32).to_le_bytes());
     out.extend_from_slice(writer);
-    postcard::to_extend(entry, out)
+    let sum = checksum(&entry.build_id, entry.runtimes, &payload);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
 }
 
-fn decode(bytes: &[u8]) -> Result<Entry, &'static str> {
+/// The entry in `bytes`, if they hold one this asyncdump wrote, unchanged since, for `build_id`.
+fn decode(bytes: &[u8], build_id: &str, runtimes: bool) -> Result<Entry, &'static str> {
     let rest = bytes.strip_prefix(MAGIC).ok_or("not a plan file")?;
     let (version, rest) = rest.split_at_checked(4).ok_or("damaged")?;
     if version != FORMAT_VERSION.to_le_bytes() {
@@ -205,7 +215,20 @@ fn decode(bytes: &[u8]) -> Result<Entry, &'static str> {
     if who != writer().as_bytes() {
         return Err("written by another asyncdump build");
     }
-    postcard::from_bytes(rest).map_err(|_| "damaged")
+    let (sum, payload) = rest.split_at_checked(8).ok_or("damaged")?;
+    if sum != checksum(build_id, runtimes, payload).to_le_bytes() {
+        return Err("damaged, or another binary's: its checksum does not match");
+    }
+    postcard::from_bytes(payload).map_err(|_| "damaged")
+}
+
+/// A checksum of an entry's bytes and what they are for (SipHash with fixed keys: the file is read
+/// back only by the build that wrote it, so the hash need not be stable across Rust releases).
+fn checksum(build_id: &str, runtimes: bool, payload: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (writer(), build_id, runtimes, payload).hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]
@@ -221,6 +244,10 @@ mod tests {
 
     fn entry(build_id: &str) -> Entry {
         let mut decoder = Plan::default();
+        decoder
+            .walk
+            .types
+            .push(asyncdump_protocol::TypePlan::default());
         decoder.walk.roots.push((0x1234, 0));
         Entry {
             build_id: build_id.to_owned(),
@@ -264,6 +291,18 @@ mod tests {
         let whole = std::fs::read(&path).unwrap();
         std::fs::write(&path, &whole[..whole.len() - 3]).unwrap();
         assert!(ignored_because(cache.get("cd34", false)).contains("damaged"));
+        // Any one byte changed past the header, wherever it is, is seen (before the checksum, a
+        // change that still decoded gave another plan, used silently).
+        let header = MAGIC.len() + 8 + writer().len();
+        for at in header..whole.len() {
+            let mut changed = whole.clone();
+            changed[at] ^= 0x5a;
+            std::fs::write(&path, &changed).unwrap();
+            assert!(
+                ignored_because(cache.get("cd34", false)).contains("damaged"),
+                "byte {at}"
+            );
+        }
         std::fs::write(&path, b"#!/bin/sh\n").unwrap();
         assert!(ignored_because(cache.get("cd34", false)).contains("not a plan file"));
         let mut other_version = whole.clone();
@@ -273,6 +312,15 @@ mod tests {
         // Another binary's entry under this one's name.
         std::fs::write(&path, encode(&entry("ef56")).unwrap()).unwrap();
         assert!(ignored_because(cache.get("cd34", false)).contains("another binary's"));
+        // A plan that does not hold together, kept with a checksum that matches it.
+        let mut broken = entry("cd34");
+        broken.decoder.walk.roots.push((0x99, 7));
+        std::fs::write(&path, encode(&broken).unwrap()).unwrap();
+        let why = ignored_because(cache.get("cd34", false));
+        assert!(
+            why.contains("its plan does not hold together (roots entry 0x99 names type 7 of 1)"),
+            "{why}"
+        );
     }
 
     #[test]

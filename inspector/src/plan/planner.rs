@@ -120,6 +120,13 @@ impl Planner {
         let plan_start = Instant::now();
         let decoder = Plan::for_every_root(&loaded.debug, runtimes);
         let debug = &loaded.debug;
+        // The agent refuses a plan that does not hold together: say so here, where it is a bug.
+        if let Err(e) = decoder.walk.validate() {
+            return Err(format!(
+                "the walk plan made from {} does not hold together ({e}): a bug in asyncdump, please report it",
+                debug.path.display()
+            ));
+        }
         let debug_path = debug.path.clone();
         let plan_ns =
             plan_start.elapsed().as_nanos() as u64 + if loaded_now { loaded.load_ns } else { 0 };

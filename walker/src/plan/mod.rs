@@ -4,9 +4,11 @@
 //!
 //! - [`future`]: walk plans for async state machines and the walks they give.
 //! - [`runtime`]: runtime plans for tokio's task lists and the reports they give.
+//! - `validate`: [`WalkPlan::validate`], whether a plan may be followed at all.
 
 pub mod future;
 pub mod runtime;
+mod validate;
 
 pub use future::{
     Case, Discr, Edge, EdgeTarget, NO_PARENT, NodeStatus, TypePlan, UNKNOWN_TYPE, Walk, WalkNode,
@@ -17,3 +19,4 @@ pub use runtime::{
     RuntimeReport, RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout,
     VtableLayout,
 };
+pub use validate::PlanError;
