@@ -201,11 +201,9 @@ fn the_host_sets_how_many_ended_tasks_are_kept_and_no_more_are() {
         &["--tasks", "5", "--changing", "0", "--churn", "200"],
         &[("ASYNCDUMP_COMPLETED_KEPT", std::path::Path::new("10"))],
     );
-    let mut agent = asyncdump::attach::client::Client::connect(
-        &fx.socket(),
-        std::time::Duration::from_secs(10),
-    )
-    .expect("connected");
+    let patience = asyncdump::attach::client::Patience::each(std::time::Duration::from_secs(10));
+    let mut agent =
+        asyncdump::attach::client::Client::connect(&fx.socket(), patience).expect("connected");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         // The ring of ended tasks, as the agent counts it: a task that has just returned Ready but

@@ -501,7 +501,7 @@ fn a_peer_that_trickles_its_answer_is_given_up_on_at_the_timeout() {
     fails_with(
         &["dump", path.to_str().unwrap(), "--timeout", "1s"],
         1,
-        "no whole reply within 1.00s (--timeout)",
+        "its answers took longer than 1.00s in all (--timeout)",
     );
     let took = start.elapsed();
     assert!(took < std::time::Duration::from_secs(3), "{took:?}");
@@ -764,4 +764,31 @@ fn no_string_an_agent_sends_can_forge_a_line_of_dump_or_ps() {
     let listing = String::from_utf8_lossy(&out.stdout);
     assert!(listing.contains("program\\nFORGED program"), "{listing}");
     assert!(!starts_forged(&listing), "{listing}");
+}
+
+/// An agent that answers every request just in time, each slower than the last would allow in
+/// all: `--timeout` bounds the whole dump, not each answer (before, each answer had the whole
+/// timeout, and a slow agent held a dump for many times it).
+#[test]
+fn a_slow_agent_holds_a_dump_no_longer_than_the_timeout_in_all() {
+    let dir = tempdir();
+    let socket = dir.join("slow.sock");
+    let snap = asyncdump_protocol::Snapshot {
+        tasks: vec![crate::support::crafted_task(1)],
+        ..Default::default()
+    };
+    let each = std::time::Duration::from_millis(1200);
+    let server = crate::support::serve_fake_agent_slowly(&socket, "slow", snap, each);
+    let start = std::time::Instant::now();
+    let err = fails_with(
+        &["dump", socket.to_str().unwrap(), "--timeout", "2s"],
+        1,
+        "its answers took longer than 2.00s in all (--timeout)",
+    );
+    let took = start.elapsed();
+    server.join().unwrap();
+    assert!(
+        took < std::time::Duration::from_millis(2900),
+        "{took:?}: {err}"
+    );
 }

@@ -362,6 +362,16 @@ pub fn serve_fake_agent(
     program: &str,
     snap: asyncdump_protocol::Snapshot,
 ) -> std::thread::JoinHandle<()> {
+    serve_fake_agent_slowly(path, program, snap, std::time::Duration::ZERO)
+}
+
+/// [`serve_fake_agent`], answering each request `delay` after it came.
+pub fn serve_fake_agent_slowly(
+    path: &Path,
+    program: &str,
+    snap: asyncdump_protocol::Snapshot,
+    delay: std::time::Duration,
+) -> std::thread::JoinHandle<()> {
     use asyncdump_protocol::{
         ClientHello, MAX_REQUEST_BYTES, Reply, Request, WalkInfo, decode, encode, read_frame,
         write_frame,
@@ -384,6 +394,7 @@ pub fn serve_fake_agent(
                 }),
                 _ => Reply::Snapshot(snap.clone()),
             };
+            std::thread::sleep(delay);
             if write_frame(&mut conn, &encode(&reply).unwrap()).is_err() {
                 return;
             }

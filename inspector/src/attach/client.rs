@@ -13,16 +13,60 @@ use asyncdump_protocol::{
 
 use crate::error::TargetError;
 
-/// How long to wait for any one answer, whole (`--timeout`). A snapshot of a very large process takes
+/// How long to wait for an agent by default (`--timeout`). A snapshot of a very large process takes
 /// well under this.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long to wait for an agent: for each answer to arrive whole, and, for a one-off command such
+/// as `dump`, for all of them together (an agent that answers slowly, each answer just in time,
+/// holds the command no longer than that).
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    pub each: Duration,
+    /// When the whole exchange must be over, and the duration that was.
+    pub until: Option<(Instant, Duration)>,
+}
+
+impl Patience {
+    /// `each` for every answer, however many.
+    pub fn each(each: Duration) -> Patience {
+        Patience { each, until: None }
+    }
+
+    /// `whole` for every answer together, from now.
+    pub fn whole(whole: Duration) -> Patience {
+        Patience {
+            each: whole,
+            until: Some((Instant::now() + whole, whole)),
+        }
+    }
+
+    /// How long the next answer may take, given `extra` on top of each, and what bounds it.
+    fn next(&self, extra: Duration) -> (Duration, Bound) {
+        let each = self.each + extra;
+        match self.until {
+            Some((at, whole)) if at.saturating_duration_since(Instant::now()) < each => (
+                at.saturating_duration_since(Instant::now()),
+                Bound::Whole(whole),
+            ),
+            _ => (each, Bound::Each(each)),
+        }
+    }
+}
+
+/// What an answer's time ran out against.
+#[derive(Clone, Copy)]
+enum Bound {
+    Each(Duration),
+    Whole(Duration),
+}
 
 pub struct Client {
     stream: UnixStream,
     path: PathBuf,
-    /// The longest any one reply may take to arrive whole.
-    timeout: Duration,
-    /// Added to `timeout` for a subscription's updates, which come an interval apart.
+    /// How long replies may take.
+    patience: Patience,
+    /// Added to each answer's time for a subscription's updates, which come an interval apart.
     extra: Duration,
     pub handshake: Handshake,
     /// See [`Client::peer`]; read once, at connection.
@@ -33,19 +77,24 @@ pub struct Client {
 
 impl Client {
     /// Connects and completes the handshake, each reply (this one too) to arrive whole within
-    /// `timeout`. A refused connection removes the stale socket if it is ours.
-    pub fn connect(path: &Path, timeout: Duration) -> Result<Client, TargetError> {
+    /// `patience`. A refused connection removes the stale socket if it is ours.
+    pub fn connect(path: &Path, patience: Patience) -> Result<Client, TargetError> {
         let stream = match UnixStream::connect(path) {
             Ok(s) => s,
             Err(e) => return Err(connect_error(path, e)),
         };
         stream
-            .set_write_timeout(Some(timeout))
+            .set_write_timeout(Some(patience.each))
             .map_err(|e| TargetError::NoAnswer {
                 path: path.to_owned(),
                 detail: e.to_string(),
             })?;
-        let first = read(&stream, path, MAX_REQUEST_BYTES, timeout)?;
+        let first = read(
+            &stream,
+            path,
+            MAX_REQUEST_BYTES,
+            patience.next(Duration::ZERO),
+        )?;
         let handshake = match Handshake::from_bytes(&first) {
             Ok(h) => h,
             Err(HandshakeError::VersionMismatch { peer, ours }) => {
@@ -80,7 +129,7 @@ impl Client {
         let mut client = Client {
             stream,
             path: path.to_owned(),
-            timeout,
+            patience,
             extra: Duration::ZERO,
             handshake,
             peer: (pid, uid),
@@ -115,7 +164,12 @@ impl Client {
     }
 
     fn read(&mut self, max: usize) -> Result<Vec<u8>, TargetError> {
-        read(&self.stream, &self.path, max, self.timeout + self.extra)
+        read(
+            &self.stream,
+            &self.path,
+            max,
+            self.patience.next(self.extra),
+        )
     }
 
     fn send(&mut self, request: &Request) -> Result<(), TargetError> {
@@ -219,7 +273,7 @@ fn read(
     stream: &UnixStream,
     path: &Path,
     max: usize,
-    within: Duration,
+    (within, bound): (Duration, Bound),
 ) -> Result<Vec<u8>, TargetError> {
     read_frame_by(stream, max, Instant::now() + within).map_err(|e| {
         let detail = match e {
@@ -230,10 +284,16 @@ fn read(
                     Some(state) => {
                         format!("the process is stopped (state {state}); resume it with kill -CONT")
                     }
-                    None => format!(
-                        "no whole reply within {} (--timeout)",
-                        crate::view::Dur(within.as_nanos() as u64)
-                    ),
+                    None => match bound {
+                        Bound::Each(d) => format!(
+                            "no whole reply within {} (--timeout)",
+                            crate::view::Dur(d.as_nanos() as u64)
+                        ),
+                        Bound::Whole(d) => format!(
+                            "its answers took longer than {} in all (--timeout)",
+                            crate::view::Dur(d.as_nanos() as u64)
+                        ),
+                    },
                 }
             }
             other => other.to_string(),

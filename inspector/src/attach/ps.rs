@@ -106,7 +106,8 @@ fn ask(pid: u32, path: &std::path::Path, timeout: std::time::Duration) -> Answer
     if let Some(state) = crate::attach::target::stopped(pid) {
         return Answer::Unreadable(TargetError::Stopped { pid, state }.to_string());
     }
-    match Client::connect(path, timeout).and_then(|mut c| Ok((c.stats()?, c.handshake))) {
+    let patience = crate::attach::client::Patience::whole(timeout);
+    match Client::connect(path, patience).and_then(|mut c| Ok((c.stats()?, c.handshake))) {
         Ok((stats, hs)) => Answer::Agent(stats, hs),
         // `Client::connect` already removed it, if it was ours.
         Err(TargetError::StaleSocket { removed: true, .. }) => Answer::Removed,

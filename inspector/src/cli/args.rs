@@ -83,8 +83,9 @@ pub enum Command {
 /// How long to wait for an agent.
 #[derive(Args, Clone, Copy)]
 pub struct Wait {
-    /// The longest to wait for each of an agent's answers, whole (e.g. 500ms, 15s).
-    #[arg(long, value_name = "DURATION", value_parser = parse_timeout_ns, default_value = "15s")]
+    /// The longest to wait for an agent (e.g. 500ms, 15s): for `dump` and `ps`, all its answers
+    /// together; for `watch`, each of them.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout_ns, default_value = "10s")]
     pub timeout: u64,
 }
 
@@ -115,6 +116,7 @@ impl Attach {
             binary: self.binary.clone(),
             decode: !self.no_decode,
             timeout: std::time::Duration::from_nanos(self.wait.timeout),
+            whole: false,
             cache: !self.no_cache,
         }
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use asyncdump::attach::target::Target;
 use asyncdump::model::{Dump, Filter, coalesce};
-use asyncdump::session::Session;
+use asyncdump::session::{Session, SessionOptions};
 use asyncdump::{Error, file, view};
 
 use super::args::{DumpOptions, Format};
@@ -14,7 +14,12 @@ use super::written;
 
 /// Writes the dump of `target` to `out` as it renders.
 pub fn live(target: &Target, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
-    let mut session = Session::attach(target, &o.attach.session())?;
+    // One dump: --timeout bounds every answer together.
+    let options = SessionOptions {
+        whole: true,
+        ..o.attach.session()
+    };
+    let mut session = Session::attach(target, &options)?;
     let dump = session.snapshot(o.attach.all)?;
     show(dump, o, out)
 }

@@ -61,10 +61,9 @@ fn resolve(
     vaddr_at_zero: Option<u64>,
 ) -> Result<Vec<ResolvedTask>, Error> {
     let bias = dwarf::load_bias(pid, vaddr_at_zero)?;
-    let mut client = connect(
-        &Target::Pid(pid),
-        asyncdump::attach::client::DEFAULT_TIMEOUT,
-    )?;
+    let patience =
+        asyncdump::attach::client::Patience::whole(asyncdump::attach::client::DEFAULT_TIMEOUT);
+    let mut client = connect(&Target::Pid(pid), patience)?;
     let (snap, _) = client.snapshot(false, None)?;
     let resolved = |t: &asyncdump_protocol::Task| {
         let root = index.root_of(t.root_anchor, bias);

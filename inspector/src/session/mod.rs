@@ -18,7 +18,7 @@ use std::time::Instant;
 use asyncdump_protocol::{Handshake, SubscribeRequest};
 
 use crate::assemble::ChainCache;
-use crate::attach::client::Client;
+use crate::attach::client::{Client, Patience};
 use crate::attach::target::Target;
 use crate::error::TargetError;
 use crate::model::{DecodingInfo, Dump};
@@ -35,8 +35,11 @@ pub struct SessionOptions {
     pub binary: Option<PathBuf>,
     /// Decode unannotated chains from the DWARF (`false`: annotated frames only).
     pub decode: bool,
-    /// The longest any one reply may take to arrive whole (`--timeout`).
+    /// How long to wait for the agent (`--timeout`): each reply to arrive whole, and with `whole`,
+    /// all of them together.
     pub timeout: std::time::Duration,
+    /// Whether `timeout` bounds the whole session (a one-off dump), not only each reply.
+    pub whole: bool,
     /// Read and keep walk plans in the plan cache (`false`: `--no-cache`).
     pub cache: bool,
 }
@@ -47,6 +50,7 @@ impl Default for SessionOptions {
             binary: None,
             decode: true,
             timeout: crate::attach::client::DEFAULT_TIMEOUT,
+            whole: false,
             cache: true,
         }
     }
@@ -82,7 +86,7 @@ struct Live {
 /// must match what the agent says it is (see [`Client::connect`]), and for a pid, the socket and its
 /// directory must be the target user's own (no one else could have planted them) and the listener
 /// must run as the target's user.
-pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, TargetError> {
+pub fn connect(target: &Target, patience: Patience) -> Result<Client, TargetError> {
     let path = target.resolve()?;
     let owner = match target.pid() {
         Some(pid) => {
@@ -95,7 +99,7 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
         }
         None => None,
     };
-    let client = connect_when_free(&path, timeout)?;
+    let client = connect_when_free(&path, patience)?;
     let (pid, uid) = client.peer();
     if owner.is_some_and(|o| uid != o) {
         return Err(TargetError::Impostor {
@@ -117,13 +121,17 @@ pub fn connect(target: &Target, timeout: std::time::Duration) -> Result<Client, 
     Ok(client)
 }
 
-/// Connects, trying again while the agent is busy (its connection slots all taken), until `timeout`.
-fn connect_when_free(path: &Path, timeout: std::time::Duration) -> Result<Client, TargetError> {
-    let give_up = Instant::now() + timeout;
+/// Connects, trying again while the agent is busy (its connection slots all taken), until its
+/// patience runs out.
+fn connect_when_free(path: &Path, patience: Patience) -> Result<Client, TargetError> {
+    let give_up = match patience.until {
+        Some((at, _)) => at,
+        None => Instant::now() + patience.each,
+    };
     // Short pauses: a slot held by a greedy client is taken from it by the agent, so one comes free soon.
     let mut pause = std::time::Duration::from_millis(10);
     loop {
-        match Client::connect(path, timeout) {
+        match Client::connect(path, patience) {
             Err(TargetError::Busy { .. }) if Instant::now() + pause < give_up => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(std::time::Duration::from_millis(100));
@@ -136,7 +144,11 @@ fn connect_when_free(path: &Path, timeout: std::time::Duration) -> Result<Client
 impl Session {
     /// Connects, handshakes and, when decoding, checks which binary the target runs.
     pub fn attach(target: &Target, options: &SessionOptions) -> Result<Session, TargetError> {
-        let mut client = connect(target, options.timeout)?;
+        let patience = match options.whole {
+            true => Patience::whole(options.timeout),
+            false => Patience::each(options.timeout),
+        };
+        let mut client = connect(target, patience)?;
         let (planner, decoding) = if options.decode {
             let pid = client.handshake.pid;
             let info = client.walk_info()?;
