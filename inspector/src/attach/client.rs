@@ -83,6 +83,17 @@ impl Client {
             Ok(s) => s,
             Err(e) => return Err(connect_error(path, e)),
         };
+        // A process that forked and then died leaves its listening socket to its child, where the
+        // kernel still queues connections nobody will ever accept: stale, though it connects.
+        if let Ok((pid, _)) = peer_of(&stream, path)
+            && pid != 0
+            && !crate::attach::procfs::state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+        {
+            return Err(TargetError::StaleSocket {
+                path: path.to_owned(),
+                removed: crate::attach::target::remove_stale(path),
+            });
+        }
         stream
             .set_write_timeout(Some(patience.each))
             .map_err(|e| TargetError::NoAnswer {
