@@ -17,7 +17,9 @@
 //! loop are inside).
 //!
 //! Answers are worked out one at a time, and at most half of one core: after work that took `t`, the
-//! next starts `t` later at the earliest (see [`Lease::work`]). Of the connections waiting, the one
+//! next starts `t` later at the earliest (see [`Lease::work`]). Admitting or refusing a connection
+//! takes a turn the same way ([`paced`]), and what a connection's thread spends outside its turns
+//! (reading, writing) lengthens the rest ([`Lease::spent_outside`]): all of the agent's work counts. Of the connections waiting, the one
 //! with the smallest share of the agent's time goes first, so a `dump` beside clients asking in a
 //! loop waits for at most one of their answers.
 //!
@@ -209,6 +211,14 @@ impl Lease {
         Ok(out)
     }
 
+    /// Charges CPU time this connection's thread spent outside the gate (reading its requests,
+    /// writing its answers): the gate rests that much longer, so that all of the agent's work, not
+    /// only what it does in its turns, stays within half a core.
+    pub(crate) fn spent_outside(&self, cpu: Duration) {
+        gate().rest_longer(cpu);
+        self.charge(cpu);
+    }
+
     /// Adds `took` to the time spent answering this connection.
     fn charge(&self, took: Duration) {
         let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
@@ -338,6 +348,27 @@ impl Gate {
             started: Instant::now(),
         })
     }
+}
+
+impl Gate {
+    /// Makes the current rest (or one from now) `extra` longer, up to [`REST_MAX`] from now.
+    fn rest_longer(&self, extra: Duration) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let from = state.rest_until.map_or(now, |u| u.max(now));
+        state.rest_until = Some((from + extra).min(now + REST_MAX));
+    }
+}
+
+/// Runs `f`, agent work that answers no connection (admitting one, refusing one), in a turn at the
+/// gate, in line with the answers of connections that have asked nothing yet, and rests as long as
+/// it took: a flood of connections costs the agent no more than its answers may.
+pub(crate) fn paced<T>(f: impl FnOnce() -> T) -> T {
+    static NEVER: AtomicBool = AtomicBool::new(false);
+    let turn = gate().enter(0.0, &NEVER);
+    let out = f();
+    drop(turn);
+    out
 }
 
 /// The right to work, given back on drop (also when the work panics), with the rest it earned.

@@ -45,6 +45,14 @@ pub(crate) fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID): what the agent charges itself
+/// for work done outside its gate (see `slots`).
+pub(crate) fn thread_cpu() -> std::time::Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|ts| std::time::Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32))
+        .unwrap_or_default()
+}
+
 struct TickBase {
     use_tsc: bool,
     ticks: u64,

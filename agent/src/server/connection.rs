@@ -32,6 +32,7 @@ pub(super) fn connection(
     handshake: &Handshake,
     lease: &Lease,
 ) -> io::Result<()> {
+    let mut outside = Outside::from_now();
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let Ok(peer) = check_peer(&mut stream, peer) else {
         return Ok(());
@@ -61,10 +62,41 @@ pub(super) fn connection(
                 subscription::End::Closed => return Ok(()),
             }
         }
+        outside.charge(lease);
         let Ok(bytes) = work_out(&mut stream, lease, &request, &walks) else {
             return Ok(());
         };
+        // The turn's work is charged by the gate already.
+        outside.skip();
         write_answer(&mut stream, bytes)?;
+        outside.charge(lease);
+    }
+}
+
+/// The CPU time a connection's thread spends outside its turns at the gate (the handshake, reading
+/// requests, writing answers), charged to the gate as it goes (see `Lease::spent_outside`).
+struct Outside {
+    /// The thread's CPU time when it last charged or skipped.
+    since: std::time::Duration,
+}
+
+impl Outside {
+    fn from_now() -> Outside {
+        Outside {
+            since: sys::thread_cpu(),
+        }
+    }
+
+    /// Charges what the thread used since the last call.
+    fn charge(&mut self, lease: &Lease) {
+        let now = sys::thread_cpu();
+        lease.spent_outside(now.saturating_sub(self.since));
+        self.since = now;
+    }
+
+    /// Leaves what the thread used since the last call uncharged: it was a turn, charged already.
+    fn skip(&mut self) {
+        self.since = sys::thread_cpu();
     }
 }
 

@@ -58,26 +58,31 @@ fn serve(listener: &UnixListener, handshake: &Handshake) {
                 continue;
             }
         };
-        // Asked once, here: the pid decides the slot, the uid whether the client is served at all.
-        let peer = sys::peer(&stream);
-        let lease = match slots::admit(peer.as_ref().map_or(0, |&(pid, _)| pid)) {
-            Ok(lease) => lease,
-            Err(busy) => {
-                let mut stream = stream;
-                let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-                refuse(&mut stream, ErrorKind::Busy, busy);
-                continue;
-            }
-        };
-        let handshake = handshake.clone();
-        // A thread that cannot start drops the stream and gives the lease back at once.
-        let _ = std::thread::Builder::new()
-            .name("asyncdump-conn".into())
-            .spawn(move || {
-                sys::lower_thread_priority();
-                containment::contain("a connection", move || {
-                    connection(stream, peer, &handshake, &lease)
-                });
-            });
+        slots::paced(|| admit(stream, handshake));
     }
+}
+
+/// Admits `stream` to a slot and serves it on a thread of its own, or refuses it.
+fn admit(stream: std::os::unix::net::UnixStream, handshake: &Handshake) {
+    // Asked once, here: the pid decides the slot, the uid whether the client is served at all.
+    let peer = sys::peer(&stream);
+    let lease = match slots::admit(peer.as_ref().map_or(0, |&(pid, _)| pid)) {
+        Ok(lease) => lease,
+        Err(busy) => {
+            let mut stream = stream;
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            refuse(&mut stream, ErrorKind::Busy, busy);
+            return;
+        }
+    };
+    let handshake = handshake.clone();
+    // A thread that cannot start drops the stream and gives the lease back at once.
+    let _ = std::thread::Builder::new()
+        .name("asyncdump-conn".into())
+        .spawn(move || {
+            sys::lower_thread_priority();
+            containment::contain("a connection", move || {
+                connection(stream, peer, &handshake, &lease)
+            });
+        });
 }
