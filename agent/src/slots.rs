@@ -215,7 +215,9 @@ impl Lease {
     /// writing its answers): the gate rests that much longer, so that all of the agent's work, not
     /// only what it does in its turns, stays within half a core.
     pub(crate) fn spent_outside(&self, cpu: Duration) {
-        gate().rest_longer(cpu);
+        // Twice: once for the time the work took, which went by beside the turns and rests of
+        // others instead of in a turn of its own, and once for the rest it earned.
+        gate().rest_longer(cpu * 2);
         self.charge(cpu);
     }
 
@@ -351,12 +353,13 @@ impl Gate {
 }
 
 impl Gate {
-    /// Makes the current rest (or one from now) `extra` longer, up to [`REST_MAX`] from now.
+    /// Makes the current rest (or one from now) `extra` longer. Not capped as a turn's rest is:
+    /// connections' threads do this work side by side, and each of them must be paid for.
     fn rest_longer(&self, extra: Duration) {
         let now = Instant::now();
         let mut state = self.lock();
         let from = state.rest_until.map_or(now, |u| u.max(now));
-        state.rest_until = Some((from + extra).min(now + REST_MAX));
+        state.rest_until = Some(from + extra);
     }
 }
 
@@ -382,7 +385,10 @@ impl Drop for Turn<'_> {
         let took = self.started.elapsed();
         let mut state = self.gate.lock();
         state.working = false;
-        state.rest_until = Some(Instant::now() + took.min(REST_MAX));
+        // After any rest that work outside the turns earned meanwhile (`Gate::rest_longer`).
+        let now = Instant::now();
+        let from = state.rest_until.map_or(now, |u| u.max(now));
+        state.rest_until = Some(from + took.min(REST_MAX));
         drop(state);
         self.gate.changed.notify_all();
     }

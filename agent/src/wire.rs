@@ -4,7 +4,9 @@
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 
-use asyncdump_protocol::{ErrorKind, ErrorReply, FrameError, Reply, encode, write_frame};
+use asyncdump_protocol::{
+    ErrorKind, ErrorReply, FrameError, Reply, encode, write_frame, write_message,
+};
 
 use crate::sys;
 
@@ -38,6 +40,17 @@ pub(crate) fn frame_error(stream: &mut UnixStream, err: FrameError) {
 
 /// Answers bigger than this are followed by handing the memory they took back to the OS.
 const BIG_ANSWER: usize = 1 << 20;
+
+/// Writes one answer, encoded as it is written (its encoding is never held whole: see
+/// `write_message`); after a big one, hands the memory it took back to the OS.
+pub(crate) fn write_reply(stream: &mut UnixStream, reply: Reply) -> io::Result<()> {
+    let written = write_message(stream, &reply);
+    if written.as_ref().is_ok_and(|&size| size > BIG_ANSWER) {
+        drop(reply);
+        sys::give_back_memory();
+    }
+    written.map(drop)
+}
 
 /// Writes one encoded answer; after a big one, hands the memory it took back to the OS.
 pub(crate) fn write_answer(stream: &mut UnixStream, bytes: Vec<u8>) -> io::Result<()> {

@@ -33,7 +33,7 @@ pub mod paths;
 
 pub use asyncdump_walker::plan::*;
 pub use asyncdump_walker::{MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
-pub use framing::{FrameError, read_frame, read_frame_by, write_frame};
+pub use framing::{FrameError, read_frame, read_frame_by, write_frame, write_message};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
 

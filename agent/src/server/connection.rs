@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     ClientHello, ErrorKind, ErrorReply, Handshake, HandshakeError, MAX_REQUEST_BYTES, Reply,
-    Request, decode, encode, read_frame_by, write_frame,
+    Request, decode, read_frame_by, write_frame,
 };
 
 use crate::capture::with_capturer;
 use crate::slots::Lease;
-use crate::wire::{frame_error, refuse, write_answer};
+use crate::wire::{frame_error, refuse, write_reply};
 use crate::{access, containment, subscription, sys};
 
 /// A client must send its whole hello within this long of connecting.
@@ -32,7 +32,7 @@ pub(super) fn connection(
     handshake: &Handshake,
     lease: &Lease,
 ) -> io::Result<()> {
-    let mut outside = Outside::from_now();
+    let mut outside = Outside::from_now(lease);
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let Ok(peer) = check_peer(&mut stream, peer) else {
         return Ok(());
@@ -62,41 +62,50 @@ pub(super) fn connection(
                 subscription::End::Closed => return Ok(()),
             }
         }
-        outside.charge(lease);
-        let Ok(bytes) = work_out(&mut stream, lease, &request, &walks) else {
+        outside.charge();
+        let Ok(reply) = work_out(&mut stream, lease, &request, &walks) else {
             return Ok(());
         };
-        // The turn's work is charged by the gate already.
+        // The turn's work is charged by the gate already; encoding it as it is written is not.
         outside.skip();
-        write_answer(&mut stream, bytes)?;
-        outside.charge(lease);
+        write_reply(&mut stream, reply)?;
+        outside.charge();
     }
 }
 
 /// The CPU time a connection's thread spends outside its turns at the gate (the handshake, reading
-/// requests, writing answers), charged to the gate as it goes (see `Lease::spent_outside`).
-struct Outside {
+/// requests, writing answers), charged to the gate as it goes (see `Lease::spent_outside`), and
+/// whatever is left when the connection ends, however it ends.
+struct Outside<'a> {
+    lease: &'a Lease,
     /// The thread's CPU time when it last charged or skipped.
     since: std::time::Duration,
 }
 
-impl Outside {
-    fn from_now() -> Outside {
+impl<'a> Outside<'a> {
+    fn from_now(lease: &'a Lease) -> Outside<'a> {
         Outside {
+            lease,
             since: sys::thread_cpu(),
         }
     }
 
     /// Charges what the thread used since the last call.
-    fn charge(&mut self, lease: &Lease) {
+    fn charge(&mut self) {
         let now = sys::thread_cpu();
-        lease.spent_outside(now.saturating_sub(self.since));
+        self.lease.spent_outside(now.saturating_sub(self.since));
         self.since = now;
     }
 
     /// Leaves what the thread used since the last call uncharged: it was a turn, charged already.
     fn skip(&mut self) {
         self.since = sys::thread_cpu();
+    }
+}
+
+impl Drop for Outside<'_> {
+    fn drop(&mut self) {
+        self.charge();
     }
 }
 
@@ -178,16 +187,16 @@ fn next_request(
     Err(Closed)
 }
 
-/// The encoded answer to `request`, worked out at the agent's gate (see `slots`). A panic while
-/// answering is contained and answered with an internal error.
+/// The answer to `request`, worked out at the agent's gate (see `slots`); it is encoded as it is
+/// written, after the turn. A panic while answering is contained and answered with an internal
+/// error.
 fn work_out(
     stream: &mut UnixStream,
     lease: &Lease,
     request: &Request,
     walks: &Result<(), String>,
-) -> Result<Vec<u8>, Closed> {
-    let answered =
-        lease.work(|| containment::contain("a request", || encode(&answer(request, walks))));
+) -> Result<Reply, Closed> {
+    let answered = lease.work(|| containment::contain("a request", || answer(request, walks)));
     let answered = match answered {
         Ok(answered) => answered,
         Err(evicted) => {
@@ -195,12 +204,11 @@ fn work_out(
             return Err(Closed);
         }
     };
-    Ok(answered.and_then(Result::ok).unwrap_or_else(|| {
-        let failed = Reply::Error(ErrorReply {
+    Ok(answered.unwrap_or_else(|| {
+        Reply::Error(ErrorReply {
             kind: ErrorKind::Internal,
             message: "the agent failed while answering (a bug, logged on the process's stderr); the process is unaffected; try again".into(),
-        });
-        encode(&failed).unwrap_or_default()
+        })
     }))
 }
 
