@@ -176,38 +176,10 @@ fn a_walk_plan_that_does_not_hold_together_is_refused_before_any_work() {
 /// the answer comes in seconds.
 #[test]
 fn a_plan_asking_for_endless_work_is_cut_at_the_requests_deadline() {
-    use asyncdump_protocol::{
-        Case, Discr, Edge, EdgeTarget, Request, SnapshotRequest, TypePlan, Walk, WalkPlan,
-    };
+    use asyncdump_protocol::{Request, SnapshotRequest, Walk};
     let mut fx = Fixture::start("mass", &["--tasks", "2000", "--changing", "0"]);
     let mut s = after_hello(&fx);
-    let mut cases: Vec<Case> = (1..4096)
-        .map(|v| Case {
-            value: Some(v),
-            edges: vec![],
-        })
-        .collect();
-    cases.push(Case {
-        value: None,
-        edges: vec![Edge {
-            offset: 0,
-            to: EdgeTarget::Inline(0),
-        }],
-    });
-    let endless = TypePlan {
-        size: 16,
-        discr: Some(Discr { offset: 8, size: 8 }),
-        always: vec![],
-        cases,
-    };
-    let plan = WalkPlan {
-        types: vec![endless],
-        roots: anchors(&mut s).iter().map(|&a| (a, 0)).collect(),
-        vtables: vec![],
-        max_nodes: u32::MAX,
-        max_bytes: u32::MAX,
-        runtime: None,
-    };
+    let plan = crate::support::endless_plan(anchors(&mut s));
     let asked = std::time::Instant::now();
     let Reply::Snapshot(snap) = ask(
         &mut s,

@@ -401,3 +401,37 @@ pub fn serve_fake_agent_slowly(
         }
     })
 }
+
+/// A walk plan that holds together but asks for endless work: each task's root is a 16-byte
+/// future whose 4,096 cases are searched at every future, and whose default case holds itself
+/// again, 4,096 futures deep (the most a walk visits).
+pub fn endless_plan(anchors: Vec<u64>) -> asyncdump_protocol::WalkPlan {
+    use asyncdump_protocol::{Case, Discr, Edge, EdgeTarget, TypePlan, WalkPlan};
+    let mut cases: Vec<Case> = (1..4096)
+        .map(|v| Case {
+            value: Some(v),
+            edges: vec![],
+        })
+        .collect();
+    cases.push(Case {
+        value: None,
+        edges: vec![Edge {
+            offset: 0,
+            to: EdgeTarget::Inline(0),
+        }],
+    });
+    let endless = TypePlan {
+        size: 16,
+        discr: Some(Discr { offset: 8, size: 8 }),
+        always: vec![],
+        cases,
+    };
+    WalkPlan {
+        types: vec![endless],
+        roots: anchors.into_iter().map(|a| (a, 0)).collect(),
+        vtables: vec![],
+        max_nodes: u32::MAX,
+        max_bytes: u32::MAX,
+        runtime: None,
+    }
+}

@@ -379,3 +379,50 @@ fn asyncdump_with_timeout(pid: u32) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Asks `req` on `s` and gives the reply.
+fn ask(s: &mut UnixStream, req: &Request) -> Reply {
+    write_frame(s, &encode(req).unwrap()).unwrap();
+    decode::<Reply>(&read_frame(s, MAX_REPLY_BYTES).unwrap()).unwrap()
+}
+
+/// A walk plan asking for endless work, asked again and again for 10 s (each answer cut at the
+/// agent's 2 s deadline): the host's own tasks keep their poll latency (the issue measured 1.08 s
+/// before requests had a deadline).
+#[test]
+fn endless_walk_plans_leave_the_host_its_poll_latency() {
+    let host = probed();
+    std::thread::sleep(Duration::from_secs(2));
+    let rest_from = host.now();
+    std::thread::sleep(Duration::from_secs(2));
+    let (at_rest, _) = host.worst_since(rest_from);
+    let mut s = greeted(&host.fx.socket());
+    let Reply::WalkInfo(info) = ask(&mut s, &Request::WalkInfo) else {
+        panic!("no walk info")
+    };
+    let plan = support::endless_plan(info.root_anchors);
+    let load_from = host.now();
+    let start = Instant::now();
+    let mut answers = Vec::new();
+    while start.elapsed() < Duration::from_secs(10) {
+        let asked = Instant::now();
+        let req = Request::Snapshot(SnapshotRequest {
+            include_completed: false,
+            walk: Some(plan.clone()),
+        });
+        assert!(matches!(ask(&mut s, &req), Reply::Snapshot(_)));
+        answers.push(asked.elapsed());
+    }
+    let (under_load, _) = host.worst_since(load_from);
+    let slowest = answers.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "endless walk plans for 10 s: {} answers, slowest {slowest:?}; probe worst delay \
+         {at_rest:?} at rest, {under_load:?} under them",
+        answers.len()
+    );
+    assert!(slowest < Duration::from_secs(4), "{slowest:?}");
+    assert!(
+        under_load < at_rest + Duration::from_millis(50),
+        "probe {at_rest:?} at rest, {under_load:?} under load"
+    );
+}
