@@ -2,7 +2,7 @@
 //! bounded threads, descriptors and memory; a legitimate `asyncdump dump` still answers within a second;
 //! and the probe task's worst wake-to-poll delay stays near its delay at rest. Figures are printed
 //! (`cargo test --test load -- --nocapture`; this binary runs alone, as cargo runs test binaries one
-//! after another).
+//! after another, and its specs one at a time, see [`alone`]).
 
 #[path = "../support.rs"]
 #[allow(dead_code)]
@@ -27,6 +27,15 @@ struct Probed {
     probe: PathBuf,
     /// Holds the probe's file; removed when the spec ends.
     _dir: support::Scratch,
+}
+
+/// Held by each spec for its whole run: they measure delays and CPU shares, which another spec's
+/// load beside them would distort.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `mass` with 2,000 idle tasks (so a snapshot costs something) and the probe writing to a file.
@@ -168,6 +177,7 @@ fn greedy(socket: &Path, stop: &AtomicBool, served: &AtomicU64) {
 
 #[test]
 fn eight_clients_asking_for_snapshots_in_a_tight_loop_leave_room_for_a_dump_and_the_host() {
+    let _alone = alone();
     let host = probed();
     std::thread::sleep(Duration::from_secs(2));
     let rest_from = host.now();
@@ -268,6 +278,7 @@ fn closed_after(mut s: UnixStream) -> Duration {
 
 #[test]
 fn a_thousand_idle_connections_cost_bounded_threads_and_files_and_a_dump_still_answers() {
+    let _alone = alone();
     let host = probed();
     let before = host.resources();
     // Connected, and then silent: no hello, ever.
@@ -289,6 +300,7 @@ fn a_thousand_idle_connections_cost_bounded_threads_and_files_and_a_dump_still_a
 
 #[test]
 fn broken_clients_are_shed_within_bounded_time_and_memory() {
+    let _alone = alone();
     let host = probed();
     let before = host.resources();
     // A 4 GiB length prefix: refused before anything is allocated.
@@ -346,6 +358,7 @@ fn broken_clients_are_shed_within_bounded_time_and_memory() {
 
 #[test]
 fn a_big_decoded_dump_leaves_the_hosts_memory_where_it_was() {
+    let _alone = alone();
     let fx = Fixture::start("mass", &["--tasks", "30000", "--changing", "0"]);
     let (rest, peak_before) = (rss_kb(fx.pid), hwm_kb(fx.pid));
     let text = asyncdump_with_timeout(fx.pid);
@@ -391,6 +404,7 @@ fn ask(s: &mut UnixStream, req: &Request) -> Reply {
 /// before requests had a deadline).
 #[test]
 fn endless_walk_plans_leave_the_host_its_poll_latency() {
+    let _alone = alone();
     let host = probed();
     std::thread::sleep(Duration::from_secs(2));
     let rest_from = host.now();
