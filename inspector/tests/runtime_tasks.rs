@@ -363,3 +363,37 @@ fn the_demo_shows_a_library_spawned_task() {
     assert_eq!(agent.len(), 7, "{out}");
     assert!(agent.iter().all(|s| s[1].contains(" · tokio task ")));
 }
+
+/// A tokio built without `rt-multi-thread`, as actix-rt builds it: its runtime handle is an enum of
+/// one variant, which keeps no discriminant. Before, the runtime was "not listed: tokio's runtime
+/// Handle has an unknown layout" and the dump showed 0 tasks; now every task is listed and decoded,
+/// as many as tokio counts.
+#[test]
+fn a_tokio_without_the_multi_thread_scheduler_is_listed_and_decoded() {
+    let bin = crate::support::current_thread_only_bin();
+    let fx = Fixture::start_path(&bin, &[], &[]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    assert!(
+        text.contains("runtime current_thread: 2 alive, 2 listed"),
+        "{text}"
+    );
+    assert!(text.contains("2 tasks: 2 idle"), "{text}");
+    let krate = "asyncdump_fixture_current_thread_only";
+    for (root, leaf) in [
+        (
+            "wait_for_reply",
+            "awaiting tokio::sync::oneshot::Receiver<u32>",
+        ),
+        ("poll_queue", "awaiting tokio::time::sleep::Sleep"),
+    ] {
+        let section = text
+            .split("\n\n")
+            .find(|s| s.contains(&format!("root {krate}::{root}\n")))
+            .unwrap_or_else(|| panic!("a task rooted at {root}:\n{text}"));
+        assert!(
+            section.contains(&format!("  {krate}::{root} at src/main.rs:")),
+            "{section}"
+        );
+        assert!(section.contains(leaf), "{section}");
+    }
+}

@@ -47,26 +47,39 @@ pub enum Mangling {
 pub fn old_tokio_bin(mangling: Mangling) -> PathBuf {
     static LEGACY: OnceLock<PathBuf> = OnceLock::new();
     static V0: OnceLock<PathBuf> = OnceLock::new();
-    let (cell, dir) = match mangling {
-        Mangling::Legacy => (&LEGACY, "old_tokio"),
-        Mangling::V0 => (&V0, "old_tokio_v0"),
+    let (cell, dir, rustflags) = match mangling {
+        Mangling::Legacy => (&LEGACY, "old_tokio", None),
+        Mangling::V0 => (&V0, "old_tokio_v0", Some("-C symbol-mangling-version=v0")),
     };
     cell.get_or_init(|| {
-        let target = bin_dir().parent().unwrap().join(dir);
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "--locked", "--target-dir"])
-            .arg(&target)
-            .current_dir(workspace().join("fixtures/old_tokio"));
-        if mangling == Mangling::V0 {
-            cmd.env("RUSTFLAGS", "-C symbol-mangling-version=v0");
-        }
-        let status = cmd
-            .status()
-            .expect("run cargo build for the old_tokio fixture");
-        assert!(status.success(), "building the old_tokio fixture failed");
-        target.join("debug/asyncdump-fixture-old-tokio")
+        separate_workspace_bin("old_tokio", dir, rustflags, "asyncdump-fixture-old-tokio")
     })
     .clone()
+}
+
+/// The fixture whose tokio has no multi-thread scheduler (its own workspace), built once.
+pub fn current_thread_only_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let name = "asyncdump-fixture-current-thread-only";
+        separate_workspace_bin("current_thread_only", "current_thread_only", None, name)
+    })
+    .clone()
+}
+
+/// Builds `fixtures/CRATE`, a workspace of its own, into the target directory's `DIR`.
+fn separate_workspace_bin(krate: &str, dir: &str, rustflags: Option<&str>, bin: &str) -> PathBuf {
+    let target = bin_dir().parent().unwrap().join(dir);
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-q", "--locked", "--target-dir"])
+        .arg(&target)
+        .current_dir(workspace().join("fixtures").join(krate));
+    if let Some(flags) = rustflags {
+        cmd.env("RUSTFLAGS", flags);
+    }
+    let status = cmd.status().expect("run cargo build for a fixture");
+    assert!(status.success(), "building the {krate} fixture failed");
+    target.join("debug").join(bin)
 }
 
 pub fn workspace() -> PathBuf {

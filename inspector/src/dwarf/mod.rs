@@ -321,6 +321,28 @@ impl Debug {
         variant_part(&self.nodes, &self.by_offset, self.by_offset.get(&die)?)
     }
 
+    /// The one variant of an enum that has only one (no discriminant is kept for it): its member
+    /// node. `None` for anything else.
+    pub(crate) fn sole_variant(&self, die: u64) -> Option<usize> {
+        let s = self.by_offset.get(&die)?;
+        let nodes = &self.nodes;
+        let vp = *nodes[s]
+            .children
+            .iter()
+            .find(|&&c| nodes[c].tag == constants::DW_TAG_variant_part)?;
+        if nodes[vp].discr_ref.is_some() {
+            return None;
+        }
+        let mut variants =
+            (nodes[vp].children.iter()).filter(|&&v| nodes[v].tag == constants::DW_TAG_variant);
+        let (only, none) = (variants.next()?, variants.next());
+        let member = nodes[*only]
+            .children
+            .iter()
+            .find(|&&c| nodes[c].tag == constants::DW_TAG_member);
+        member.copied().filter(|_| none.is_none())
+    }
+
     /// The state machine whose structure DIE is at `die`, if it is one.
     pub(crate) fn machine(&self, die: u64) -> Option<StateMachine> {
         let i = self.by_offset.get(&die)?;

@@ -208,6 +208,18 @@ impl Builder<'_> {
         Some((discr, variants))
     }
 
+    /// The one variant of a one-variant enum, shaped as [`Builder::variants`] gives each: no
+    /// discriminant value, its name, its payload's type and its offset.
+    pub(super) fn sole_variant(&self, die: u64) -> Option<(Option<u64>, String, u64, u64)> {
+        let m = &self.debug.nodes[self.debug.sole_variant(die)?];
+        Some((
+            None,
+            m.name.clone().unwrap_or_default(),
+            m.type_ref?,
+            m.member_offset.unwrap_or(0),
+        ))
+    }
+
     /// Descends from field `names[0]`'s type through single-pointer wrappers (`Option` niche, `Arc`,
     /// `NonNull`) to a thin pointer; returns its offset within `die` and the pointee's DIE.
     pub(super) fn pointer_to(&mut self, die: u64, field: &str) -> Option<(u64, u64)> {

@@ -83,7 +83,12 @@ impl Builder<'_> {
         let bad = || "tokio's runtime Handle has an unknown layout".to_owned();
         let (inner_off, sched) = self.member(handle, &["inner"]).ok_or_else(bad)?;
         let sched = self.strip(sched);
-        let (discr, variants) = self.variants(sched).ok_or_else(bad)?;
+        // tokio built without `rt-multi-thread` (as actix-rt builds it) has a one-variant enum here,
+        // which keeps no discriminant.
+        let (discr, variants) = match self.variants(sched) {
+            Some((discr, variants)) => (Some(discr), variants),
+            None => (None, vec![self.sole_variant(sched).ok_or_else(bad)?]),
+        };
         let mut flavors = Vec::new();
         let mut owned_ty = None;
         for (value, name, vdie, voff) in variants {
@@ -108,11 +113,11 @@ impl Builder<'_> {
             });
         }
         let owned_ty = owned_ty.ok_or_else(bad)?;
-        let discr = Discr {
-            offset: inner_off as u32 + discr.offset,
-            size: discr.size,
-        };
-        Ok((Some(discr), flavors, owned_ty))
+        let discr = discr.map(|d| Discr {
+            offset: inner_off as u32 + d.offset,
+            size: d.size,
+        });
+        Ok((discr, flavors, owned_ty))
     }
 
     /// `OwnedTasks { list: ShardedList { lists: Box<[Mutex<LinkedList>]>, count, .. }, id, .. }` (tokio
