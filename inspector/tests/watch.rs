@@ -277,15 +277,19 @@ fn a_signal_ends_watch_and_the_terminal_is_given_back_first() {
     let fx = Fixture::start("deadlock", &[]);
     let dir = crate::support::tempdir();
     let pid_file = dir.join("watch.pid");
-    for (signal, status) in [("TERM", 143), ("HUP", 129), ("INT", 130)] {
+    // watch in tmux, its table shown, with its pid; `then` runs in the shell once watch ends.
+    let watch = |then: &str| {
         let tmux = Tmux::start(&format!(
-            "sh -c 'echo $$ > {}; exec {} watch {}'; echo watch-exited-$?; stty -a; sleep 60",
+            "sh -c 'echo $$ > {}; exec {} watch {}'{then}",
             pid_file.display(),
             env!("CARGO_BIN_EXE_asyncdump"),
             fx.pid
         ));
         tmux.until("the table", |s| s.contains("▶ 1"));
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        (tmux, std::fs::read_to_string(&pid_file).unwrap())
+    };
+    for (signal, status) in [("TERM", 143), ("HUP", 129), ("INT", 130)] {
+        let (tmux, pid) = watch("; echo watch-exited-$?; stty -a; sleep 60");
         let kill = Command::new("kill")
             .args([&format!("-{signal}"), pid.trim()])
             .status()
@@ -301,14 +305,7 @@ fn a_signal_ends_watch_and_the_terminal_is_given_back_first() {
         );
     }
     // A closed window: the terminal hangs up under watch, which ends rather than spin on it.
-    let tmux = Tmux::start(&format!(
-        "sh -c 'echo $$ > {}; exec {} watch {}'",
-        pid_file.display(),
-        env!("CARGO_BIN_EXE_asyncdump"),
-        fx.pid
-    ));
-    tmux.until("the table", |s| s.contains("▶ 1"));
-    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let (tmux, pid) = watch("");
     drop(tmux);
     let proc = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
     let deadline = Instant::now() + Duration::from_secs(5);

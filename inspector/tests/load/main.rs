@@ -78,6 +78,16 @@ impl Probed {
         (worst, last)
     }
 
+    /// The host at rest: after 2 s to settle, the probe's worst delay over the next 2 s and the
+    /// share of a core the host used meanwhile.
+    fn at_rest(&self) -> (Duration, f64) {
+        std::thread::sleep(Duration::from_secs(2));
+        let from = self.now();
+        let cpu = (cpu_time(self.fx.pid), Instant::now());
+        std::thread::sleep(Duration::from_secs(2));
+        (self.worst_since(from).0, core_share(self.fx.pid, cpu))
+    }
+
     /// Where the probe's clock is now (its last window).
     fn now(&self) -> u64 {
         self.worst_since(0).1
@@ -179,12 +189,7 @@ fn greedy(socket: &Path, stop: &AtomicBool, served: &AtomicU64) {
 fn eight_clients_asking_for_snapshots_in_a_tight_loop_leave_room_for_a_dump_and_the_host() {
     let _alone = alone();
     let host = probed();
-    std::thread::sleep(Duration::from_secs(2));
-    let rest_from = host.now();
-    let rest_cpu = (cpu_time(host.fx.pid), Instant::now());
-    std::thread::sleep(Duration::from_secs(2));
-    let (at_rest, _) = host.worst_since(rest_from);
-    let share_at_rest = core_share(host.fx.pid, rest_cpu);
+    let (at_rest, share_at_rest) = host.at_rest();
     let before = host.resources();
     let decoded_at_rest = timed_dump(host.fx.pid, &[]);
     let stop = Arc::new(AtomicBool::new(false));
@@ -406,10 +411,7 @@ fn ask(s: &mut UnixStream, req: &Request) -> Reply {
 fn endless_walk_plans_leave_the_host_its_poll_latency() {
     let _alone = alone();
     let host = probed();
-    std::thread::sleep(Duration::from_secs(2));
-    let rest_from = host.now();
-    std::thread::sleep(Duration::from_secs(2));
-    let (at_rest, _) = host.worst_since(rest_from);
+    let (at_rest, _) = host.at_rest();
     let mut s = greeted(&host.fx.socket());
     let Reply::WalkInfo(info) = ask(&mut s, &Request::WalkInfo) else {
         panic!("no walk info")
