@@ -6,15 +6,24 @@ use std::time::{Duration, Instant};
 
 use crate::support::Fixture;
 
-/// A tmux session, killed on drop.
-pub struct Tmux(String);
+/// A tmux session on a server of its own, killed on drop. Sessions never share a server: tmux
+/// ends its server when the last session goes, and a `new-session` that reaches a server in that
+/// moment fails ("server exited unexpectedly") when specs run side by side.
+/// The server's socket lives in a scratch directory of its own, so nothing is left behind.
+pub struct Tmux {
+    name: String,
+    socket: std::path::PathBuf,
+    _dir: crate::support::Scratch,
+}
 
 impl Tmux {
     pub fn start(command: &str) -> Tmux {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("asyncdump-watch-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
+        let dir = crate::support::tempdir();
+        let socket = dir.join("tmux.sock");
+        let status = tmux(&socket)
             .args([
                 "new-session",
                 "-d",
@@ -29,12 +38,16 @@ impl Tmux {
             .status()
             .expect("tmux is installed");
         assert!(status.success());
-        Tmux(name)
+        Tmux {
+            name,
+            socket,
+            _dir: dir,
+        }
     }
 
     pub fn keys(&self, keys: &str) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-t", &self.0, keys])
+        let status = tmux(&self.socket)
+            .args(["send-keys", "-t", &self.name, keys])
             .status()
             .unwrap();
         assert!(status.success());
@@ -42,16 +55,16 @@ impl Tmux {
 
     /// Types `text` as it is (`send-keys -l`: "right" is not the arrow key).
     pub fn text(&self, text: &str) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-l", "-t", &self.0, text])
+        let status = tmux(&self.socket)
+            .args(["send-keys", "-l", "-t", &self.name, text])
             .status()
             .unwrap();
         assert!(status.success());
     }
 
     pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.0])
+        let out = tmux(&self.socket)
+            .args(["capture-pane", "-p", "-t", &self.name])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -82,10 +95,15 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .status();
+        let _ = tmux(&self.socket).arg("kill-server").status();
     }
+}
+
+/// `tmux` on the server at `socket`, with no user configuration.
+fn tmux(socket: &std::path::Path) -> Command {
+    let mut command = Command::new("tmux");
+    command.arg("-S").arg(socket).args(["-f", "/dev/null"]);
+    command
 }
 
 #[test]
