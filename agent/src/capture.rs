@@ -87,7 +87,9 @@ impl Capturer {
         let cells = registry().collect(req.include_completed);
         let mut snap = self.capture_cells(&cells, req.walk.as_ref(), &mut Interner::default());
         // After every task lock is released: listing a runtime takes none of ours, and none of tokio's.
-        snap.runtimes = crate::runtime::list_all(req.walk.as_ref(), &mut self.walker);
+        let listing = crate::runtime::list_all(req.walk.as_ref(), &mut self.walker);
+        snap.runtimes = listing.reports;
+        snap.census = listing.census;
         if self.stale.len() > STALE_CACHE_MAX / 2 {
             let live: std::collections::HashSet<u64> = cells.iter().map(|c| c.id).collect();
             self.stale.retain(|id, _| live.contains(id));
@@ -96,11 +98,8 @@ impl Capturer {
         snap
     }
 
-    /// Lists the registered runtimes (see `runtime::list_all`), with this capturer's walker.
-    pub(crate) fn list_runtimes(
-        &mut self,
-        plan: Option<&WalkPlan>,
-    ) -> Vec<asyncdump_protocol::RuntimeReport> {
+    /// Lists every runtime (see `runtime::list_all`), with this capturer's walker.
+    pub(crate) fn list_runtimes(&mut self, plan: Option<&WalkPlan>) -> crate::runtime::Listing {
         self.limit_walks();
         crate::runtime::list_all(plan, &mut self.walker)
     }

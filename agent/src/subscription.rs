@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
-    MIN_INTERVAL_MS, Reply, RuntimeReport, Snapshot, SubscribeRequest, TaskState, Update, encode,
+    CensusReport, MIN_INTERVAL_MS, Reply, RuntimeReport, Snapshot, SubscribeRequest, TaskState,
+    Update, encode,
 };
 
 use crate::capture::Interner;
@@ -153,8 +154,13 @@ impl Sent {
         self.finish(snap, gone, runtimes, full, start)
     }
 
-    /// The runtimes' listing, when one is due and differs from the last one sent.
-    fn runtimes(&mut self, req: &SubscribeRequest, full: bool) -> Option<Vec<RuntimeReport>> {
+    /// The runtimes' listing and its census, when one is due and the listing differs from the last
+    /// one sent.
+    fn runtimes(
+        &mut self,
+        req: &SubscribeRequest,
+        full: bool,
+    ) -> Option<(Vec<RuntimeReport>, Option<CensusReport>)> {
         let due = |(at, took, _): &(Instant, Duration, _)| {
             at.elapsed() >= RUNTIME_EVERY.max(*took * RUNTIME_SHARE)
         };
@@ -162,24 +168,26 @@ impl Sent {
             return None;
         }
         let start = Instant::now();
-        let listed = crate::capture::with_capturer(|c| c.list_runtimes(req.walk.as_ref()));
+        let listing = crate::capture::with_capturer(|c| c.list_runtimes(req.walk.as_ref()));
+        let listed = listing.reports;
         let same = !full
             && self
                 .runtimes
                 .as_ref()
                 .is_some_and(|(_, _, last)| *last == listed);
         self.runtimes = Some((start, start.elapsed(), listed.clone()));
-        (!same).then_some(listed)
+        (!same).then_some((listed, listing.census))
     }
 
     fn finish(
         &mut self,
         snap: Snapshot,
         gone: Vec<u64>,
-        runtimes: Option<Vec<RuntimeReport>>,
+        runtimes: Option<(Vec<RuntimeReport>, Option<CensusReport>)>,
         full: bool,
         start: u64,
     ) -> Update {
+        let (runtimes, census) = runtimes.map_or((None, None), |(r, c)| (Some(r), c));
         let (metas_before, sites_before) = (self.metas, self.sites);
         self.metas += snap.frame_metas.len() as u32;
         self.sites += snap.spawn_sites.len() as u32;
@@ -196,6 +204,7 @@ impl Sent {
             gone,
             stats: snap.stats,
             runtimes,
+            census,
         }
     }
 }

@@ -730,6 +730,7 @@ fn no_string_an_agent_sends_can_forge_a_line_of_dump_or_ps() {
             tasks: Vec::new(),
             skipped: 0,
             error: Some(forged("runtime")),
+            source: Default::default(),
         }],
         ..Snapshot::default()
     };

@@ -397,3 +397,66 @@ fn a_tokio_without_the_multi_thread_scheduler_is_listed_and_decoded() {
         assert!(section.contains(leaf), "{section}");
     }
 }
+
+/// `init()` runs first, outside any runtime, and every runtime comes after it on threads of its own,
+/// as a library makes them: nothing is registered. The census finds each runtime and the `LocalSet`
+/// from their tasks, each listed with as many tasks as tokio counts, and each chain is decoded to its
+/// await line. Before, the dump had no runtime and no task.
+#[test]
+fn runtimes_and_a_local_set_nobody_registered_are_found_by_the_census() {
+    let fx = Fixture::start("unregistered", &[]);
+    let text = dump_until(fx.pid, &[], |t| t.contains("4 tasks: 4 idle"));
+    // tokio's own counts, as the fixture read them: one live task per runtime.
+    let alive: Vec<&str> = fx.said.iter().map(String::as_str).collect();
+    assert_eq!(
+        alive,
+        ["alive first 1", "alive second 1", "alive current 1"]
+    );
+    let found: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("(found by census)"))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "runtime multi_thread (found by census): 1 alive, 1 listed",
+            "runtime multi_thread (found by census): 1 alive, 1 listed",
+            "runtime current_thread (found by census): 1 alive, 1 listed",
+            "LocalSet (found by census): 1 listed",
+        ],
+        "{text}"
+    );
+    assert!(text.contains(", 4 unregistered task lists found"), "{text}");
+    for name in [
+        "on_first_runtime",
+        "on_second_runtime",
+        "on_current_thread",
+        "on_local_set",
+    ] {
+        let section = text
+            .split("\n\n")
+            .find(|s| s.contains(&format!("  root unregistered::{name}\n")))
+            .unwrap_or_else(|| panic!("a task rooted at {name}:\n{text}"));
+        let line = line_of("unregistered", &format!("async fn {name}")) + 1;
+        let line = match name {
+            "on_local_set" => line + 1,
+            _ => line,
+        };
+        let at =
+            format!("  unregistered::{name} at fixtures/src/bin/unregistered.rs:{line} [decoded]");
+        assert!(section.contains(&at), "{at}\n{section}");
+        assert!(
+            section.contains("    awaiting tokio::sync::oneshot::Receiver<()>"),
+            "{section}"
+        );
+    }
+    // The JSON document says how each runtime was found, and what the census covered.
+    let doc = dump_json(fx.pid, &[]);
+    let runtimes = doc["runtimes"].as_array().expect("runtimes");
+    assert_eq!(runtimes.len(), 4);
+    assert!(runtimes.iter().all(|r| r["found_by"] == "census"), "{doc}");
+    let census = &doc["census"];
+    assert_eq!(census["found"], 4, "{census}");
+    assert_eq!(census["cut"], false);
+    assert!(census["scanned_bytes"].as_u64() > Some(0));
+}

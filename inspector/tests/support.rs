@@ -94,6 +94,8 @@ pub struct Fixture {
     child: Child,
     pub pid: u32,
     socket: Option<PathBuf>,
+    /// What the fixture printed before `ready` (facts about itself the spec checks against).
+    pub said: Vec<String>,
 }
 
 impl Fixture {
@@ -139,22 +141,36 @@ impl Fixture {
             .unwrap_or_else(|e| panic!("start fixture {name}: {e}"));
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        // The lines up to `ready`: what the fixture says about itself, then that it is ready.
         std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
+            let mut lines = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let ready = line.trim() == "ready";
+                lines.push(line);
+                if ready {
+                    break;
+                }
+            }
+            let _ = tx.send(lines);
         });
         let pid = child.id();
-        let fixture = Fixture {
+        let mut fixture = Fixture {
             child,
             pid,
             socket: None,
+            said: Vec::new(),
         };
-        let line = rx
+        let mut lines = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("fixture printed nothing within 30s");
-        assert_eq!(line.trim(), "ready", "fixture {name} did not get ready");
-        let mut fixture = fixture;
+        let last = lines.pop();
+        assert_eq!(
+            last.as_deref().map(str::trim),
+            Some("ready"),
+            "fixture {name} did not get ready"
+        );
+        fixture.said = lines;
         // An empty value means unset, as the agent reads it.
         let var = |name: &str| {
             let value = env.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);

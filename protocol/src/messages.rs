@@ -131,9 +131,11 @@ pub struct Snapshot {
     pub spawn_sites: Vec<SpawnSite>,
     pub tasks: Vec<Task>,
     pub stats: Stats,
-    /// One per registered runtime: tokio's count of its live tasks and, when the request's walk plan
-    /// carried a runtime plan, the tasks listed from it.
+    /// One per registered runtime, then per runtime a census found: tokio's count of its live tasks
+    /// and, when the request's walk plan carried a runtime plan, the tasks listed from it.
     pub runtimes: Vec<crate::RuntimeReport>,
+    /// What the census covered, when the walk plan asked for one.
+    pub census: Option<crate::CensusReport>,
 }
 
 /// What changed since a subscription's previous update (or, when [`Update::full`], everything).
@@ -166,6 +168,8 @@ pub struct Update {
     /// never marked as they change, so the runtimes are listed on the full update, then at most once a
     /// second (less often when a listing is slow), and sent only when the listing differs.
     pub runtimes: Option<Vec<crate::RuntimeReport>>,
+    /// The census that found `runtimes`' unregistered ones, sent with them.
+    pub census: Option<crate::CensusReport>,
 }
 
 /// The static description of a frame, shared by every instance of it.

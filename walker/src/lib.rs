@@ -38,6 +38,6 @@ pub use bounds::{
 };
 #[cfg(feature = "process")]
 pub use memory::ProcessMemory;
-pub use memory::{ImageMemory, Memory, Read, Unreadable};
+pub use memory::{ImageMemory, Memory, Read, Region, Unreadable};
 pub use plan::*;
 pub use walk::Walker;

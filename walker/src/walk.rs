@@ -80,6 +80,11 @@ impl Walker {
         self.deadline = at;
     }
 
+    /// The deadline set with [`Walker::set_deadline`]: other work of the same request keeps to it.
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.deadline
+    }
+
     /// From now on, all walks together return at most `nodes` more nodes; then they stop after the
     /// level they are at, marked truncated. `None`: only each walk's own bound.
     pub fn set_node_budget(&mut self, nodes: Option<usize>) {

@@ -1,7 +1,12 @@
-//! Every task of a registered tokio runtime or `LocalSet`, including those spawned with plain
-//! `tokio::spawn` or `spawn_local`.
+//! Every task of every tokio runtime and `LocalSet` of the process, including those spawned with
+//! plain `tokio::spawn` or `spawn_local`, registered or not.
 //!
-//! **Registration** (`registry`). [`register_runtime`] (and [`crate::init`], for the runtime it is
+//! **Census** (`asyncdump_walker::tasks::census`). Runtimes and `LocalSet`s nobody registered (made
+//! on other threads, by libraries such as actix-rt, after `init`) are found from their tasks: a scan
+//! of this process's heap for task headers, each naming its task list, kept only when the list checks
+//! out. It runs on the agent's thread, within [`CENSUS_BUDGET`], at request time only.
+//!
+//! **Registration** (`registry`), the fast path. [`register_runtime`] (and [`crate::init`], for the runtime it is
 //! called in) keeps a clone of the runtime's `Handle` for the life of the process, at a stable address
 //! the agent reports to the inspector; [`register_local_set`] lists a `LocalSet` while it is borrowed.
 //! Nothing is added to any poll path: the runtime does not know it is watched.
@@ -16,7 +21,11 @@
 
 mod registry;
 
-use asyncdump_protocol::{RuntimeFlavor, RuntimeReport, WalkPlan};
+use std::time::{Duration, Instant};
+
+use asyncdump_protocol::{
+    CensusReport, RuntimeFlavor, RuntimePlan, RuntimeReport, RuntimeSource, WalkPlan,
+};
 use asyncdump_walker::{ProcessMemory, Walker, tasks};
 
 #[cfg(feature = "tokio")]
@@ -24,6 +33,10 @@ pub use registry::{LocalSetRegistration, register_local_set};
 
 /// Most runtimes registered at once; later registrations are refused.
 pub const MAX_RUNTIMES: usize = 16;
+
+/// Longest a census of this process may take in one request; past it, the census says how much of
+/// the memory it covered.
+pub const CENSUS_BUDGET: Duration = Duration::from_millis(500);
 
 /// Lists the tasks of `handle`'s runtime from now on, in every snapshot. Returns `false` if
 /// [`MAX_RUNTIMES`] runtimes are registered already. Registering a runtime twice is harmless.
@@ -39,40 +52,87 @@ pub(crate) fn handles() -> Vec<u64> {
     registry::runtimes().into_iter().map(|(h, _)| h).collect()
 }
 
-/// One report per registered runtime, then per registered `LocalSet`; tasks listed only when `plan`
-/// carries a runtime plan.
-pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Vec<RuntimeReport> {
-    let runtimes = registry::runtimes()
+/// The task lists of one request: one report per registered runtime, then per registered
+/// `LocalSet`, then per list a census found; tasks listed only when the plan carries a runtime plan.
+pub(crate) struct Listing {
+    pub(crate) reports: Vec<RuntimeReport>,
+    /// What the census covered, when the plan asked for one.
+    pub(crate) census: Option<CensusReport>,
+}
+
+/// Lists every runtime and `LocalSet` (see [`Listing`]) and walks their idle tasks.
+pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Listing {
+    let mem = ProcessMemory::own();
+    let rp = plan.and_then(|p| p.runtime.as_deref());
+    let mut reports = Vec::new();
+    // Lists already listed, so that a census does not list a registered runtime twice.
+    let mut lists = Vec::new();
+    let registered = registry::runtimes()
         .into_iter()
         .map(|(handle, alive)| (handle, alive, None));
     let local_sets = registry::local_sets()
         .into_iter()
         .map(|set| (set, None, Some(RuntimeFlavor::LocalSet)));
-    runtimes
-        .chain(local_sets)
-        .map(|(handle, alive, flavor)| {
-            let mut report = RuntimeReport {
-                handle,
-                flavor,
-                alive,
-                tasks: Vec::new(),
-                skipped: 0,
-                error: None,
-            };
-            if let Some((plan, rp)) = plan.and_then(|p| Some((p, p.runtime.as_deref()?))) {
-                let mem = ProcessMemory::own();
-                let listed = match flavor {
-                    Some(RuntimeFlavor::LocalSet) => {
-                        tasks::list_local_set(&mem, rp, handle, &mut report)
-                    }
-                    _ => tasks::list_runtime(&mem, rp, handle, &mut report),
-                };
-                if let Err(e) = listed {
-                    report.error = Some(e);
+    for (handle, alive, flavor) in registered.chain(local_sets) {
+        let mut report = RuntimeReport {
+            handle,
+            flavor,
+            alive,
+            ..RuntimeReport::default()
+        };
+        if let Some(rp) = rp {
+            let listed = match flavor {
+                Some(RuntimeFlavor::LocalSet) => {
+                    tasks::list_local_set(&mem, rp, handle, &mut report)
                 }
-                tasks::walk_tasks(&mem, plan, rp, &mut report.tasks, walker);
+                _ => tasks::list_runtime(&mem, rp, handle, &mut report),
+            };
+            match listed {
+                Ok(owned) => lists.push(owned),
+                Err(e) => report.error = Some(e),
             }
-            report
-        })
-        .collect()
+        }
+        reports.push(report);
+    }
+    let census = rp
+        .filter(|rp| rp.census.is_some())
+        .map(|rp| found_by_census(&mem, rp, walker, &lists, &mut reports));
+    if let (Some(plan), Some(rp)) = (plan, rp) {
+        for report in &mut reports {
+            tasks::walk_tasks(&mem, plan, rp, &mut report.tasks, walker);
+        }
+    }
+    Listing { reports, census }
+}
+
+/// Runs a census of this process (within [`CENSUS_BUDGET`] and the walker's deadline) and adds a
+/// report for each list it found that is not in `listed` and holds a task.
+fn found_by_census(
+    mem: &ProcessMemory,
+    rp: &RuntimePlan,
+    walker: &Walker,
+    listed: &[u64],
+    reports: &mut Vec<RuntimeReport>,
+) -> CensusReport {
+    let budget = Instant::now() + CENSUS_BUDGET;
+    let deadline = walker.deadline().map_or(budget, |d| d.min(budget));
+    let regions = mem.heap_regions().unwrap_or_default();
+    let (found, mut census) = tasks::census(mem, rp, &regions, Some(deadline), &mut Vec::new());
+    for list in found.into_iter().filter(|l| !listed.contains(&l.owned)) {
+        let mut report = RuntimeReport {
+            handle: list.owned,
+            source: RuntimeSource::Census,
+            ..RuntimeReport::default()
+        };
+        match tasks::list_found(mem, rp, list, &mut report) {
+            // A list that holds no task is no evidence of a runtime: its claimant was stale.
+            Ok(()) if report.tasks.is_empty() => census.rejected_lists += 1,
+            Ok(()) => {
+                census.found += 1;
+                reports.push(report);
+            }
+            Err(_) => census.rejected_lists += 1,
+        }
+    }
+    census
 }

@@ -14,9 +14,9 @@ use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, W
 
 use crate::decode::{AnnotatedFrame, TaskRefs};
 use crate::model::{
-    AwaitedBy, CaptureView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT, FastMap,
-    FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process, SnapshotInfo,
-    Source, State, TaskView, Thread, assign_frame_ids, find_cycles,
+    AwaitedBy, CaptureView, CensusView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT,
+    FastMap, FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process,
+    SnapshotInfo, Source, State, TaskView, Thread, assign_frame_ids, find_cycles,
 };
 use crate::plan::Plan;
 
@@ -148,6 +148,15 @@ impl Dump {
             },
             snapshot: snapshot_info(snap, round_trip_ns, &tasks),
             runtimes: listed.reports(snap, decoder, &decoding),
+            census: snap.census.map(|c| CensusView {
+                total_bytes: c.total_bytes,
+                scanned_bytes: c.scanned_bytes,
+                unreadable_bytes: c.unreadable_bytes,
+                cut: c.cut,
+                found: c.found,
+                rejected_lists: c.rejected_lists,
+                elapsed_ns: c.elapsed_ns,
+            }),
             deadlocks: find_cycles(&tasks),
             decoding,
             tasks,

@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
-use asyncdump_protocol::{RuntimeFlavor, RuntimeTask, Snapshot, StateBits, Walk};
+use asyncdump_protocol::{RuntimeFlavor, RuntimeSource, RuntimeTask, Snapshot, StateBits, Walk};
 
 use crate::decode::TaskRefs;
 use crate::model::{
-    AwaitedBy, CaptureView, DecodingInfo, FastMap, FrameNode, RuntimeView, State, TOKIO_ONLY,
-    TaskView,
+    AwaitedBy, CaptureView, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, State,
+    TOKIO_ONLY, TaskView,
 };
 use crate::plan::Plan;
 
@@ -255,6 +255,10 @@ impl<'a> Listed<'a> {
                         }
                         .to_owned()
                     }),
+                    found_by: match r.source {
+                        RuntimeSource::Registered => FoundBy::Registration,
+                        RuntimeSource::Census => FoundBy::Census,
+                    },
                     alive: r.alive,
                     listed: r.tasks.len(),
                     skipped: r.skipped,

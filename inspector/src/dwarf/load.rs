@@ -55,6 +55,65 @@ fn vaddr_at_zero(obj: &object::File<'_>) -> Option<u64> {
     Some(first.address().saturating_sub(first.file_range().0))
 }
 
+/// Every word of the executable's data that holds the address of code, as `(code address, where the
+/// word is)`, sorted: what a static table of function pointers (a vtable) is made of. Under PIE such
+/// words are relocations (`R_*_RELATIVE`, whose addend is the address) and the file holds zeros there;
+/// otherwise, and with packed relocations, the file holds the address itself.
+fn code_words(obj: &object::File<'_>) -> Vec<(u64, u64)> {
+    use object::SectionKind;
+    let code: Vec<(u64, u64)> = obj
+        .sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect();
+    let in_code = |a: u64| code.iter().any(|&(lo, hi)| (lo..hi).contains(&a));
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    if let Some(relocs) = obj.dynamic_relocations() {
+        for (at, r) in relocs {
+            let relative = matches!(
+                r.flags(),
+                object::RelocationFlags::Elf { r_type }
+                    if r_type == object::elf::R_X86_64_RELATIVE && obj.architecture() == object::Architecture::X86_64
+                    || r_type == object::elf::R_AARCH64_RELATIVE && obj.architecture() == object::Architecture::Aarch64
+            );
+            let target = r.addend() as u64;
+            if relative && in_code(target) {
+                out.push((target, at));
+            }
+        }
+    }
+    let little = obj.is_little_endian();
+    for s in obj.sections().filter(|s| {
+        matches!(
+            s.kind(),
+            SectionKind::Data | SectionKind::ReadOnlyData | SectionKind::ReadOnlyDataWithRel
+        )
+    }) {
+        let Ok(data) = s.data() else { continue };
+        let base = s.address();
+        let skip = (base.wrapping_neg() % 8) as usize;
+        for (i, w) in data
+            .get(skip..)
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .enumerate()
+        {
+            let w: [u8; 8] = w.try_into().expect("chunks of 8");
+            let v = if little {
+                u64::from_le_bytes(w)
+            } else {
+                u64::from_be_bytes(w)
+            };
+            if v != 0 && in_code(v) {
+                out.push((v, base + (skip + i * 8) as u64));
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// The GNU build-id of an ELF file, hex; `None` if it has none.
 /// Reads only the headers and the note it is in, not the whole file: the plan cache is looked up by it
 /// before any DWARF is read.
@@ -164,6 +223,7 @@ impl Debug {
         let obj = parse(path, &bytes)?;
         let build_id = obj.build_id().ok().flatten().map(hex);
         let at_zero = vaddr_at_zero(&obj);
+        let code_words = code_words(&obj);
         let found = match from_object(path, &obj, build_id.clone()) {
             Err(DwarfError::NoTypes { .. }) => debug_file_candidates(path, &obj)
                 .iter()
@@ -183,6 +243,7 @@ impl Debug {
         // From the executable in every case: a separate debug file is not what is mapped.
         found.map(|d| Debug {
             vaddr_at_zero: at_zero,
+            code_words,
             ..d
         })
     }

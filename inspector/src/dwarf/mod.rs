@@ -130,6 +130,8 @@ pub(crate) struct Node {
     pub(crate) name: Option<String>,
     pub(crate) parent: Option<usize>,
     pub(crate) byte_size: Option<u64>,
+    /// `DW_AT_alignment`, when the compiler gave one (0: none).
+    pub(crate) alignment: u32,
     pub(crate) member_offset: Option<u64>,
     pub(crate) type_ref: Option<u64>,
     pub(crate) discr_ref: Option<u64>,
@@ -162,6 +164,9 @@ pub struct Debug {
     /// Of the executable (not a separate debug file): the address its first `PT_LOAD` gives file
     /// offset 0, for [`load_bias`]. Read here so that the executable is read once per dump.
     pub vaddr_at_zero: Option<u64>,
+    /// Of the executable: every word of its data that holds a code address, as (code address, where
+    /// the word is), sorted. Task vtables are found among them.
+    pub(crate) code_words: Vec<(u64, u64)>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) by_offset: Offsets,
     /// File names per unit, by DWARF file index.

@@ -24,8 +24,12 @@ pub struct Dump {
     pub version: u32,
     pub process: Process,
     pub snapshot: SnapshotInfo,
-    /// The tokio runtimes registered with the agent: how many tasks each has, and how many were listed.
+    /// The tokio runtimes and `LocalSet`s, registered with the agent or found by its census: how many
+    /// tasks each has, and how many were listed.
     pub runtimes: Vec<RuntimeView>,
+    /// What the census for unregistered runtimes covered, when one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub census: Option<CensusView>,
     /// Wait cycles across JoinHandle edges, each listed in "awaits" order starting at its lowest task id.
     pub deadlocks: Vec<Vec<u64>>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
@@ -432,8 +436,11 @@ pub struct DecodedDelegate {
 /// One registered runtime, as the header of a dump shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeView {
-    /// `current_thread` or `multi_thread`, when the runtime could be read.
+    /// `current_thread`, `multi_thread` or `local_set`, when the runtime could be read.
     pub flavor: Option<String>,
+    /// How the agent knows it.
+    #[serde(default)]
+    pub found_by: FoundBy,
     /// Live tasks, as tokio counts them, when it does (see `RuntimeReport::alive` in the protocol).
     pub alive: Option<u64>,
     /// Tasks listed (and so shown, subject to the filters).
@@ -443,6 +450,34 @@ pub struct RuntimeView {
     /// Why the runtime's tasks are not listed, when they are not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_listed: Option<String>,
+}
+
+/// How a runtime came to be listed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    /// Registered with the agent (`init` inside it, or a `register_*` call).
+    #[default]
+    Registration,
+    /// Found by the census, from its tasks in the process's memory.
+    Census,
+}
+
+/// What a census of the process's memory covered (see the agent's runtime module).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CensusView {
+    /// Bytes of private writable memory the process had, and how many were scanned.
+    pub total_bytes: u64,
+    pub scanned_bytes: u64,
+    /// Bytes that could not be read (unmapped while being scanned).
+    pub unreadable_bytes: u64,
+    /// Stopped at its deadline before the end: runtimes whose tasks lie beyond may be missing.
+    pub cut: bool,
+    /// Runtimes and `LocalSet`s found that nobody registered.
+    pub found: u64,
+    /// Task lists named by task headers that did not check out (stale or random words).
+    pub rejected_lists: u64,
+    pub elapsed_ns: u64,
 }
 
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;

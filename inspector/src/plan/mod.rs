@@ -176,6 +176,10 @@ impl Plan {
             rt.set_wakers
                 .iter_mut()
                 .for_each(|w| moved(&mut w.clone_fn));
+            for v in rt.census.iter_mut().flat_map(|c| &mut c.vtables) {
+                moved(&mut v.addr);
+                moved(&mut v.poll_fn);
+            }
         }
         self.root_names = std::mem::take(&mut self.root_names)
             .into_iter()

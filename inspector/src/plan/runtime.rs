@@ -12,14 +12,33 @@
 //! either still matches or gives a one-line reason why its tasks are not listed.
 
 use asyncdump_protocol::{
-    Discr, FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RuntimeFlavor, RuntimePlan,
-    SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout, VtableLayout,
+    CensusLayout, Discr, FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RuntimeFlavor,
+    RuntimePlan, SchedulerField, SetWakerLayout, Shards, StateBits, TaskLayout, TaskVtable,
+    TrailerLayout, VtableLayout,
 };
 
 use std::sync::Arc;
 
 use super::Builder;
 use crate::model::FastMap;
+
+/// The schedulers whose tasks a census can follow to their task list, by the type an `Arc` of them
+/// names.
+const SCHEDULERS: &[(&str, RuntimeFlavor)] = &[
+    (
+        "tokio::runtime::scheduler::multi_thread::handle::Handle",
+        RuntimeFlavor::MultiThread,
+    ),
+    (
+        "tokio::runtime::scheduler::current_thread::Handle",
+        RuntimeFlavor::CurrentThread,
+    ),
+    ("tokio::task::local::Shared", RuntimeFlavor::LocalSet),
+];
+
+/// tokio's task reference count unit in the state word (`REF_ONE`, above its six flag bits; the
+/// same since tokio 1.0).
+const REF_ONE: u64 = 1 << 6;
 
 /// The future type of each task type, by the address of its `raw::poll`.
 pub type TaskTypes = FastMap<u64, Arc<str>>;
@@ -51,7 +70,11 @@ impl Builder<'_> {
         let (handle_discr, flavors, owned_ty) = self.flavors(handle)?;
         let layout = |what: &str| format!("tokio's {what} has an unknown layout");
         let mut names = TaskTypes::default();
-        let tasks = self.task_layouts(&mut names);
+        let (tasks, align) = self.task_layouts(&mut names);
+        let vtable = self
+            .vtable_layout(vtable)
+            .ok_or_else(|| layout("task Vtable"))?;
+        let census = self.census_layout(&tasks, &vtable, align);
         let plan = RuntimePlan {
             handle_discr,
             flavors,
@@ -61,9 +84,7 @@ impl Builder<'_> {
             header: self
                 .header_layout(header)
                 .ok_or_else(|| layout("task Header"))?,
-            vtable: self
-                .vtable_layout(vtable)
-                .ok_or_else(|| layout("task Vtable"))?,
+            vtable,
             trailer: self
                 .trailer_layout(trailer)
                 .ok_or_else(|| layout("task Trailer"))?,
@@ -73,6 +94,7 @@ impl Builder<'_> {
             local_set: d
                 .find_type("tokio::task::local::LocalSet")
                 .and_then(|set| self.local_set_layout(set)),
+            census,
             max_tasks: MAX_TASKS,
         };
         Ok((plan, names))
@@ -241,11 +263,43 @@ impl Builder<'_> {
         out
     }
 
-    /// Every task type tokio can run in this binary: where its stage is, planned for walking.
-    fn task_layouts(&mut self, names: &mut TaskTypes) -> Vec<TaskLayout> {
+    /// Where a census finds tasks: each task type's vtables, found among the binary's code pointers
+    /// as the words that hold its poll function at the vtable's `poll` field. `None` when no task
+    /// type has a scheduler a census can follow, or the task allocations' alignment is unknown.
+    fn census_layout(
+        &self,
+        tasks: &[TaskLayout],
+        vtable: &VtableLayout,
+        align: Option<u32>,
+    ) -> Option<CensusLayout> {
+        let words = &self.debug.code_words;
+        let mut vtables = Vec::new();
+        for t in tasks.iter().filter(|t| t.scheduler.is_some()) {
+            let first = words.partition_point(|&(target, _)| target < t.poll_fn);
+            let at = words[first..]
+                .iter()
+                .take_while(|&&(target, _)| target == t.poll_fn);
+            vtables.extend(at.map(|&(_, at)| TaskVtable {
+                addr: at.wrapping_sub(vtable.poll as u64),
+                poll_fn: t.poll_fn,
+            }));
+        }
+        vtables.sort_unstable_by_key(|v| v.addr);
+        vtables.dedup_by_key(|v| v.addr);
+        (!vtables.is_empty()).then_some(CensusLayout {
+            align: align?,
+            ref_one: REF_ONE,
+            vtables,
+        })
+    }
+
+    /// Every task type tokio can run in this binary: where its stage and scheduler are, planned for
+    /// walking; with the smallest alignment of their allocations, when the DWARF gives them all.
+    fn task_layouts(&mut self, names: &mut TaskTypes) -> (Vec<TaskLayout>, Option<u32>) {
         let debug = self.debug;
         let cells = debug.generic_types(&["tokio", "runtime", "task", "core"], "Cell");
         let mut out = Vec::new();
+        let mut align: Option<Option<u32>> = None;
         for poll in debug.task_polls() {
             // `spawn_blocking` closures run on the blocking pool, outside the owned lists.
             let name = debug.qualified_name(poll.future);
@@ -261,15 +315,37 @@ impl Builder<'_> {
             let stage_ty = self.ty(stage);
             let poll_fn = poll.low_pc;
             names.insert(poll_fn, Arc::from(name));
+            let cell_align = debug.node(cell).map_or(0, |n| n.alignment);
+            let known = (cell_align >= 8).then_some(cell_align);
+            align = Some(match align {
+                None => known,
+                Some(a) => a.zip(known).map(|(a, b)| a.min(b)),
+            });
             out.push(TaskLayout {
                 poll_fn,
                 stage_offset: off as u32,
                 stage_ty,
+                scheduler: self.scheduler_of(cell),
             });
         }
         out.sort_unstable_by_key(|t| t.poll_fn);
         out.dedup_by_key(|t| t.poll_fn);
-        out
+        (out, align.flatten())
+    }
+
+    /// `Cell<T, S>`'s `core.scheduler`, when `S` is an `Arc` of a scheduler that owns a task list.
+    fn scheduler_of(&self, cell: u64) -> Option<SchedulerField> {
+        let (offset, ty) = self.member_path(cell, &["core", "scheduler"])?;
+        let name = self.debug.qualified_name(ty);
+        let pointee = name.strip_prefix("alloc::sync::Arc<")?;
+        let flavor = SCHEDULERS
+            .iter()
+            .find(|(prefix, _)| pointee.starts_with(prefix))?
+            .1;
+        Some(SchedulerField {
+            offset: offset as u32,
+            flavor,
+        })
     }
 
     /// The offset in `Cell<T, S>` of the `Stage<T>` enum (`Running(T)`, `Finished`, `Consumed`), through

@@ -68,6 +68,7 @@ impl Mirror {
         snap.stats = u.stats;
         if let Some(r) = u.runtimes {
             snap.runtimes = r;
+            snap.census = u.census;
         }
         let mut applied = Applied {
             full: u.full,

@@ -60,8 +60,8 @@ pub struct Session {
     client: Client,
     /// `None` when not decoding.
     planner: Option<Planner>,
-    /// The plan, and whether it lists runtimes' tasks.
-    decoder: Option<(Plan, bool)>,
+    /// The plan.
+    decoder: Option<Plan>,
     /// Root anchors seen that the plan does not have (not in the DWARF): the dump's note says so.
     unplanned: Vec<u64>,
     /// Distinct root anchors seen.
@@ -184,7 +184,7 @@ impl Session {
             // Not needed while the dump is built, which for many tasks is when memory peaks.
             planner.forget_dwarf();
         }
-        let walk = self.decoder.as_ref().map(|d| d.0.walk.clone());
+        let walk = self.decoder.as_ref().map(|d| d.walk.clone());
         let (snap, rtt) = match self.client.snapshot(include_completed, walk) {
             // A plan too big to send: the annotated frames are still worth a dump.
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
@@ -200,7 +200,7 @@ impl Session {
             &self.client.handshake,
             &snap,
             rtt.as_nanos() as u64,
-            self.decoder.as_ref().map(|d| &d.0),
+            self.decoder.as_ref(),
             self.decoding.clone(),
             &mut ChainCache::one_off(),
         ))
@@ -231,7 +231,7 @@ impl Session {
         let req = SubscribeRequest {
             interval_ms: live.interval_ms,
             include_completed: live.include_completed,
-            walk: self.decoder.as_ref().map(|d| d.0.walk.clone()),
+            walk: self.decoder.as_ref().map(|d| d.walk.clone()),
         };
         match self.client.subscribe(req.clone()) {
             Err(TargetError::RequestTooLarge { bytes, max }) if self.decoder.is_some() => {
@@ -263,11 +263,10 @@ impl Session {
                 // Its walks may follow a newer plan than the kept chains, at the same poll counts.
                 live.chains.clear();
             }
-            let runtimes = !live.mirror.snap.runtimes.is_empty();
             // Only the tasks this update carried can be of a root type not seen before.
             self.note_unplanned(&applied.anchors);
-            if self.needs_plan(runtimes) {
-                self.plan(runtimes);
+            if self.needs_plan() {
+                self.plan();
                 self.resubscribe()?;
             }
             let live = self.live.as_mut().expect("subscribed");
@@ -275,7 +274,7 @@ impl Session {
                 &self.client.handshake,
                 &live.mirror.snap,
                 0,
-                self.decoder.as_ref().map(|d| &d.0),
+                self.decoder.as_ref(),
                 self.decoding.clone(),
                 &mut live.chains,
             );
@@ -287,7 +286,7 @@ impl Session {
 
     /// Decoding off, because the plan is too big for the agent to take.
     fn drop_plan(&mut self, bytes: usize, max: usize) {
-        let types = self.decoder.take().map_or(0, |d| d.0.walk.types.len());
+        let types = self.decoder.take().map_or(0, |d| d.walk.types.len());
         self.planner = None;
         self.decoding = DecodingInfo::off(format!(
             "chains not decoded: the walk plan for {types} future types is {bytes} bytes, over the agent's limit of {max}"
@@ -303,27 +302,27 @@ impl Session {
             Some(info) => info,
             None => self.client.walk_info()?,
         };
-        let runtimes = !info.runtimes.is_empty();
-        if self.needs_plan(runtimes) {
-            self.plan(runtimes);
+        if self.needs_plan() {
+            self.plan();
         }
         self.note_unplanned(&info.root_anchors);
         Ok(())
     }
 
-    /// Whether there is no plan yet, or one without the runtime plan a registered runtime needs.
-    fn needs_plan(&self, runtimes: bool) -> bool {
-        self.planner.is_some() && self.decoder.as_ref().is_none_or(|d| runtimes && !d.1)
+    /// Whether there is no plan yet.
+    fn needs_plan(&self) -> bool {
+        self.planner.is_some() && self.decoder.is_none()
     }
 
-    /// Plans (a no-op when not decoding); a plan that cannot be made turns decoding off, with why.
-    fn plan(&mut self, runtimes: bool) {
+    /// Plans (a no-op when not decoding), with the runtime plan: every process may have runtimes,
+    /// registered or not, that a census finds. A plan that cannot be made turns decoding off, with why.
+    fn plan(&mut self) {
         let Some(planner) = &mut self.planner else {
             return;
         };
-        match planner.plan(runtimes) {
+        match planner.plan(true) {
             Ok(planned) => {
-                self.decoder = Some((planned.decoder, planned.runtimes));
+                self.decoder = Some(planned.decoder);
                 self.decoding = planned.decoding;
                 self.unplanned.clear();
                 let seen = std::mem::take(&mut self.anchors_seen);
@@ -343,7 +342,7 @@ impl Session {
     /// Counts the root anchors among `anchors` that the plan lacks (their type is not in the DWARF),
     /// for the dump's note.
     fn note_unplanned(&mut self, anchors: &[u64]) {
-        let Some((decoder, _)) = &self.decoder else {
+        let Some(decoder) = &self.decoder else {
             return;
         };
         for &a in anchors {

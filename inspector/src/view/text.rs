@@ -7,8 +7,8 @@
 use std::fmt::{self, Display, Write};
 
 use crate::model::{
-    CaptureView, DecodingInfo, Dump, FastMap, FrameInfo, FrameNode, Group, Loc, RuntimeView,
-    Source, State, TOKIO_ONLY, TaskView,
+    CaptureView, CensusView, DecodingInfo, Dump, FastMap, FoundBy, FrameInfo, FrameNode, Group,
+    Loc, RuntimeView, Source, State, TOKIO_ONLY, TaskView,
 };
 use crate::names::display_name;
 use crate::names::{short, short_path};
@@ -257,6 +257,9 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         rtt => writeln!(out, " (round trip {})", Dur(rtt)),
     };
     runtimes(out, &d.runtimes);
+    if let Some(c) = &d.census {
+        census(out, c);
+    }
     decoding(out, &d.decoding);
     let _ = writeln!(
         out,
@@ -269,9 +272,17 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
 /// One line per runtime: how many tasks it has and how many were listed, or why none were.
 fn runtimes<W: Write + ?Sized>(out: &mut W, runtimes: &[RuntimeView]) {
     for r in runtimes {
+        let found = match r.found_by {
+            FoundBy::Registration => "",
+            FoundBy::Census => " (found by census)",
+        };
         let _ = match r.flavor.as_deref() {
-            Some("local_set") => write!(out, "LocalSet: "),
-            flavor => write!(out, "runtime {}: ", no_breaks(flavor.unwrap_or("tokio"))),
+            Some("local_set") => write!(out, "LocalSet{found}: "),
+            flavor => write!(
+                out,
+                "runtime {}{found}: ",
+                no_breaks(flavor.unwrap_or("tokio"))
+            ),
         };
         if let Some(alive) = r.alive {
             let _ = write!(out, "{alive} alive, ");
@@ -293,6 +304,43 @@ fn runtimes<W: Write + ?Sized>(out: &mut W, runtimes: &[RuntimeView]) {
             }
         }
     }
+}
+
+/// What the census for unregistered runtimes covered: one line, and what it may have missed.
+fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView) {
+    let mb = |b: u64| b as f64 / 1e6;
+    let covered = match c.scanned_bytes == c.total_bytes {
+        true => format!("{:.1}", mb(c.total_bytes)),
+        false => format!("{:.1} of {:.1}", mb(c.scanned_bytes), mb(c.total_bytes)),
+    };
+    let _ = write!(
+        out,
+        "census: {covered} MB of in-use writable memory scanned in {}, {} unregistered {} found",
+        Dur(c.elapsed_ns),
+        c.found,
+        if c.found == 1 {
+            "task list"
+        } else {
+            "task lists"
+        },
+    );
+    if c.unreadable_bytes > 0 {
+        let _ = write!(out, ", {:.1} MB unreadable", mb(c.unreadable_bytes));
+    }
+    if c.rejected_lists > 0 {
+        let _ = write!(
+            out,
+            ", {} claimed by stale task headers skipped",
+            c.rejected_lists
+        );
+    }
+    if c.cut {
+        let _ = write!(
+            out,
+            " · cut at its deadline: runtimes whose tasks lie beyond are missing"
+        );
+    }
+    let _ = out.write_char('\n');
 }
 
 /// Where chains were decoded from, and the notes on decoding.

@@ -21,6 +21,13 @@ pub use process::ProcessMemory;
 
 use crate::bytes;
 
+/// One range of a source's memory, `[start, end)`: what a census scans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+}
+
 /// One read of a batch: `dst.len()` bytes at `addr` into `dst`.
 #[derive(Debug)]
 pub struct Read<'a> {

@@ -13,7 +13,7 @@ use nix::errno::Errno;
 use nix::sys::uio::RemoteIoVec;
 use nix::unistd::Pid;
 
-use super::{Memory, Read, Unreadable};
+use super::{Memory, Read, Region, Unreadable};
 
 /// Most iovecs one `process_vm_readv` call takes (`IOV_MAX`).
 const IOV_MAX: usize = 1024;
@@ -43,6 +43,31 @@ impl ProcessMemory {
         self.pid.as_raw()
     }
 
+    /// The process's private, writable, anonymous memory (the heap, allocators' arenas, thread
+    /// stacks) that is in use: where a census looks for task headers (see [`crate::tasks::census`]),
+    /// in address order. Pages never written (most of a thread's stack, the reserve of an arena) hold
+    /// no task and are left out when `/proc/PID/pagemap` says which they are; when it cannot be read,
+    /// the regions are given whole.
+    pub fn heap_regions(&self) -> std::io::Result<Vec<Region>> {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))?;
+        let regions = heap_regions(&maps);
+        let Ok(pagemap) = std::fs::File::open(format!("/proc/{}/pagemap", self.pid)) else {
+            return Ok(regions);
+        };
+        let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .filter(|&p| p > 0)
+            .map_or(4096, |p| p as u64);
+        let mut used = Vec::with_capacity(regions.len());
+        for r in regions {
+            if in_use(&pagemap, r, page, &mut used).is_err() {
+                used.push(r);
+            }
+        }
+        Ok(used)
+    }
+
     /// One `process_vm_readv` over `chunk` (at most [`IOV_MAX`] reads, none at address 0): how many
     /// reads from its start were read whole, or the errno.
     fn read_chunk(&self, chunk: &mut [Read<'_>]) -> Result<usize, Errno> {
@@ -67,6 +92,65 @@ impl ProcessMemory {
             })
             .count())
     }
+}
+
+/// The private, writable, anonymous regions of a `/proc/PID/maps` text; the main thread's stack, where
+/// no task is allocated, is left out.
+fn heap_regions(maps: &str) -> Vec<Region> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut f = line.split_ascii_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            let (_offset, _dev, inode) = (f.next()?, f.next()?, f.next()?);
+            let name = f.next().unwrap_or("");
+            let anonymous =
+                inode == "0" && (name.is_empty() || name == "[heap]" || name.starts_with("[anon"));
+            if !(perms.starts_with("rw") && perms.ends_with('p') && anonymous) {
+                return None;
+            }
+            let (start, end) = range.split_once('-')?;
+            let start = u64::from_str_radix(start, 16).ok()?;
+            let end = u64::from_str_radix(end, 16).ok()?;
+            (start < end).then_some(Region { start, end })
+        })
+        .collect()
+}
+
+/// Appends the runs of `r`'s pages that are present or swapped out, as `pagemap` (bits 63 and 62 of
+/// each page's entry) says; `Err` when it cannot be read, and then nothing is appended.
+fn in_use(
+    pagemap: &std::fs::File,
+    r: Region,
+    page: u64,
+    out: &mut Vec<Region>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const ENTRIES: usize = 4096;
+    let mut runs: Vec<Region> = Vec::new();
+    let mut buf = vec![0u8; ENTRIES * 8];
+    let mut at = r.start;
+    while at < r.end {
+        let pages = ((r.end - at) / page).clamp(1, ENTRIES as u64) as usize;
+        let bytes = &mut buf[..pages * 8];
+        pagemap.read_exact_at(bytes, (at / page) * 8)?;
+        for (i, e) in bytes.chunks_exact(8).enumerate() {
+            let entry = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
+            if entry & (3 << 62) == 0 {
+                continue;
+            }
+            let start = at + i as u64 * page;
+            match runs.last_mut() {
+                Some(last) if last.end == start => last.end = start + page,
+                _ => runs.push(Region {
+                    start,
+                    end: start + page,
+                }),
+            }
+        }
+        at += pages as u64 * page;
+    }
+    out.extend(runs);
+    Ok(())
 }
 
 impl Memory for ProcessMemory {
@@ -106,6 +190,34 @@ impl Memory for ProcessMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_census_scans_private_writable_anonymous_memory_only() {
+        let maps = "\
+55d0c0000000-55d0c0010000 r--p 00000000 08:01 123 /usr/bin/service
+55d0c0010000-55d0c0020000 rw-p 00010000 08:01 123 /usr/bin/service
+55d0c1000000-55d0c1400000 rw-p 00000000 00:00 0 [heap]
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
+7f0000021000-7f0004000000 ---p 00000000 00:00 0 
+7f1000000000-7f1000001000 rw-s 00000000 00:05 77 /dev/zero (deleted)
+7f2000000000-7f2000002000 rw-p 00000000 00:00 0 [anon:arena]
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
+7ffd00100000-7ffd00102000 r--p 00000000 00:00 0 [vvar]
+";
+        let starts: Vec<u64> = heap_regions(maps).iter().map(|r| r.start).collect();
+        assert_eq!(
+            starts,
+            [0x55d0_c100_0000, 0x7f00_0000_0000, 0x7f20_0000_0000]
+        );
+    }
+
+    #[test]
+    fn this_process_has_heap_regions_and_its_heap_is_among_them() {
+        let boxed = Box::new([7u8; 4096]);
+        let at = boxed.as_ptr() as u64;
+        let regions = ProcessMemory::own().heap_regions().expect("own maps");
+        assert!(regions.iter().any(|r| (r.start..r.end).contains(&at)));
+    }
 
     #[test]
     fn a_read_of_unmapped_memory_fails_alone_and_the_others_are_read() {

@@ -15,8 +15,8 @@ pub use future::{
     WalkPlan,
 };
 pub use runtime::{
-    FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RawWaker, RuntimeFlavor, RuntimePlan,
-    RuntimeReport, RuntimeTask, SetWakerLayout, Shards, StateBits, TaskLayout, TrailerLayout,
-    VtableLayout,
+    CensusLayout, CensusReport, FlavorLayout, HeaderLayout, LocalSetLayout, OwnedLayout, RawWaker,
+    RuntimeFlavor, RuntimePlan, RuntimeReport, RuntimeSource, RuntimeTask, SchedulerField,
+    SetWakerLayout, Shards, StateBits, TaskLayout, TaskVtable, TrailerLayout, VtableLayout,
 };
 pub use validate::PlanError;

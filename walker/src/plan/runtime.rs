@@ -32,8 +32,48 @@ pub struct RuntimePlan {
     pub set_wakers: Vec<SetWakerLayout>,
     /// How to reach the task list of a registered `LocalSet`; `None` if the binary has none.
     pub local_set: Option<LocalSetLayout>,
+    /// How to find task lists nobody registered, from the tasks themselves; `None`: only registered
+    /// runtimes and `LocalSet`s are listed.
+    pub census: Option<CensusLayout>,
     /// Most tasks listed per runtime.
     pub max_tasks: u32,
+}
+
+/// A census finds tasks without a handle to their runtime: every task header begins with a pointer to
+/// its type's vtable, a static of the binary, so a scan of the process's writable memory for those
+/// addresses (at the task allocation's alignment only) finds task headers wherever they are. Each hit
+/// names its scheduler (the runtime's handle or the `LocalSet`'s shared state), which leads to the
+/// task list the hit claims to belong to; only lists that check out are listed, the usual way.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CensusLayout {
+    /// The alignment of every task allocation (tokio's `Cell` is 128-byte aligned on x86_64 and
+    /// aarch64): only addresses that are multiples of it are looked at.
+    pub align: u32,
+    /// The state word's reference count unit: a live task holds at least one reference and never
+    /// millions, which a stale or random word rarely matches.
+    pub ref_one: u64,
+    /// Every task vtable of the binary (load bias applied), sorted by address.
+    pub vtables: Vec<TaskVtable>,
+}
+
+/// One task vtable: where it is, and the poll function of its task type (a key of
+/// [`RuntimePlan::tasks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskVtable {
+    pub addr: u64,
+    pub poll_fn: u64,
+}
+
+/// Where a task keeps its scheduler (`Core::scheduler`, an `Arc` pointer), and which kind of task list
+/// the pointee owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SchedulerField {
+    /// Offset from the header.
+    pub offset: u32,
+    /// `MultiThread` or `CurrentThread`: an `Arc` of the runtime's handle, whose task list is at the
+    /// flavor's [`FlavorLayout::owned_offset`]; `LocalSet`: an `Arc` of the set's shared state, whose
+    /// list is at [`LocalSetLayout::owned_offset`].
+    pub flavor: RuntimeFlavor,
 }
 
 /// `LocalSet { context: Rc<Context { shared: Arc<Shared { local_state: { owned, .. }, .. }>, .. }>, .. }`.
@@ -157,10 +197,12 @@ pub struct TaskLayout {
     pub stage_offset: u32,
     /// Walk plan type of the stage.
     pub stage_ty: u32,
+    /// The task's scheduler, when it owns a task list a census can follow.
+    pub scheduler: Option<SchedulerField>,
 }
 
 /// What the agent found in one registered runtime.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeReport {
     /// Where the registered handle is in the target (as the agent reports it), or the
     /// registered `LocalSet`.
@@ -176,6 +218,39 @@ pub struct RuntimeReport {
     pub skipped: u64,
     /// Why the runtime could not be listed at all, one line; `None` when it was.
     pub error: Option<String>,
+    /// How the agent knows this runtime.
+    pub source: RuntimeSource,
+}
+
+/// How a runtime or `LocalSet` came to be listed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RuntimeSource {
+    /// Registered with the agent (`init` inside it, `register_runtime`, `register_local_set`).
+    #[default]
+    Registered,
+    /// Found by a census, from one of its tasks.
+    Census,
+}
+
+/// What a census covered and found (see [`CensusLayout`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CensusReport {
+    /// Bytes of writable memory the process had, and how many of them were scanned.
+    pub total_bytes: u64,
+    pub scanned_bytes: u64,
+    /// Bytes that could not be read (unmapped while scanned).
+    pub unreadable_bytes: u64,
+    /// The scan stopped at its deadline, before `total_bytes`.
+    pub cut: bool,
+    /// Words that matched a task vtable, and how many of those passed a header's checks.
+    pub hits: u64,
+    pub headers: u64,
+    /// Task lists those headers named that did not check out (no such list, another id, no task).
+    pub rejected_lists: u64,
+    /// Runtimes and `LocalSet`s found that nobody registered.
+    pub found: u64,
+    /// How long the scan and the checks took.
+    pub elapsed_ns: u64,
 }
 
 /// One task of a runtime, as read from its header.

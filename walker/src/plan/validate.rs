@@ -154,7 +154,11 @@ impl RuntimePlan {
                 "an offset of {} bytes, over {MAX_LAYOUT_OFFSET}",
                 far.unwrap_or_default()
             )
-        })
+        })?;
+        match &self.census {
+            Some(c) => validate_census(c),
+            None => Ok(()),
+        }
     }
 
     /// Every offset into one of tokio's structures the plan names.
@@ -196,7 +200,11 @@ impl RuntimePlan {
                 .into_iter()
                 .chain(owned(&l.owned))
         });
-        let stages = self.tasks.iter().map(|t| t.stage_offset);
+        let stages = self.tasks.iter().flat_map(|t| {
+            [t.stage_offset]
+                .into_iter()
+                .chain(t.scheduler.map(|s| s.offset))
+        });
         (fixed
             .chain(discr)
             .chain(flavors)
@@ -207,11 +215,33 @@ impl RuntimePlan {
     }
 }
 
+fn validate_census(c: &super::CensusLayout) -> Result<(), PlanError> {
+    require(
+        c.align.is_power_of_two() && (8..=MAX_LAYOUT_BYTES).contains(&c.align),
+        || {
+            format!(
+                "a census alignment of {}, not a power of two from 8 to {MAX_LAYOUT_BYTES}",
+                c.align
+            )
+        },
+    )?;
+    require(c.ref_one > 0, || "a census reference unit of 0".into())?;
+    let n = c.vtables.len();
+    require(n <= MAX_PLAN_ENTRIES, || {
+        format!("{n} census vtables, over {MAX_PLAN_ENTRIES}")
+    })?;
+    require(c.vtables.is_sorted_by_key(|v| v.addr), || {
+        "census vtables are not sorted by address".into()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::{Case, Discr, Edge, FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor};
-    use crate::plan::{Shards, TaskLayout, TrailerLayout};
+    use crate::plan::{
+        CensusLayout, SchedulerField, Shards, TaskLayout, TaskVtable, TrailerLayout,
+    };
 
     /// Two types: a 16-byte state machine whose state 3 boxes the second, a 1-byte leaf.
     fn good() -> WalkPlan {
@@ -268,9 +298,21 @@ mod tests {
                 poll_fn: 0x100,
                 stage_offset: 40,
                 stage_ty: 0,
+                scheduler: Some(SchedulerField {
+                    offset: 64,
+                    flavor: RuntimeFlavor::CurrentThread,
+                }),
             }],
             set_wakers: vec![],
             local_set: None,
+            census: Some(CensusLayout {
+                align: 128,
+                ref_one: 64,
+                vtables: vec![TaskVtable {
+                    addr: 0x300,
+                    poll_fn: 0x100,
+                }],
+            }),
             max_tasks: 10,
         }
     }
@@ -348,6 +390,41 @@ mod tests {
         ("runtime plan: an offset of 4294967295 bytes", |p| {
             let mut rp = runtime();
             rp.flavors[0].arc_offset = u32::MAX;
+            p.runtime = Some(Box::new(rp));
+        }),
+        ("runtime plan: an offset of 70000 bytes", |p| {
+            let mut rp = runtime();
+            rp.tasks[0].scheduler.as_mut().unwrap().offset = 70_000;
+            p.runtime = Some(Box::new(rp));
+        }),
+        (
+            "runtime plan: a census alignment of 96, not a power of two",
+            |p| {
+                let mut rp = runtime();
+                rp.census.as_mut().unwrap().align = 96;
+                p.runtime = Some(Box::new(rp));
+            },
+        ),
+        ("runtime plan: a census alignment of 4, not a power", |p| {
+            let mut rp = runtime();
+            rp.census.as_mut().unwrap().align = 4;
+            p.runtime = Some(Box::new(rp));
+        }),
+        ("runtime plan: a census reference unit of 0", |p| {
+            let mut rp = runtime();
+            rp.census.as_mut().unwrap().ref_one = 0;
+            p.runtime = Some(Box::new(rp));
+        }),
+        ("runtime plan: census vtables are not sorted", |p| {
+            let mut rp = runtime();
+            let c = rp.census.as_mut().unwrap();
+            c.vtables.insert(
+                0,
+                TaskVtable {
+                    addr: 0x400,
+                    poll_fn: 0x100,
+                },
+            );
             p.runtime = Some(Box::new(rp));
         }),
     ];

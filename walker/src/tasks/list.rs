@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap as FastMap;
 
+use super::census::FoundList;
 use crate::bounds::{MAX_LAYOUT_BYTES, MAX_RUNTIME_TASKS, MAX_SHARDS};
 use crate::bytes::{uint, word};
 use crate::memory::{Memory, Read};
@@ -19,13 +20,14 @@ struct Vtable {
 }
 
 /// Follows the lists of the runtime whose `Handle` is at `handle` into `report`: its flavor, its
-/// tasks and tokio's own count of them. `Err` says in one line why the runtime could not be listed.
+/// tasks and tokio's own count of them; the address of its task list. `Err` says in one line why the
+/// runtime could not be listed.
 pub fn list_runtime(
     mem: &impl Memory,
     rp: &RuntimePlan,
     handle: u64,
     report: &mut RuntimeReport,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let handle_len = rp
         .flavors
         .iter()
@@ -47,16 +49,31 @@ pub fn list_runtime(
         .ok_or_else(|| format!("unknown runtime flavor {discr:?}"))?;
     report.flavor = Some(flavor.flavor);
     let owned = word(&hb, flavor.arc_offset).wrapping_add(flavor.owned_offset as u64);
-    list_owned(mem, rp, owned, &rp.owned, report)
+    list_owned(mem, rp, owned, &rp.owned, report).map(|()| owned)
 }
 
-/// Follows the list of the `LocalSet` at `set`, from the set through its context and shared state.
+/// Follows the list a census found (see [`super::census`]) into `report`.
+pub fn list_found(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    found: FoundList,
+    report: &mut RuntimeReport,
+) -> Result<(), String> {
+    let layout = found
+        .layout(rp)
+        .ok_or("the plan has no layout for this task list")?;
+    report.flavor = Some(found.flavor);
+    list_owned(mem, rp, found.owned, layout, report)
+}
+
+/// Follows the list of the `LocalSet` at `set`, from the set through its context and shared state;
+/// the address of its task list.
 pub fn list_local_set(
     mem: &impl Memory,
     rp: &RuntimePlan,
     set: u64,
     report: &mut RuntimeReport,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let l = rp
         .local_set
         .ok_or("the binary's DWARF has no LocalSet layout")?;
@@ -66,13 +83,8 @@ pub fn list_local_set(
     };
     let context = at(set, l.context, "LocalSet")?;
     let shared = at(context, l.shared, "LocalSet context")?;
-    list_owned(
-        mem,
-        rp,
-        shared.wrapping_add(l.owned_offset as u64),
-        &l.owned,
-        report,
-    )
+    let owned = shared.wrapping_add(l.owned_offset as u64);
+    list_owned(mem, rp, owned, &l.owned, report).map(|()| owned)
 }
 
 fn unreadable(what: &str, at: u64) -> String {

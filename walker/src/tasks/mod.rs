@@ -8,14 +8,19 @@
 //! are counted as skipped. The lists are bounded by [`crate::RuntimePlan::max_tasks`] and
 //! [`crate::MAX_RUNTIME_TASKS`], and every header is visited once.
 //!
+//! **Finding lists nobody registered** (`census`). Task headers found in the process's writable
+//! memory name their task lists; the lists that check out are listed as above.
+//!
 //! **Chains** (`stages`). An idle task's future (its stage) is walked with the [`crate::Walker`]. tokio may
 //! start polling it during the walk: the state word is read again afterwards, and a walk across a
 //! change of the running, complete or notified bits is dropped ([`crate::Walk::Busy`]).
 
+mod census;
 mod list;
 mod stages;
 
-pub use list::{list_local_set, list_runtime};
+pub use census::{CENSUS_CHUNK, FoundList, census};
+pub use list::{list_found, list_local_set, list_runtime};
 pub use stages::walk_tasks;
 
 /// Tasks whose futures are walked together, sharing reads.
@@ -61,6 +66,7 @@ mod tests {
             tasks: Vec::new(),
             set_wakers: Vec::new(),
             local_set: None,
+            census: None,
             max_tasks: 10,
         }
     }
@@ -73,6 +79,7 @@ mod tests {
             tasks: Vec::new(),
             skipped: 0,
             error: None,
+            source: Default::default(),
         }
     }
 

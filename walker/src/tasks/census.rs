@@ -1,0 +1,437 @@
+//! A census: the task lists of a process that nobody registered, found from the tasks themselves.
+//!
+//! Every tokio task header begins with a pointer to its type's vtable, a static of the binary whose
+//! address the plan knows ([`CensusLayout::vtables`]). The census reads the process's writable
+//! memory in large chunks and looks, at each multiple of the task allocation's alignment only, for
+//! such a pointer where a header keeps it. A word that matches is only a hit: random data, a freed
+//! task or a copy of a header can match too. A hit becomes a header when its state word holds a sane
+//! reference count and its owner id is set; the header's scheduler pointer then names a task list
+//! (a runtime's, or a `LocalSet`'s), which is kept only if that list exists and carries the header's
+//! owner id. The lists found are then listed like registered ones, validating every header again,
+//! so a census never shows a task no list holds: it finds lists, and the lists give the tasks.
+//!
+//! Cost: one pass over the writable memory, copied through the [`Memory`] source a chunk at a time,
+//! one word looked at per aligned slot; cut at a deadline, and the report says how much was covered.
+
+use std::time::Instant;
+
+use rustc_hash::FxHashMap as FastMap;
+
+use crate::bytes::word;
+use crate::memory::{Memory, Read, Region};
+use crate::plan::{CensusLayout, CensusReport, OwnedLayout, RuntimeFlavor, RuntimePlan};
+
+/// Bytes read per call: large enough that a system call is a small part of copying them.
+pub const CENSUS_CHUNK: usize = 1 << 20;
+
+/// Pieces a chunk that failed to read whole is read again in, to keep what can be read of it.
+const RETRY_PIECE: usize = 64 << 10;
+
+/// Most references a task header may claim: tokio tasks hold a handful (the list, a `JoinHandle`,
+/// wakers); a stale or random word as a state claims millions.
+const MAX_REFS: u64 = 1 << 20;
+
+/// A task list a census found and checked: what owns it, where it is, and its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoundList {
+    pub flavor: RuntimeFlavor,
+    /// Address of the `OwnedTasks` (or `LocalOwnedTasks`).
+    pub owned: u64,
+    pub id: u64,
+}
+
+impl FoundList {
+    /// The layout of this list in `rp`.
+    pub fn layout(self, rp: &RuntimePlan) -> Option<&OwnedLayout> {
+        match self.flavor {
+            RuntimeFlavor::LocalSet => rp.local_set.as_ref().map(|l| &l.owned),
+            _ => Some(&rp.owned),
+        }
+    }
+}
+
+/// Scans `regions` of `mem` for task headers with the plan's census layout, until `deadline`: the
+/// task lists they name that check out, and what was covered. `buf` is the chunk buffer (kept by the
+/// caller, so that a process scanning itself can leave it out of `regions`).
+pub fn census(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    regions: &[Region],
+    deadline: Option<Instant>,
+    buf: &mut Vec<u8>,
+) -> (Vec<FoundList>, CensusReport) {
+    let start = Instant::now();
+    let mut report = CensusReport {
+        total_bytes: regions.iter().map(|r| r.end.saturating_sub(r.start)).sum(),
+        ..CensusReport::default()
+    };
+    let Some(layout) = rp.census.as_ref().filter(|c| usable(c, rp)) else {
+        return (Vec::new(), report);
+    };
+    buf.resize(CENSUS_CHUNK, 0);
+    let mut scan = Scan {
+        rp,
+        layout,
+        lo: layout.vtables.first().map_or(0, |v| v.addr),
+        hi: layout.vtables.last().map_or(0, |v| v.addr),
+        claims: FastMap::default(),
+    };
+    'regions: for r in regions {
+        let mut at = align_up(r.start, layout.align as u64);
+        while at < r.end {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                report.cut = true;
+                break 'regions;
+            }
+            let len = (r.end - at).min(CENSUS_CHUNK as u64) as usize;
+            read_chunk(
+                mem,
+                at,
+                &mut buf[..len],
+                &mut report,
+                |base, bytes, report| scan.chunk(mem, base, bytes, report),
+            );
+            report.scanned_bytes += len as u64;
+            at += len as u64;
+        }
+    }
+    let found = scan.check_lists(mem, &mut report);
+    report.elapsed_ns = start.elapsed().as_nanos() as u64;
+    (found, report)
+}
+
+/// Whether the layout can be followed at all: an alignment that is a power of two a header fits in.
+fn usable(c: &CensusLayout, rp: &RuntimePlan) -> bool {
+    c.align.is_power_of_two()
+        && c.align >= 8
+        && (c.align as usize) <= CENSUS_CHUNK
+        && c.ref_one > 0
+        && !c.vtables.is_empty()
+        && c.vtables.is_sorted_by_key(|v| v.addr)
+        && rp.header.size > 0
+}
+
+fn align_up(at: u64, align: u64) -> u64 {
+    at.checked_next_multiple_of(align).unwrap_or(u64::MAX)
+}
+
+/// Reads `dst.len()` bytes at `at` and hands them to `scan`; a chunk that fails whole is read again
+/// in pieces, and the pieces that fail are counted as unreadable.
+fn read_chunk(
+    mem: &impl Memory,
+    at: u64,
+    dst: &mut [u8],
+    report: &mut CensusReport,
+    mut scan: impl FnMut(u64, &[u8], &mut CensusReport),
+) {
+    let mut whole = [Read::new(at, dst)];
+    if mem.read_many(&mut whole).is_ok() && !whole[0].failed {
+        scan(at, dst, report);
+        return;
+    }
+    let mut pieces: Vec<Read<'_>> = dst
+        .chunks_mut(RETRY_PIECE)
+        .enumerate()
+        .map(|(i, d)| Read::new(at + (i * RETRY_PIECE) as u64, d))
+        .collect();
+    let read = mem.read_many(&mut pieces).is_ok();
+    for p in pieces {
+        if read && !p.failed {
+            scan(p.addr, p.dst, report);
+        } else {
+            report.unreadable_bytes += p.dst.len() as u64;
+        }
+    }
+}
+
+/// The scan's state: what it looks for, and the task lists its headers claimed, by list address
+/// and id (a stale header may claim a list with an id that is not its own).
+struct Scan<'p> {
+    rp: &'p RuntimePlan,
+    layout: &'p CensusLayout,
+    lo: u64,
+    hi: u64,
+    claims: FastMap<(u64, u64), RuntimeFlavor>,
+}
+
+impl Scan<'_> {
+    /// Looks at every aligned slot of `bytes` (read at `base`, itself aligned).
+    fn chunk(&mut self, mem: &impl Memory, base: u64, bytes: &[u8], report: &mut CensusReport) {
+        let h = self.rp.header;
+        let step = self.layout.align as usize;
+        let at_vtable = h.vtable as usize;
+        let mut slot = 0usize;
+        while slot + at_vtable + 8 <= bytes.len() {
+            let w = word(bytes, (slot + at_vtable) as u32);
+            if w >= self.lo && w <= self.hi {
+                self.hit(mem, base + slot as u64, w, &bytes[slot..], report);
+            }
+            slot += step;
+        }
+    }
+
+    /// A word at a header's vtable offset matched a vtable's range: is it a header, and whose?
+    fn hit(
+        &mut self,
+        mem: &impl Memory,
+        header: u64,
+        vtable: u64,
+        bytes: &[u8],
+        report: &mut CensusReport,
+    ) {
+        let vts = &self.layout.vtables;
+        let Ok(i) = vts.binary_search_by_key(&vtable, |v| v.addr) else {
+            return;
+        };
+        report.hits += 1;
+        let Ok(k) = self
+            .rp
+            .tasks
+            .binary_search_by_key(&vts[i].poll_fn, |t| t.poll_fn)
+        else {
+            return;
+        };
+        let Some(sched) = self.rp.tasks[k].scheduler else {
+            return;
+        };
+        let h = self.rp.header;
+        let refs = word(bytes, h.state) / self.layout.ref_one;
+        let owner = word(bytes, h.owner_id);
+        if !(1..=MAX_REFS).contains(&refs) || owner == 0 {
+            return;
+        }
+        // The scheduler pointer is within the task's allocation, but may be past this chunk.
+        let scheduler = match bytes.get(sched.offset as usize..sched.offset as usize + 8) {
+            Some(_) => word(bytes, sched.offset),
+            None => mem
+                .read_word(header.wrapping_add(sched.offset as u64))
+                .unwrap_or(0),
+        };
+        let Some(list) = self.list_of(sched.flavor, scheduler) else {
+            return;
+        };
+        report.headers += 1;
+        self.claims.insert((list, owner), sched.flavor);
+    }
+
+    /// Where the task list of a scheduler of `flavor` at `scheduler` is.
+    fn list_of(&self, flavor: RuntimeFlavor, scheduler: u64) -> Option<u64> {
+        // An `Arc` points at an aligned allocation, never into the first page.
+        if scheduler < 4096 || !scheduler.is_multiple_of(8) {
+            return None;
+        }
+        let offset = match flavor {
+            RuntimeFlavor::LocalSet => self.rp.local_set?.owned_offset,
+            f => self.rp.flavors.iter().find(|l| l.flavor == f)?.owned_offset,
+        };
+        Some(scheduler.wrapping_add(offset as u64))
+    }
+
+    /// The claimed lists that exist and carry the id their claimant named; the rest are counted.
+    fn check_lists(&self, mem: &impl Memory, report: &mut CensusReport) -> Vec<FoundList> {
+        let mut found: Vec<FoundList> = Vec::new();
+        for (&(owned, id), &flavor) in &self.claims {
+            let list = FoundList { flavor, owned, id };
+            let ok = list
+                .layout(self.rp)
+                .and_then(|l| mem.read_word(owned.wrapping_add(l.id as u64)))
+                .is_some_and(|read| read == id);
+            if ok {
+                found.push(list);
+            } else {
+                report.rejected_lists += 1;
+            }
+        }
+        found.sort_unstable_by_key(|l| l.id);
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::ImageMemory;
+    use crate::plan::{
+        FlavorLayout, HeaderLayout, RuntimeReport, SchedulerField, Shards, StateBits, TaskLayout,
+        TaskVtable, TrailerLayout, VtableLayout,
+    };
+
+    const VTABLE: u64 = 0x9000;
+    const HANDLE: u64 = 0x5000;
+    const HEAP: Region = Region {
+        start: 0x10000,
+        end: 0x20000,
+    };
+    const REF_ONE: u64 = 64;
+
+    /// A current-thread runtime whose `Arc` is at `HANDLE`, its task list at `HANDLE + 0x10` (id 7,
+    /// head at 8), and one task of it in the heap at `0x10080`; task vtables are at `VTABLE`.
+    fn plan() -> RuntimePlan {
+        RuntimePlan {
+            handle_discr: None,
+            flavors: vec![FlavorLayout {
+                value: None,
+                flavor: RuntimeFlavor::CurrentThread,
+                arc_offset: 0,
+                owned_offset: 0x10,
+            }],
+            owned: OwnedLayout {
+                id: 0,
+                count: None,
+                shards: Shards::Inline { head: 8 },
+            },
+            header: HeaderLayout {
+                size: 64,
+                state: 0,
+                vtable: 16,
+                owner_id: 24,
+            },
+            vtable: VtableLayout {
+                size: 24,
+                poll: 0,
+                trailer_offset: 8,
+                id_offset: 16,
+            },
+            trailer: TrailerLayout {
+                size: 24,
+                next: 0,
+                waker_data: 8,
+                waker_vtable: 16,
+            },
+            state_bits: StateBits::default(),
+            tasks: vec![TaskLayout {
+                poll_fn: 0x100,
+                stage_offset: 72,
+                stage_ty: 0,
+                scheduler: Some(SchedulerField {
+                    offset: 64,
+                    flavor: RuntimeFlavor::CurrentThread,
+                }),
+            }],
+            set_wakers: vec![],
+            local_set: None,
+            census: Some(CensusLayout {
+                align: 128,
+                ref_one: REF_ONE,
+                vtables: vec![TaskVtable {
+                    addr: VTABLE,
+                    poll_fn: 0x100,
+                }],
+            }),
+            max_tasks: 10,
+        }
+    }
+
+    /// Writes a task header at `at` in `heap` (which starts at `HEAP.start`).
+    fn header(heap: &mut [u8], at: u64, state: u64, owner: u64, scheduler: u64) {
+        let put = |heap: &mut [u8], off: u64, w: u64| {
+            let i = (at - HEAP.start + off) as usize;
+            heap[i..i + 8].copy_from_slice(&w.to_ne_bytes());
+        };
+        put(heap, 0, state);
+        put(heap, 16, VTABLE);
+        put(heap, 24, owner);
+        put(heap, 64, scheduler);
+        put(heap, 0x80, 42); // the task id
+    }
+
+    fn memory(heap: Vec<u8>) -> ImageMemory {
+        let mut m = ImageMemory::new();
+        let vtable = [0x100u64, 0x100, 0x80].map(u64::to_ne_bytes).concat();
+        assert!(m.insert(VTABLE, vtable));
+        let owned = [0u64, 0, 7, 0x10080].map(u64::to_ne_bytes).concat();
+        assert!(m.insert(HANDLE, owned));
+        assert!(m.insert(HEAP.start, heap));
+        m
+    }
+
+    fn heap_with_decoys() -> Vec<u8> {
+        let mut heap = vec![0u8; (HEAP.end - HEAP.start) as usize];
+        header(&mut heap, 0x10080, 3 * REF_ONE, 7, HANDLE);
+        // No reference held: a freed task.
+        header(&mut heap, 0x10400, 0, 7, HANDLE);
+        // A pointer-like state word: millions of references.
+        header(&mut heap, 0x10480, 0x5555_5555_5000, 7, HANDLE);
+        // Not at the alignment: never looked at.
+        header(&mut heap, 0x10808, REF_ONE, 7, HANDLE);
+        // A header that names the runtime's list with another list's id (a stale copy).
+        header(&mut heap, 0x10c00, REF_ONE, 9, HANDLE);
+        // Not yet owned by any list.
+        header(&mut heap, 0x10d00, REF_ONE, 0, HANDLE);
+        heap
+    }
+
+    fn run(mem: &ImageMemory, regions: &[Region]) -> (Vec<FoundList>, CensusReport) {
+        census(mem, &plan(), regions, None, &mut Vec::new())
+    }
+
+    #[test]
+    fn a_census_finds_a_list_from_one_of_its_tasks_and_the_list_gives_the_task() {
+        let mem = memory(heap_with_decoys());
+        let (found, report) = run(&mem, &[HEAP]);
+        let list = FoundList {
+            flavor: RuntimeFlavor::CurrentThread,
+            owned: HANDLE + 0x10,
+            id: 7,
+        };
+        assert_eq!(found, vec![list]);
+        assert_eq!(report.hits, 5, "every aligned vtable word: {report:?}");
+        assert_eq!(report.headers, 2, "only sane states with an owner");
+        assert_eq!(report.rejected_lists, 1, "the list is not number 9");
+        assert_eq!(report.scanned_bytes, HEAP.end - HEAP.start);
+        assert!(!report.cut);
+        let mut listed = RuntimeReport::default();
+        super::super::list_found(&mem, &plan(), list, &mut listed).expect("listed");
+        let ids: Vec<u64> = listed.tasks.iter().map(|t| t.id).collect();
+        assert_eq!(ids, vec![42]);
+    }
+
+    #[test]
+    fn a_list_that_does_not_carry_its_claimants_id_is_not_found() {
+        let mut heap = vec![0u8; (HEAP.end - HEAP.start) as usize];
+        header(&mut heap, 0x10080, REF_ONE, 8, HANDLE);
+        let (found, report) = run(&memory(heap), &[HEAP]);
+        assert!(found.is_empty());
+        assert_eq!((report.headers, report.rejected_lists), (1, 1));
+    }
+
+    #[test]
+    fn memory_that_cannot_be_read_is_counted_and_the_rest_still_scanned() {
+        let mem = memory(heap_with_decoys());
+        let hole = Region {
+            start: 0x40000,
+            end: 0x40000 + 3 * RETRY_PIECE as u64,
+        };
+        let (found, report) = run(&mem, &[hole, HEAP]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(report.unreadable_bytes, hole.end - hole.start);
+        assert_eq!(report.total_bytes, report.scanned_bytes);
+    }
+
+    #[test]
+    fn a_census_past_its_deadline_stops_and_says_so() {
+        let mem = memory(heap_with_decoys());
+        let past = Some(Instant::now());
+        let (found, report) = census(&mem, &plan(), &[HEAP], past, &mut Vec::new());
+        assert!(found.is_empty());
+        assert!(report.cut);
+        assert_eq!(report.scanned_bytes, 0);
+        assert_eq!(report.total_bytes, HEAP.end - HEAP.start);
+    }
+
+    #[test]
+    fn a_plan_without_a_usable_census_layout_scans_nothing() {
+        let mem = memory(heap_with_decoys());
+        for spoil in [
+            |c: &mut CensusLayout| c.align = 96,
+            |c: &mut CensusLayout| c.vtables.clear(),
+            |c: &mut CensusLayout| c.ref_one = 0,
+        ] {
+            let mut rp = plan();
+            spoil(rp.census.as_mut().unwrap());
+            let (found, report) = census(&mem, &rp, &[HEAP], None, &mut Vec::new());
+            assert!(found.is_empty());
+            assert_eq!(report.scanned_bytes, 0);
+        }
+    }
+}
