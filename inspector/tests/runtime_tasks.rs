@@ -459,4 +459,9 @@ fn runtimes_and_a_local_set_nobody_registered_are_found_by_the_census() {
     assert_eq!(census["found"], 4, "{census}");
     assert_eq!(census["cut"], false);
     assert!(census["scanned_bytes"].as_u64() > Some(0));
+    // A scan serves the requests that follow it for a while: they list what it found, and say so.
+    assert!(
+        census["age_ns"].as_u64() > Some(0),
+        "the JSON dump came after the text one: {census}"
+    );
 }

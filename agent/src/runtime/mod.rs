@@ -19,6 +19,7 @@
 //! taking tokio's locks, so a runtime whose every worker is blocked is still listed; it validates every
 //! header and walks idle tasks' futures with the same [`Walker`] as annotated tasks.
 
+mod census;
 mod registry;
 
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ pub use registry::{LocalSetRegistration, register_local_set};
 pub const MAX_RUNTIMES: usize = 16;
 
 /// Longest a census of this process may take in one request; past it, the census says how much of
-/// the memory it covered.
+/// the memory it covered, and the next request's census goes on from there.
 pub const CENSUS_BUDGET: Duration = Duration::from_millis(500);
 
 /// Lists the tasks of `handle`'s runtime from now on, in every snapshot. Returns `false` if
@@ -105,8 +106,8 @@ pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Listing 
     Listing { reports, census }
 }
 
-/// Runs a census of this process (within [`CENSUS_BUDGET`] and the walker's deadline) and adds a
-/// report for each list it found that is not in `listed` and holds a task.
+/// The lists the census knows (see `census`) that are not in `listed`, each listed into a report
+/// when it still checks out and holds a task; what the census covered.
 fn found_by_census(
     mem: &ProcessMemory,
     rp: &RuntimePlan,
@@ -116,23 +117,23 @@ fn found_by_census(
 ) -> CensusReport {
     let budget = Instant::now() + CENSUS_BUDGET;
     let deadline = walker.deadline().map_or(budget, |d| d.min(budget));
-    let regions = mem.heap_regions().unwrap_or_default();
-    let (found, mut census) = tasks::census(mem, rp, &regions, Some(deadline), &mut Vec::new());
-    for list in found.into_iter().filter(|l| !listed.contains(&l.owned)) {
-        let mut report = RuntimeReport {
+    let (lists, mut report) = census::lists(mem, rp, deadline);
+    report.found = 0;
+    for list in lists.into_iter().filter(|l| !listed.contains(&l.owned)) {
+        let mut r = RuntimeReport {
             handle: list.owned,
             source: RuntimeSource::Census,
             ..RuntimeReport::default()
         };
-        match tasks::list_found(mem, rp, list, &mut report) {
-            // A list that holds no task is no evidence of a runtime: its claimant was stale.
-            Ok(()) if report.tasks.is_empty() => census.rejected_lists += 1,
+        match tasks::list_found(mem, rp, list, &mut r) {
+            // A list that holds no task is shown no more than an idle runtime's would be.
+            Ok(()) if r.tasks.is_empty() => {}
             Ok(()) => {
-                census.found += 1;
-                reports.push(report);
+                report.found += 1;
+                reports.push(r);
             }
-            Err(_) => census.rejected_lists += 1,
+            Err(_) => census::forget(list),
         }
     }
-    census
+    report
 }

@@ -156,6 +156,7 @@ impl Dump {
                 found: c.found,
                 rejected_lists: c.rejected_lists,
                 elapsed_ns: c.elapsed_ns,
+                age_ns: c.age_ns,
             }),
             deadlocks: find_cycles(&tasks),
             decoding,

@@ -478,6 +478,10 @@ pub struct CensusView {
     /// Task lists named by task headers that did not check out (stale or random words).
     pub rejected_lists: u64,
     pub elapsed_ns: u64,
+    /// How long before the snapshot the scan ran: 0 when it ran for it, else its lists served again
+    /// (runtimes made since are found by a later scan).
+    #[serde(default)]
+    pub age_ns: u64,
 }
 
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;

@@ -324,6 +324,9 @@ fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView) {
             "task lists"
         },
     );
+    if c.age_ns > 0 {
+        let _ = write!(out, " (scanned {} ago)", Dur(c.age_ns));
+    }
     if c.unreadable_bytes > 0 {
         let _ = write!(out, ", {:.1} MB unreadable", mb(c.unreadable_bytes));
     }
@@ -337,7 +340,7 @@ fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView) {
     if c.cut {
         let _ = write!(
             out,
-            " · cut at its deadline: runtimes whose tasks lie beyond are missing"
+            " · cut at its deadline: runtimes whose tasks lie beyond are missing until the next scan goes on from there"
         );
     }
     let _ = out.write_char('\n');

@@ -251,6 +251,9 @@ pub struct CensusReport {
     pub found: u64,
     /// How long the scan and the checks took.
     pub elapsed_ns: u64,
+    /// How long before this request the scan ran: 0 when it ran for it, else the lists it found
+    /// served again (runtimes made since are found by the next scan).
+    pub age_ns: u64,
 }
 
 /// One task of a runtime, as read from its header.

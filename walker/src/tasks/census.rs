@@ -50,23 +50,31 @@ impl FoundList {
     }
 }
 
+/// What a census gives: the lists it found, what it covered, and where it stopped when cut.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    pub found: Vec<FoundList>,
+    pub report: CensusReport,
+    /// The address the scan had reached when its deadline came: where the next census can resume.
+    pub stopped_at: Option<u64>,
+}
+
 /// Scans `regions` of `mem` for task headers with the plan's census layout, until `deadline`: the
-/// task lists they name that check out, and what was covered. `buf` is the chunk buffer (kept by the
-/// caller, so that a process scanning itself can leave it out of `regions`).
+/// task lists they name that check out, and what was covered. `buf` is the chunk buffer, kept by the
+/// caller across censuses.
 pub fn census(
     mem: &impl Memory,
     rp: &RuntimePlan,
     regions: &[Region],
     deadline: Option<Instant>,
     buf: &mut Vec<u8>,
-) -> (Vec<FoundList>, CensusReport) {
+) -> Census {
     let start = Instant::now();
-    let mut report = CensusReport {
-        total_bytes: regions.iter().map(|r| r.end.saturating_sub(r.start)).sum(),
-        ..CensusReport::default()
-    };
+    let mut out = Census::default();
+    let report = &mut out.report;
+    report.total_bytes = regions.iter().map(|r| r.end.saturating_sub(r.start)).sum();
     let Some(layout) = rp.census.as_ref().filter(|c| usable(c, rp)) else {
-        return (Vec::new(), report);
+        return out;
     };
     buf.resize(CENSUS_CHUNK, 0);
     let mut scan = Scan {
@@ -81,23 +89,43 @@ pub fn census(
         while at < r.end {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 report.cut = true;
+                out.stopped_at = Some(at);
                 break 'regions;
             }
             let len = (r.end - at).min(CENSUS_CHUNK as u64) as usize;
-            read_chunk(
-                mem,
-                at,
-                &mut buf[..len],
-                &mut report,
-                |base, bytes, report| scan.chunk(mem, base, bytes, report),
-            );
+            read_chunk(mem, at, &mut buf[..len], report, |base, bytes, report| {
+                scan.chunk(mem, base, bytes, report)
+            });
             report.scanned_bytes += len as u64;
             at += len as u64;
         }
     }
-    let found = scan.check_lists(mem, &mut report);
+    out.found = scan.check_lists(mem, report);
     report.elapsed_ns = start.elapsed().as_nanos() as u64;
-    (found, report)
+    out
+}
+
+/// `regions` from the one holding `at` on (that one from `at`), then those before it: a census
+/// that was cut resumes where it stopped and still covers everything in turn.
+pub fn from(regions: &[Region], at: u64) -> Vec<Region> {
+    let split = regions.partition_point(|r| r.end <= at);
+    let mut out = Vec::with_capacity(regions.len() + 1);
+    for r in &regions[split..] {
+        out.push(Region {
+            start: r.start.max(at.min(r.end)),
+            end: r.end,
+        });
+    }
+    for r in &regions[..split] {
+        out.push(*r);
+    }
+    if let Some(r) = regions.get(split).filter(|r| r.start < at) {
+        out.push(Region {
+            start: r.start,
+            end: at.min(r.end),
+        });
+    }
+    out
 }
 
 /// Whether the layout can be followed at all: an alignment that is a power of two a header fits in.
@@ -362,7 +390,8 @@ mod tests {
     }
 
     fn run(mem: &ImageMemory, regions: &[Region]) -> (Vec<FoundList>, CensusReport) {
-        census(mem, &plan(), regions, None, &mut Vec::new())
+        let c = census(mem, &plan(), regions, None, &mut Vec::new());
+        (c.found, c.report)
     }
 
     #[test]
@@ -412,11 +441,41 @@ mod tests {
     fn a_census_past_its_deadline_stops_and_says_so() {
         let mem = memory(heap_with_decoys());
         let past = Some(Instant::now());
-        let (found, report) = census(&mem, &plan(), &[HEAP], past, &mut Vec::new());
-        assert!(found.is_empty());
-        assert!(report.cut);
-        assert_eq!(report.scanned_bytes, 0);
-        assert_eq!(report.total_bytes, HEAP.end - HEAP.start);
+        let c = census(&mem, &plan(), &[HEAP], past, &mut Vec::new());
+        assert!(c.found.is_empty());
+        assert!(c.report.cut);
+        assert_eq!(c.report.scanned_bytes, 0);
+        assert_eq!(c.report.total_bytes, HEAP.end - HEAP.start);
+        assert_eq!(c.stopped_at, Some(HEAP.start), "where the next one resumes");
+    }
+
+    #[test]
+    fn a_census_resumed_where_it_stopped_covers_every_region_once() {
+        let r = |start: u64, end: u64| Region { start, end };
+        let regions = [r(0x1000, 0x3000), r(0x5000, 0x8000), r(0x9000, 0xa000)];
+        assert_eq!(
+            from(&regions, 0x6000),
+            [
+                r(0x6000, 0x8000),
+                r(0x9000, 0xa000),
+                r(0x1000, 0x3000),
+                r(0x5000, 0x6000)
+            ]
+        );
+        assert_eq!(
+            from(&regions, 0x1000),
+            regions,
+            "from the start: as they are"
+        );
+        assert_eq!(
+            from(&regions, 0x4000),
+            [r(0x5000, 0x8000), r(0x9000, 0xa000), r(0x1000, 0x3000)],
+            "between regions: from the next one"
+        );
+        let size = |rs: &[Region]| rs.iter().map(|r| r.end - r.start).sum::<u64>();
+        for at in [0, 0x1800, 0x3000, 0x7fff, 0xa000, u64::MAX] {
+            assert_eq!(size(&from(&regions, at)), size(&regions), "from {at:#x}");
+        }
     }
 
     #[test]
@@ -429,9 +488,9 @@ mod tests {
         ] {
             let mut rp = plan();
             spoil(rp.census.as_mut().unwrap());
-            let (found, report) = census(&mem, &rp, &[HEAP], None, &mut Vec::new());
-            assert!(found.is_empty());
-            assert_eq!(report.scanned_bytes, 0);
+            let c = census(&mem, &rp, &[HEAP], None, &mut Vec::new());
+            assert!(c.found.is_empty());
+            assert_eq!(c.report.scanned_bytes, 0);
         }
     }
 }

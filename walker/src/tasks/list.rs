@@ -49,10 +49,11 @@ pub fn list_runtime(
         .ok_or_else(|| format!("unknown runtime flavor {discr:?}"))?;
     report.flavor = Some(flavor.flavor);
     let owned = word(&hb, flavor.arc_offset).wrapping_add(flavor.owned_offset as u64);
-    list_owned(mem, rp, owned, &rp.owned, report).map(|()| owned)
+    list_owned(mem, rp, owned, &rp.owned, None, report).map(|()| owned)
 }
 
-/// Follows the list a census found (see [`super::census`]) into `report`.
+/// Follows the list a census found (see [`super::census`]) into `report`; `Err` when it no longer
+/// carries the id it was found with (its runtime was dropped, its memory reused).
 pub fn list_found(
     mem: &impl Memory,
     rp: &RuntimePlan,
@@ -63,7 +64,7 @@ pub fn list_found(
         .layout(rp)
         .ok_or("the plan has no layout for this task list")?;
     report.flavor = Some(found.flavor);
-    list_owned(mem, rp, found.owned, layout, report)
+    list_owned(mem, rp, found.owned, layout, Some(found.id), report)
 }
 
 /// Follows the list of the `LocalSet` at `set`, from the set through its context and shared state;
@@ -84,19 +85,20 @@ pub fn list_local_set(
     let context = at(set, l.context, "LocalSet")?;
     let shared = at(context, l.shared, "LocalSet context")?;
     let owned = shared.wrapping_add(l.owned_offset as u64);
-    list_owned(mem, rp, owned, &l.owned, report).map(|()| owned)
+    list_owned(mem, rp, owned, &l.owned, None, report).map(|()| owned)
 }
 
 fn unreadable(what: &str, at: u64) -> String {
     format!("cannot read the runtime's {what} at {at:#x}")
 }
 
-/// Follows the task list `o` at `owned` into `report`.
+/// Follows the task list `o` at `owned` into `report`; with `id`, only if the list carries it.
 fn list_owned(
     mem: &impl Memory,
     rp: &RuntimePlan,
     owned: u64,
     o: &OwnedLayout,
+    id: Option<u64>,
     report: &mut RuntimeReport,
 ) -> Result<(), String> {
     let sized = |size: u32| (1..=MAX_LAYOUT_BYTES).contains(&size);
@@ -113,8 +115,13 @@ fn list_owned(
     let ob = mem
         .read_vec(owned, owned_len)
         .ok_or_else(|| unreadable("task list", owned))?;
-    report.alive = report.alive.or(o.count.map(|c| word(&ob, c)));
     let list_id = word(&ob, o.id);
+    if id.is_some_and(|id| id != list_id) {
+        return Err(format!(
+            "the task list at {owned:#x} is no longer list {id:?}"
+        ));
+    }
+    report.alive = report.alive.or(o.count.map(|c| word(&ob, c)));
     // Where each list's head pointer is.
     let heads: Vec<u64> = match o.shards {
         Shards::Boxed {

@@ -19,7 +19,7 @@ mod census;
 mod list;
 mod stages;
 
-pub use census::{CENSUS_CHUNK, FoundList, census};
+pub use census::{CENSUS_CHUNK, Census, FoundList, census, from};
 pub use list::{list_found, list_local_set, list_runtime};
 pub use stages::walk_tasks;
 

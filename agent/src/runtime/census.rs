@@ -1,0 +1,73 @@
+//! The agent's census (see `asyncdump_walker::tasks::census`): when it scans, and the task lists
+//! it has found so far.
+//!
+//! A scan costs one pass over the process's in-use writable memory (about 50 ms per 200 MB on a
+//! small VM), so it is not repeated for every request: the lists found are kept, process-wide, and
+//! listed directly (each checked again against the id it was found with) until the last scan is
+//! [`CENSUS_MAX_AGE`] old. A scan cut at its deadline resumes where it stopped at the next request,
+//! so memory too large for one deadline is still covered in turn. Runtimes made since the last scan
+//! are found by the next one; the report says how old the scan is.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use asyncdump_protocol::{CensusReport, RuntimePlan};
+use asyncdump_walker::ProcessMemory;
+use asyncdump_walker::tasks::{self, FoundList};
+
+/// How long the lists of one scan serve before the next scan.
+pub const CENSUS_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// Lists the censuses found, when the last one ran and what it covered, and where a cut one stopped.
+struct Known {
+    lists: Vec<FoundList>,
+    last: Option<(Instant, CensusReport)>,
+    resume: Option<u64>,
+}
+
+static KNOWN: Mutex<Known> = Mutex::new(Known {
+    lists: Vec::new(),
+    last: None,
+    resume: None,
+});
+
+/// The task lists known to the census, scanning first if the last scan is too old or was cut; the
+/// report of the last scan, with its age.
+pub(super) fn lists(
+    mem: &ProcessMemory,
+    rp: &RuntimePlan,
+    deadline: Instant,
+) -> (Vec<FoundList>, CensusReport) {
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let due = known.resume.is_some()
+        || known
+            .last
+            .is_none_or(|(at, _)| at.elapsed() >= CENSUS_MAX_AGE);
+    if due {
+        let regions = mem.heap_regions().unwrap_or_default();
+        let regions = tasks::from(&regions, known.resume.unwrap_or(0));
+        let scan = tasks::census(mem, rp, &regions, Some(deadline), &mut Vec::new());
+        for list in scan.found {
+            if !known.lists.contains(&list) {
+                known.lists.push(list);
+            }
+        }
+        known.resume = scan.stopped_at;
+        known.last = Some((Instant::now(), scan.report));
+    }
+    let (at, mut report) = known
+        .last
+        .unwrap_or((Instant::now(), CensusReport::default()));
+    report.age_ns = if due {
+        0
+    } else {
+        at.elapsed().as_nanos() as u64
+    };
+    (known.lists.clone(), report)
+}
+
+/// Forgets a list that no longer checks out (its runtime dropped, its memory reused).
+pub(super) fn forget(list: FoundList) {
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    known.lists.retain(|l| *l != list);
+}
