@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use asyncdump_protocol::{
     CensusReport, RuntimeFlavor, RuntimePlan, RuntimeReport, RuntimeSource, WalkPlan,
 };
-use asyncdump_walker::{ProcessMemory, Walker, tasks};
+use asyncdump_walker::tasks::{self, FoundList};
+use asyncdump_walker::{ProcessMemory, Walker};
 
 #[cfg(feature = "tokio")]
 pub use registry::{LocalSetRegistration, register_local_set};
@@ -99,9 +100,9 @@ pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Listing 
         .filter(|rp| rp.census.is_some())
         .map(|rp| found_by_census(&mem, rp, walker, &lists, &mut reports));
     if let (Some(plan), Some(rp)) = (plan, rp) {
-        for report in &mut reports {
-            tasks::walk_tasks(&mem, plan, rp, &mut report.tasks, walker);
-        }
+        // All together, so that the walker reads them in address order whichever list they are in.
+        let mut all: Vec<_> = reports.iter_mut().flat_map(|r| &mut r.tasks).collect();
+        tasks::walk_tasks(&mem, plan, rp, &mut all, walker);
     }
     Listing { reports, census }
 }
@@ -118,14 +119,21 @@ fn found_by_census(
     let budget = Instant::now() + CENSUS_BUDGET;
     let deadline = walker.deadline().map_or(budget, |d| d.min(budget));
     let (lists, mut report) = census::lists(mem, rp, deadline);
-    report.found = 0;
-    for list in lists.into_iter().filter(|l| !listed.contains(&l.owned)) {
-        let mut r = RuntimeReport {
-            handle: list.owned,
+    let lists: Vec<FoundList> = lists
+        .into_iter()
+        .filter(|l| !listed.contains(&l.owned))
+        .collect();
+    let mut found: Vec<RuntimeReport> = (lists.iter())
+        .map(|l| RuntimeReport {
+            handle: l.owned,
             source: RuntimeSource::Census,
             ..RuntimeReport::default()
-        };
-        match tasks::list_found(mem, rp, list, &mut r) {
+        })
+        .collect();
+    let results = tasks::list_found(mem, rp, &lists, &mut found);
+    report.found = 0;
+    for ((list, r), result) in lists.into_iter().zip(found).zip(results) {
+        match result {
             // A list that holds no task is shown no more than an idle runtime's would be.
             Ok(()) if r.tasks.is_empty() => {}
             Ok(()) => {

@@ -409,10 +409,15 @@ mod tests {
         assert_eq!(report.rejected_lists, 1, "the list is not number 9");
         assert_eq!(report.scanned_bytes, HEAP.end - HEAP.start);
         assert!(!report.cut);
-        let mut listed = RuntimeReport::default();
-        super::super::list_found(&mem, &plan(), list, &mut listed).expect("listed");
-        let ids: Vec<u64> = listed.tasks.iter().map(|t| t.id).collect();
+        let mut listed = [RuntimeReport::default()];
+        let results = super::super::list_found(&mem, &plan(), &[list], &mut listed);
+        assert_eq!(results, [Ok(())]);
+        let ids: Vec<u64> = listed[0].tasks.iter().map(|t| t.id).collect();
         assert_eq!(ids, vec![42]);
+        // Once its runtime is gone and its memory holds another list, it is no longer this one.
+        let other = FoundList { id: 8, ..list };
+        let results = super::super::list_found(&mem, &plan(), &[other], &mut listed);
+        assert!(results[0].as_ref().unwrap_err().contains("no longer list"));
     }
 
     #[test]

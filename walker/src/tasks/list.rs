@@ -52,21 +52,6 @@ pub fn list_runtime(
     list_owned(mem, rp, owned, &rp.owned, None, report).map(|()| owned)
 }
 
-/// Follows the list a census found (see [`super::census`]) into `report`; `Err` when it no longer
-/// carries the id it was found with (its runtime was dropped, its memory reused).
-pub fn list_found(
-    mem: &impl Memory,
-    rp: &RuntimePlan,
-    found: FoundList,
-    report: &mut RuntimeReport,
-) -> Result<(), String> {
-    let layout = found
-        .layout(rp)
-        .ok_or("the plan has no layout for this task list")?;
-    report.flavor = Some(found.flavor);
-    list_owned(mem, rp, found.owned, layout, Some(found.id), report)
-}
-
 /// Follows the list of the `LocalSet` at `set`, from the set through its context and shared state;
 /// the address of its task list.
 pub fn list_local_set(
@@ -101,6 +86,64 @@ fn list_owned(
     id: Option<u64>,
     report: &mut RuntimeReport,
 ) -> Result<(), String> {
+    let mut open = vec![open_list(mem, rp, owned, o, id, report)?];
+    walk_lists(mem, rp, &mut open, std::slice::from_mut(report));
+    finish_list(mem, rp, report);
+    Ok(())
+}
+
+/// Follows the lists a census found (see [`super::census`]) into one report each (`reports[i]` for
+/// `found[i]`), walking all their shards together: many runtimes cost no more reads than one with as
+/// many tasks. A list that no longer carries the id it was found with (its runtime dropped, its
+/// memory reused) is an `Err`.
+pub fn list_found(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    found: &[FoundList],
+    reports: &mut [RuntimeReport],
+) -> Vec<Result<(), String>> {
+    let mut open = Vec::with_capacity(found.len());
+    let mut results = Vec::with_capacity(found.len());
+    for (i, (list, report)) in found.iter().zip(reports.iter_mut()).enumerate() {
+        report.flavor = Some(list.flavor);
+        let opened = list
+            .layout(rp)
+            .ok_or_else(|| "the plan has no layout for this task list".to_owned())
+            .and_then(|o| open_list(mem, rp, list.owned, o, Some(list.id), report));
+        match opened {
+            Ok(mut o) => {
+                o.report = i;
+                open.push(o);
+                results.push(Ok(()));
+            }
+            Err(e) => results.push(Err(e)),
+        }
+    }
+    walk_lists(mem, rp, &mut open, reports);
+    for o in &open {
+        finish_list(mem, rp, &mut reports[o.report]);
+    }
+    results
+}
+
+/// A task list being walked: its id, the next header of each of its shards (0 when done), and the
+/// report its tasks go to.
+struct OpenList {
+    id: u64,
+    cursors: Vec<u64>,
+    report: usize,
+}
+
+/// Reads the `OwnedTasks` at `owned` (with `id`: only if it carries it): tokio's count of its tasks
+/// into `report`, and the first header of each shard.
+fn open_list(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    owned: u64,
+    o: &OwnedLayout,
+    id: Option<u64>,
+    report: &mut RuntimeReport,
+) -> Result<OpenList, String> {
     let sized = |size: u32| (1..=MAX_LAYOUT_BYTES).contains(&size);
     if !sized(rp.header.size) || !sized(rp.trailer.size) {
         return Err(format!(
@@ -121,112 +164,132 @@ fn list_owned(
             "the task list at {owned:#x} is no longer list {id:?}"
         ));
     }
+    if list_id == 0 {
+        return Err("the runtime's task list has no id".into());
+    }
     report.alive = report.alive.or(o.count.map(|c| word(&ob, c)));
-    // Where each list's head pointer is.
-    let heads: Vec<u64> = match o.shards {
+    let heads = shard_heads(owned, &ob, o.shards)?;
+    let mut firsts = vec![[0u8; 8]; heads.len()];
+    let read = mem.read_each(heads.iter().copied(), firsts.iter_mut().map(|b| &mut b[..]));
+    if let Some(i) = read.iter().position(|&ok| !ok) {
+        return Err(unreadable("list shard", heads[i]));
+    }
+    Ok(OpenList {
+        id: list_id,
+        cursors: firsts.iter().map(|b| u64::from_ne_bytes(*b)).collect(),
+        report: 0,
+    })
+}
+
+/// Where each shard's head pointer is, from the `OwnedTasks` bytes `ob` read at `owned`.
+fn shard_heads(owned: u64, ob: &[u8], shards: Shards) -> Result<Vec<u64>, String> {
+    match shards {
         Shards::Boxed {
             ptr,
             len,
             stride,
             head,
         } => {
-            let (shards, shard_count) = (word(&ob, ptr), word(&ob, len));
+            let (shards, shard_count) = (word(ob, ptr), word(ob, len));
             if shard_count == 0 || shard_count > MAX_SHARDS {
                 return Err(format!(
                     "the runtime's task list does not look like one ({shard_count} shards)"
                 ));
             }
-            (0..shard_count)
+            Ok((0..shard_count)
                 .map(|i| shards.wrapping_add(i * stride as u64 + head as u64))
-                .collect()
+                .collect())
         }
-        Shards::Inline { head } => vec![owned.wrapping_add(head as u64)],
-    };
-    if list_id == 0 {
-        return Err("the runtime's task list has no id".into());
+        Shards::Inline { head } => Ok(vec![owned.wrapping_add(head as u64)]),
     }
-    let mut firsts = vec![[0u8; 8]; heads.len()];
-    let read = mem.read_each(heads.iter().copied(), firsts.iter_mut().map(|b| &mut b[..]));
-    if let Some(i) = read.iter().position(|&ok| !ok) {
-        return Err(unreadable("list shard", heads[i]));
-    }
-    let mut cursors: Vec<u64> = firsts.iter().map(|b| u64::from_ne_bytes(*b)).collect();
-    walk_shards(mem, rp, &mut cursors, list_id, report);
+}
+
+/// After a list's walk: the set wakers of its tasks, and what tokio counts beyond what it gave.
+fn finish_list(mem: &impl Memory, rp: &RuntimePlan, report: &mut RuntimeReport) {
     let mut sets: FastMap<u64, Option<SetWakerLayout>> = FastMap::default();
     for task in &mut report.tasks {
         task.set_waker = task
             .join_waker
             .and_then(|w| set_waker(mem, rp, w, &mut sets));
     }
-    // What tokio counts beyond what the lists gave (tasks added or removed meanwhile balance out).
+    // Tasks added or removed meanwhile balance out.
     let listed = report.tasks.len() as u64 + report.skipped;
     report.skipped += report.alive.unwrap_or(0).saturating_sub(listed);
-    Ok(())
 }
 
-/// Follows every shard's list at once, from the first header of each (`cursors`, 0 for an empty
-/// shard): each round reads the next header of every shard in one `process_vm_readv`, then their ids
-/// and trailers in another, so a runtime with 16 shards costs two system calls per 16 tasks, not two
-/// per task. A shard whose next header does not validate (the list changed under the read) ends
-/// there, counted as skipped.
-fn walk_shards(
+/// Follows every shard of every list at once, from the first header of each: each round reads the
+/// next header of every shard in one `process_vm_readv`, then their ids and trailers in another, so
+/// 16 shards (of one runtime or of several) cost two system calls per 16 tasks, not two per task. A
+/// shard whose next header does not validate (the list changed under the read) ends there, counted
+/// as skipped.
+fn walk_lists(
     mem: &impl Memory,
     rp: &RuntimePlan,
-    cursors: &mut [u64],
-    list_id: u64,
-    report: &mut RuntimeReport,
+    lists: &mut [OpenList],
+    reports: &mut [RuntimeReport],
 ) {
     let max = rp.max_tasks.min(MAX_RUNTIME_TASKS) as usize;
     let mut vtables: FastMap<u64, Option<Vtable>> = FastMap::default();
     let mut seen: FastMap<u64, ()> = FastMap::default();
     let h = rp.header;
+    // Every shard of every list: (list, shard).
+    let shards: Vec<(usize, usize)> = (lists.iter().enumerate())
+        .flat_map(|(l, o)| (0..o.cursors.len()).map(move |s| (l, s)))
+        .collect();
     loop {
-        for node in cursors.iter_mut().filter(|n| **n != 0) {
+        for &(l, s) in &shards {
+            let (node, report) = (lists[l].cursors[s], &mut reports[lists[l].report]);
             // A loop means the list changed under the read.
-            if report.tasks.len() >= max || seen.insert(*node, ()).is_some() {
+            if node != 0 && (report.tasks.len() >= max || seen.insert(node, ()).is_some()) {
                 report.skipped += 1;
-                *node = 0;
+                lists[l].cursors[s] = 0;
             }
         }
-        let active: Vec<usize> = (0..cursors.len()).filter(|&i| cursors[i] != 0).collect();
+        let active: Vec<(usize, usize)> = (shards.iter().copied())
+            .filter(|&(l, s)| lists[l].cursors[s] != 0)
+            .collect();
         if active.is_empty() {
             return;
         }
         let mut headers = vec![0u8; h.size as usize * active.len()];
         let header_ok = mem.read_each(
-            active.iter().map(|&i| cursors[i]),
+            active.iter().map(|&(l, s)| lists[l].cursors[s]),
             headers.chunks_mut(h.size as usize),
         );
         // The headers that validate, with their vtable.
-        let mut valid: Vec<(usize, &[u8], Vtable)> = Vec::with_capacity(active.len());
-        for ((&i, hb), ok) in active
+        let mut valid: Vec<((usize, usize), &[u8], Vtable)> = Vec::with_capacity(active.len());
+        for ((&(l, s), hb), ok) in active
             .iter()
             .zip(headers.chunks(h.size as usize))
             .zip(header_ok)
         {
-            let vt = (ok && word(hb, h.owner_id) == list_id)
+            let vt = (ok && word(hb, h.owner_id) == lists[l].id)
                 .then(|| word(hb, h.vtable))
                 .and_then(|at| *vtables.entry(at).or_insert_with(|| vtable_at(mem, rp, at)));
             match vt {
-                Some(vt) => valid.push((i, hb, vt)),
+                Some(vt) => valid.push(((l, s), hb, vt)),
                 None => {
-                    report.skipped += 1;
-                    cursors[i] = 0;
+                    reports[lists[l].report].skipped += 1;
+                    lists[l].cursors[s] = 0;
                 }
             }
         }
-        let at: Vec<(u64, Vtable)> = valid.iter().map(|&(i, _, vt)| (cursors[i], vt)).collect();
-        for ((i, hb, vt), rest) in valid.into_iter().zip(ids_and_trailers(mem, rp, &at)) {
+        let at: Vec<(u64, Vtable)> = (valid.iter())
+            .map(|&((l, s), _, vt)| (lists[l].cursors[s], vt))
+            .collect();
+        for (((l, s), hb, vt), rest) in valid.into_iter().zip(ids_and_trailers(mem, rp, &at)) {
+            let list = &mut lists[l];
+            let report = &mut reports[list.report];
             // The round read up to one task per shard: the limit holds exactly all the same.
             match rest {
                 Some((id, tb)) if report.tasks.len() < max => {
-                    let (task, next) = task_from(rp, cursors[i], hb, vt, id, &tb);
+                    let (task, next) = task_from(rp, list.cursors[s], hb, vt, id, &tb);
                     report.tasks.push(task);
-                    cursors[i] = next;
+                    list.cursors[s] = next;
                 }
                 _ => {
                     report.skipped += 1;
-                    cursors[i] = 0;
+                    list.cursors[s] = 0;
                 }
             }
         }

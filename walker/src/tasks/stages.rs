@@ -6,17 +6,18 @@ use crate::memory::{Memory, Read};
 use crate::plan::{RuntimePlan, RuntimeTask, Walk, WalkPlan};
 use crate::walk::Walker;
 
-/// Walks the futures of the idle tasks, in batches; drops a walk that a change of state may have torn.
+/// Walks the futures of the idle tasks (of one list or of several), in batches, in address order;
+/// drops a walk that a change of state may have torn.
 pub fn walk_tasks(
     mem: &impl Memory,
     plan: &WalkPlan,
     rp: &RuntimePlan,
-    tasks: &mut [RuntimeTask],
+    tasks: &mut [&mut RuntimeTask],
     walker: &mut Walker,
 ) {
     let bits = rp.state_bits;
     let mut batch: Vec<(usize, u32, u64)> = Vec::with_capacity(WALK_BATCH);
-    let mut flush = |batch: &mut Vec<(usize, u32, u64)>, tasks: &mut [RuntimeTask]| {
+    let mut flush = |batch: &mut Vec<(usize, u32, u64)>, tasks: &mut [&mut RuntimeTask]| {
         if batch.is_empty() {
             return;
         }
@@ -38,7 +39,7 @@ pub fn walk_tasks(
         for ((&(i, _, _), walk), (now, failed)) in
             batch.iter().zip(walks).zip(after.iter().zip(failed))
         {
-            let task = &mut tasks[i];
+            let task = &mut *tasks[i];
             let now = u64::from_ne_bytes(*now);
             let moved = !reread || failed || (task.state ^ now) & watched != 0;
             if moved {
@@ -54,7 +55,10 @@ pub fn walk_tasks(
         }
         batch.clear();
     };
-    for i in 0..tasks.len() {
+    // In address order: a batch's reads then fall on few pages, which the kernel pins once each.
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    order.sort_unstable_by_key(|&i| tasks[i].header);
+    for i in order {
         let t = &tasks[i];
         if t.state & bits.complete != 0 {
             continue;
