@@ -465,3 +465,81 @@ fn runtimes_and_a_local_set_nobody_registered_are_found_by_the_census() {
         "the JSON dump came after the text one: {census}"
     );
 }
+
+/// An actix-web 4 service as its users write one, `init()` alone at the start of `main`: actix runs
+/// each worker on a current-thread runtime inside a `LocalSet` of its own, made later on threads of
+/// its own, with a tokio built without the multi-thread scheduler. Four requests hang in their
+/// handlers; each handler is reached from its connection's task through actix's service layers and
+/// boxed futures, down to what it awaits. Before: "runtime tokio: 0 alive, not listed", 0 tasks.
+#[test]
+fn an_actix_web_service_shows_every_hanging_handler_with_init_alone() {
+    use std::io::Write;
+    let fx = Fixture::start_path(&crate::support::actix_service_bin(), &[], &[]);
+    let port: u16 = fx.said[0]
+        .strip_prefix("port ")
+        .and_then(|p| p.parse().ok())
+        .expect("the fixture says its port");
+    let paths = ["sleep", "lock", "reply", "upstream"];
+    let _requests: Vec<std::net::TcpStream> = paths
+        .iter()
+        .map(|path| {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            write!(conn, "GET /{path} HTTP/1.1\r\nhost: fixture\r\n\r\n").expect("send");
+            conn
+        })
+        .collect();
+    let krate = "asyncdump_fixture_actix_service";
+    // Each handler, the await it hangs at, and what that awaits.
+    let handlers = [
+        ("sleepy", "sleep(", "awaiting tokio::time::sleep::Sleep"),
+        (
+            "locked",
+            "lock.lock()",
+            "awaiting tokio::sync::batch_semaphore::Acquire",
+        ),
+        (
+            "waiting_for_reply",
+            "rx.await",
+            "awaiting tokio::sync::oneshot::Receiver<u32>",
+        ),
+        (
+            "fetch",
+            "conn.read(",
+            "awaiting tokio::io::util::read::Read<tokio::net::tcp::stream::TcpStream>",
+        ),
+    ];
+    let text = dump_until(fx.pid, &[], |t| {
+        handlers
+            .iter()
+            .all(|(name, _, _)| t.contains(&format!("{krate}::{name} at ")))
+    });
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("LocalSet (found by census): ")),
+        "{text}"
+    );
+    let source = include_str!("../../fixtures/actix_service/src/main.rs");
+    for (name, awaits, leaf) in handlers {
+        let section = text
+            .split("\n\n")
+            .find(|s| s.contains(&format!("{krate}::{name} at ")))
+            .unwrap_or_else(|| panic!("a chain through {name}:\n{text}"));
+        assert!(
+            section.contains("root actix_server::service::<StreamService as Service>::call"),
+            "reached from the connection's task: {section}"
+        );
+        let line = 1 + source
+            .lines()
+            .position(|l| l.contains(awaits))
+            .expect("the await is in the source");
+        let at = format!("{krate}::{name} at src/main.rs:{line} [decoded]");
+        let frame = section.lines().position(|l| l.trim_start() == at);
+        let frame = frame.unwrap_or_else(|| panic!("{at}\n{section}"));
+        let lines: Vec<&str> = section.lines().collect();
+        let leaf_line = lines[frame + 1..]
+            .iter()
+            .find(|l| l.trim_start().starts_with("awaiting "))
+            .expect("a leaf below the handler");
+        assert_eq!(leaf_line.trim_start(), leaf, "{section}");
+    }
+}

@@ -67,6 +67,16 @@ pub fn current_thread_only_bin() -> PathBuf {
     .clone()
 }
 
+/// The actix-web service fixture (its own workspace, as a user's would be), built once.
+pub fn actix_service_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let name = "asyncdump-fixture-actix-service";
+        separate_workspace_bin("actix_service", "actix_service", None, name)
+    })
+    .clone()
+}
+
 /// Builds `fixtures/CRATE`, a workspace of its own, into the target directory's `DIR`.
 fn separate_workspace_bin(krate: &str, dir: &str, rustflags: Option<&str>, bin: &str) -> PathBuf {
     let target = bin_dir().parent().unwrap().join(dir);

@@ -8,8 +8,9 @@ use super::{Rule, Verdict, inline};
 use crate::plan::Kind;
 use crate::plan::builder::{Builder, enum_plan};
 
-/// Matches every structure; in an enum only the variant its discriminant selects is followed. A leaf
-/// when no field leads further (its fields are state, not what the task waits on).
+/// Matches every structure; in an enum only the variant its discriminant selects is followed (the one
+/// variant, in an enum of one). A leaf when no field leads further (its fields are state, not what the
+/// task waits on).
 pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
     name: "struct or enum with future fields",
     matches: |_| true,
@@ -25,11 +26,19 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
                     .collect();
                 enum_plan(t.size, discr, cases)
             }
-            None => TypePlan {
-                size: t.size,
-                always: b.future_fields(t.die, 0),
-                ..TypePlan::default()
-            },
+            // An enum of one variant keeps no discriminant (a pin-project state enum whose other
+            // variants a cargo feature left out): its fields are always there.
+            None => {
+                let always = match b.sole_variant(t.die) {
+                    Some((_, _, vdie, voff)) => b.future_fields(vdie, voff),
+                    None => b.future_fields(t.die, 0),
+                };
+                TypePlan {
+                    size: t.size,
+                    always,
+                    ..TypePlan::default()
+                }
+            }
         };
         if plan.always.is_empty() && plan.cases.is_empty() {
             return Verdict::Leaf;
