@@ -131,6 +131,16 @@ impl Types {
         self
     }
 
+    /// Makes structure `of` an enum of one variant, which keeps no discriminant: the variant's
+    /// member `name` at `offset`, of type `ty`.
+    pub(crate) fn sole_variant(&mut self, of: u64, name: &str, offset: u64, ty: u64) -> &mut Types {
+        let part = self.push(Some(Self::index(of)), constants::DW_TAG_variant_part, None);
+        let v = self.push(Some(part), constants::DW_TAG_variant, None);
+        let m = self.push(Some(v), constants::DW_TAG_member, Some(name));
+        (self.nodes[m].member_offset, self.nodes[m].type_ref) = (Some(offset), Some(ty));
+        self
+    }
+
     /// An async fn's state machine `qualified` (`svc::handler::{async_fn_env#0}`) of `size` bytes, its
     /// `__state` byte at `state_at`: unresumed, returned and panicked, and one suspend state per
     /// `(await line, awaitee offset, awaitee type)`, numbered from 3 as rustc does.

@@ -564,6 +564,24 @@ fn any_other_struct_is_followed_through_owned_futures_only() {
     assert!(matches!(p.kind(), Kind::Leaf(_)));
 }
 
+/// A pin-project state enum whose other variants a cargo feature left out (actix-http's connection
+/// `State` without HTTP/2) has one variant and no discriminant: it is followed through that variant.
+#[test]
+fn an_enum_of_one_variant_is_followed_through_its_fields() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "served", sleep);
+    let h1 = t.structure("actix_http::service::State::H1", 64);
+    t.member(h1, "dispatcher", 8, f);
+    let state = t.structure("actix_http::service::State<T>", 64);
+    t.sole_variant(state, "H1", 0, h1);
+    let p = planned(t, state);
+    assert_eq!(p.rule(state), any::FIELDS_LEADING_TO_FUTURES.name);
+    let offsets: Vec<u32> = p.plan().always.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [8], "the variant's future, wherever the enum is");
+    assert!(p.plan().cases.is_empty() && p.plan().discr.is_none());
+}
+
 #[test]
 fn every_rule_has_its_own_name_and_the_catch_all_comes_last() {
     let mut names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
