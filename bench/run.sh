@@ -12,7 +12,9 @@
 # 5. the live view with 100,000 tasks: what each update costs the agent and the inspector, and `watch`'s
 #    CPU and key-to-redraw time in tmux (~1 min);
 # 6. a soak: a million tasks spawned and completed under a watch subscription and repeated dumps, with
-#    the host's memory over time (~2 min).
+#    the host's memory over time (~2 min);
+# 7. the census that finds unregistered runtimes: its throughput over a 200 MB heap, and 100,000 tasks
+#    over one runtime against 16 (~3 min).
 # Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,3 +49,6 @@ python3 bench/watch_mass.py
 echo
 echo "## Soak: a million tasks come and go"
 python3 bench/soak.py
+echo
+echo "## The census"
+python3 bench/census.py

@@ -257,7 +257,12 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         rtt => writeln!(out, " (round trip {})", Dur(rtt)),
     };
     runtimes(out, &d.runtimes);
-    if let Some(c) = &d.census {
+    // Said when it found or missed something; the JSON document always has it.
+    if let Some(c) = d
+        .census
+        .as_ref()
+        .filter(|c| c.found > 0 || c.cut || c.unreadable_bytes > 0)
+    {
         census(out, c);
     }
     decoding(out, &d.decoding);
