@@ -543,3 +543,32 @@ fn an_actix_web_service_shows_every_hanging_handler_with_init_alone() {
         assert_eq!(leaf_line.trim_start(), leaf, "{section}");
     }
 }
+
+/// A runtime the census found is shut down and dropped: the next dump, which serves the census's
+/// lists again, neither shows it nor trips on its freed memory, and the others are as they were.
+#[test]
+fn a_runtime_dropped_after_the_census_found_it_is_gone_from_the_next_dump() {
+    let start = std::time::Instant::now();
+    let fx = Fixture::start("unregistered", &["--drop-after", "5000"]);
+    let found = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains("(found by census)"))
+            .count()
+    };
+    let before = dump_until(fx.pid, &[], |t| t.contains("5 tasks: 5 idle"));
+    assert!(
+        before.contains("root unregistered::on_doomed_runtime"),
+        "{before}"
+    );
+    assert_eq!(found(&before), 5, "{before}");
+    // The fixture drops it 5.2 s after it started; a second more for the shutdown.
+    std::thread::sleep(std::time::Duration::from_millis(6500).saturating_sub(start.elapsed()));
+    let after = asyncdump_ok(&["dump", &fx.pid.to_string()]);
+    assert!(!after.contains("on_doomed_runtime"), "{after}");
+    assert!(after.contains("4 tasks: 4 idle"), "{after}");
+    assert_eq!(found(&after), 4, "{after}");
+    assert!(
+        after.contains(" ago)"),
+        "the census's lists, served again: {after}"
+    );
+}

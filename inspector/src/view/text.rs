@@ -261,7 +261,7 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     if let Some(c) = d
         .census
         .as_ref()
-        .filter(|c| c.found > 0 || c.cut || c.unreadable_bytes > 0)
+        .filter(|c| c.found > 0 || c.cut || c.unreadable_bytes > 0 || c.rejected_lists > 0)
     {
         census(out, c);
     }
