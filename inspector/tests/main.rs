@@ -4,6 +4,7 @@ mod support;
 
 mod access;
 mod axum_service;
+mod collections;
 mod containment;
 mod decoded;
 mod deep_chains;

@@ -255,6 +255,11 @@ impl Debug {
             .collect()
     }
 
+    /// The type DIE of the template type parameter `name` of the type or subprogram at DIE `die`.
+    pub(crate) fn type_param_of(&self, die: u64, name: &str) -> Option<u64> {
+        self.type_param(self.node(die)?, name)
+    }
+
     /// The type DIE of subprogram `n`'s template type parameter `name`.
     fn type_param(&self, n: &Node, name: &str) -> Option<u64> {
         n.children

@@ -131,6 +131,17 @@ impl Types {
         self
     }
 
+    /// Gives type `of` the template type parameter `name` = `ty` (`T` of `Vec<T>`).
+    pub(crate) fn type_param(&mut self, of: u64, name: &str, ty: u64) -> &mut Types {
+        let p = self.push(
+            Some(Self::index(of)),
+            constants::DW_TAG_template_type_parameter,
+            Some(name),
+        );
+        self.nodes[p].type_ref = Some(ty);
+        self
+    }
+
     /// Makes structure `of` an enum of one variant, which keeps no discriminant: the variant's
     /// member `name` at `offset`, of type `ty`.
     pub(crate) fn sole_variant(&mut self, of: u64, name: &str, offset: u64, ty: u64) -> &mut Types {

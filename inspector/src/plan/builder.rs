@@ -221,7 +221,7 @@ impl Builder<'_> {
     }
 
     /// Descends from field `names[0]`'s type through single-pointer wrappers (`Option` niche, `Arc`,
-    /// `NonNull`) to a thin pointer; returns its offset within `die` and the pointee's DIE.
+    /// `NonNull`, `AtomicPtr`) to a thin pointer; returns its offset within `die` and the pointee's DIE.
     pub(super) fn pointer_to(&mut self, die: u64, field: &str) -> Option<(u64, u64)> {
         let (mut off, t) = self.member(die, &[field])?;
         let mut ty = self.strip(t);
@@ -237,7 +237,8 @@ impl Builder<'_> {
                     let (o, t) = self.member(vdie, &["__0"])?;
                     (voff + o, t)
                 }
-                None => self.member(ty, &["ptr", "pointer", "__0"])?,
+                // `AtomicPtr { p: UnsafeCell { value } }` too.
+                None => self.member(ty, &["ptr", "pointer", "__0", "p", "value"])?,
             };
             off += next.0;
             ty = self.strip(next.1);

@@ -1,9 +1,11 @@
 //! futures-util's types: the futures behind `futures::join!` and `futures::select!`, `join_all`,
-//! `MaybeDone` (tokio's too, which has the same shape), and its wrappers (`Map`, `Then`, `Flatten`, ...).
+//! `MaybeDone` (tokio's too, which has the same shape), `FuturesUnordered` (and so `buffer_unordered`,
+//! `FuturesOrdered`, a long `join_all`), the stream futures that borrow a stream (`next()`), and its
+//! wrappers (`Map`, `Then`, `Flatten`, ...).
 
 use std::sync::Arc;
 
-use asyncdump_protocol::Case;
+use asyncdump_protocol::{Case, Edge, EdgeTarget};
 
 use super::std::member;
 use super::{Rule, Ty, Verdict, combinator, inline, plan};
@@ -56,6 +58,118 @@ pub(super) const JOIN_ALL: Rule = Rule {
     plan: |b, t| combinator(b, t, "kind", "futures::future::join_all"),
 };
 
+/// `FuturesUnordered`: its futures live in tasks of an intrusive list, from `head_all` through each
+/// task's `next_all`; each future is a branch under one line. The list changes only while the task that
+/// owns the set polls it, and an idle task's walk is the only one kept.
+pub(super) const FUTURES_UNORDERED: Rule = Rule {
+    name: "FuturesUnordered",
+    matches: |t| {
+        t.name
+            .starts_with("futures_util::stream::futures_unordered::FuturesUnordered<")
+    },
+    plan: |b, t| {
+        let Some((head, task)) = b.pointer_to(t.die, "head_all") else {
+            return Verdict::Leaf;
+        };
+        let edge = Edge {
+            offset: head as u32,
+            to: EdgeTarget::Pointer(b.ty(task)),
+        };
+        let label = "futures::stream::FuturesUnordered";
+        let info = FrameInfo::new(label.into(), None, Source::Decoded);
+        Verdict::Plan(plan(t.size, vec![edge]), Kind::Combinator(Arc::new(info)))
+    },
+};
+
+/// One task of a `FuturesUnordered`: its future while it holds one (`future: Option<Fut>`, even a
+/// leaf: it is what that branch awaits), and the next task. Not shown itself: its future hangs under
+/// the set's line, beside the others.
+pub(super) const FUTURES_UNORDERED_TASK: Rule = Rule {
+    name: "FuturesUnordered task",
+    matches: |t| {
+        t.name
+            .starts_with("futures_util::stream::futures_unordered::task::Task<")
+    },
+    plan: |b, t| {
+        let (Some((next, _)), Some((cell, cell_ty))) =
+            (b.pointer_to(t.die, "next_all"), member(t, &["future"]))
+        else {
+            return Verdict::Decline;
+        };
+        let Some((value, option)) = b.member(b.strip(cell_ty), &["value"]) else {
+            return Verdict::Decline;
+        };
+        let (at, option) = (cell + value, b.strip(option));
+        let Some((mut discr, variants)) = b.variants(option) else {
+            return Verdict::Decline;
+        };
+        let Some((some, vdie, voff)) = (variants.into_iter())
+            .find(|v| v.1 == "Some")
+            .map(|(value, _, vdie, voff)| (value, vdie, voff))
+        else {
+            return Verdict::Decline;
+        };
+        let Some((off, fut)) = b.member(vdie, &["__0"]) else {
+            return Verdict::Decline;
+        };
+        discr.offset += at as u32;
+        let future = inline(at + voff + off, b.ty(fut));
+        let mut plan = enum_plan(
+            t.size,
+            discr,
+            vec![Case {
+                value: some,
+                edges: vec![future],
+            }],
+        );
+        plan.always.push(Edge {
+            offset: next as u32,
+            to: EdgeTarget::Pointer(b.ty(t.die)),
+        });
+        Verdict::Plan(plan, Kind::Transparent)
+    },
+};
+
+/// A future that borrows a stream (`StreamExt::next`, `select_next_some`): the stream itself, behind
+/// the `&mut` this task holds for as long as it awaits.
+pub(super) const STREAM_BORROW: Rule = Rule {
+    name: "stream future over a borrowed stream",
+    matches: |t| {
+        t.name
+            .starts_with("futures_util::stream::stream::next::Next<")
+            || t.name
+                .starts_with("futures_util::stream::stream::select_next_some::SelectNextSome<")
+    },
+    plan: |b, t| {
+        let Some((off, stream)) = b.pointer_to(t.die, "stream") else {
+            return Verdict::Decline;
+        };
+        let edge = Edge {
+            offset: off as u32,
+            to: EdgeTarget::Pointer(b.ty(stream)),
+        };
+        Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
+    },
+};
+
+/// `futures::future::select_all` and `select_ok`: their futures, a `Vec`, each a branch.
+pub(super) const SELECT_ALL: Rule = Rule {
+    name: "futures::future::select_all",
+    matches: |t| {
+        t.name
+            .starts_with("futures_util::future::select_all::SelectAll<")
+            || t.name
+                .starts_with("futures_util::future::select_ok::SelectOk<")
+    },
+    plan: |b, t| {
+        let label = match t.name.contains("::select_ok::") {
+            true => "futures::future::select_ok",
+            false => "futures::future::select_all",
+        };
+        combinator(b, t, "inner", label)
+    },
+};
+
 /// `MaybeDone` (tokio's and futures') and `TryMaybeDone`: the future while it is not done.
 pub(super) const MAYBE_DONE: Rule = Rule {
     name: "MaybeDone",
@@ -78,13 +192,14 @@ fn is_maybe_done(name: &str) -> bool {
 }
 
 /// The variants of a wrapper that still hold its future.
-const HOLDING: [&str; 6] = [
+const HOLDING: [&str; 7] = [
     "Future",
     "Incomplete",
     "First",
     "Second",
     "Pending",
     "Small",
+    "Big",
 ];
 /// The fields that hold it.
 const INNER: [&str; 5] = ["future", "f", "__0", "fut", "elems"];

@@ -72,6 +72,7 @@ pub(super) const RULES: &[&Rule] = &[
     &std::PIN,
     &std::DYN_FUTURE,
     &std::BOXED_SLICE,
+    &std::VEC,
     &agent::FRAMED,
     &agent::JOIN_HANDLE,
     &tokio::JOIN_HANDLE,
@@ -84,6 +85,10 @@ pub(super) const RULES: &[&Rule] = &[
     &futures::JOIN_ALL,
     &tokio::TIMEOUT,
     &futures::MAYBE_DONE,
+    &futures::SELECT_ALL,
+    &futures::FUTURES_UNORDERED,
+    &futures::FUTURES_UNORDERED_TASK,
+    &futures::STREAM_BORROW,
     &futures::WRAPPER,
     &any::FIELDS_LEADING_TO_FUTURES,
 ];

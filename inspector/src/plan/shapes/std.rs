@@ -114,6 +114,33 @@ pub(super) const BOXED_SLICE: Rule = Rule {
     },
 };
 
+/// A `Vec<T>` a future owns (`select_all`'s futures): each of its elements, as a boxed slice's, by
+/// its element type `T`.
+pub(super) const VEC: Rule = Rule {
+    name: "Vec",
+    matches: |t| t.name.starts_with("alloc::vec::Vec<"),
+    plan: |b, t| {
+        let (Some((data, _)), Some((len, _)), Some(elem)) = (
+            b.vec_data(t.die),
+            member(t, &["len"]),
+            b.debug.type_param_of(t.die, "T"),
+        ) else {
+            return Verdict::Decline;
+        };
+        let elem = b.strip(elem);
+        let stride = b.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
+        let edge = Edge {
+            offset: data as u32,
+            to: EdgeTarget::Slice {
+                len_offset: len as u32,
+                elem: b.ty(elem),
+                stride: stride as u32,
+            },
+        };
+        Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
+    },
+};
+
 /// A tuple of join/select branches, in branch order (`__0`, `__1`, ...).
 pub(super) const TUPLE: Rule = Rule {
     name: "tuple",
@@ -142,6 +169,22 @@ pub(super) fn member(t: &Ty, names: &[&str]) -> Option<(u64, u64)> {
 }
 
 impl Builder<'_> {
+    /// Where a `Vec`'s data pointer is (`buf.inner.ptr`, through `Unique` and `NonNull`), and the
+    /// pointer's type.
+    fn vec_data(&self, vec: u64) -> Option<(u64, u64)> {
+        let (mut off, mut ty) = (0, vec);
+        for _ in 0..8 {
+            let node = self.debug.node(ty)?;
+            if node.tag == constants::DW_TAG_pointer_type {
+                return Some((off, ty));
+            }
+            let (o, t) = self.member(ty, &["buf", "inner", "ptr", "pointer", "__0"])?;
+            off += o;
+            ty = self.strip(t);
+        }
+        None
+    }
+
     /// A state machine's plan: its `__state` as the discriminant, and per state what it shows and
     /// which fields it follows.
     fn coroutine(&mut self, m: &StateMachine) -> (TypePlan, Kind) {

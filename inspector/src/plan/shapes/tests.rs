@@ -582,6 +582,158 @@ fn an_enum_of_one_variant_is_followed_through_its_fields() {
     assert!(p.plan().cases.is_empty() && p.plan().discr.is_none());
 }
 
+/// `AtomicPtr<T>` as core lays it out: `AtomicPtr { p: UnsafeCell { value: *mut T } }`.
+fn atomic_ptr(t: &mut Types, to: u64) -> u64 {
+    let ptr = t.pointer("*mut T", to);
+    let cell = t.structure("core::cell::UnsafeCell<*mut T>", 8);
+    t.member(cell, "value", 0, ptr);
+    let atomic = t.structure("core::sync::atomic::AtomicPtr<T>", 8);
+    t.member(atomic, "p", 0, cell);
+    atomic
+}
+
+/// `FuturesUnordered<F>` over tasks `Task<F> { future: UnsafeCell<Option<F>>, next_all, .. }`, `F` an
+/// async fn awaiting `leaf`: the set, the task, and `F`.
+fn futures_unordered(t: &mut Types, leaf: u64) -> (u64, u64, u64) {
+    let f = async_fn(t, "fetch", leaf);
+    let none = opaque(t, "core::option::Option<F>::None");
+    let some = t.structure("core::option::Option<F>::Some", 88);
+    t.member(some, "__0", 8, f);
+    let option = t.structure("core::option::Option<F>", 88);
+    t.variants(
+        option,
+        ("__tag", 0, 8, false),
+        &[(Some(0), "None", 0, none), (Some(1), "Some", 0, some)],
+    );
+    let cell = t.structure("core::cell::UnsafeCell<core::option::Option<F>>", 88);
+    t.member(cell, "value", 0, option);
+    let task = t.structure(
+        "futures_util::stream::futures_unordered::task::Task<F>",
+        128,
+    );
+    let next = atomic_ptr(t, task);
+    t.member(task, "future", 0, cell)
+        .member(task, "next_all", 88, next);
+    let set = t.structure(
+        "futures_util::stream::futures_unordered::FuturesUnordered<F>",
+        24,
+    );
+    let usize = t.base("usize", 8);
+    let head = atomic_ptr(t, task);
+    t.member(set, "ready_to_run_queue", 0, usize)
+        .member(set, "head_all", 8, head);
+    (set, task, f)
+}
+
+/// A `FuturesUnordered` is one line over its futures: from `head_all` through each task's
+/// `next_all`, each task's future while it holds one (its `Option` is `Some`).
+#[test]
+fn futures_unordered_is_a_line_over_the_futures_of_its_task_list() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let (set, task, _) = futures_unordered(&mut t, sleep);
+    let p = planned(t, set);
+    assert_eq!(p.rule(set), "FuturesUnordered");
+    assert_eq!(shown(p.kind()), "futures::stream::FuturesUnordered");
+    let [head] = &p.plan().always[..] else {
+        panic!("{:?}", p.plan())
+    };
+    assert_eq!(head.offset, 8);
+    assert_eq!(p.rule(task), "FuturesUnordered task");
+    let EdgeTarget::Pointer(task_ty) = head.to else {
+        panic!("{head:?}")
+    };
+    let tp = &p.types[task_ty as usize];
+    assert!(matches!(p.kinds[task_ty as usize], Kind::Transparent));
+    assert_eq!(
+        tp.discr,
+        Some(Discr { offset: 0, size: 8 }),
+        "the Option's tag"
+    );
+    let [
+        Case {
+            value: Some(1),
+            edges,
+        },
+    ] = &tp.cases[..]
+    else {
+        panic!("{tp:?}")
+    };
+    assert_eq!(edges[0].offset, 8, "the future in `Some`");
+    assert!(matches!(p.kind_at(&edges[0]), Kind::Coroutine(_)));
+    assert_eq!(
+        tp.always,
+        [Edge {
+            offset: 88,
+            to: EdgeTarget::Pointer(task_ty)
+        }],
+        "the next task, of the same type"
+    );
+}
+
+/// `next()` on a stream borrows it: the stream is followed behind the `&mut`.
+#[test]
+fn a_stream_future_follows_the_stream_it_borrows() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let (set, _, _) = futures_unordered(&mut t, sleep);
+    let borrowed = t.pointer("&mut FuturesUnordered<F>", set);
+    let next = t.structure(
+        "futures_util::stream::stream::next::Next<FuturesUnordered<F>>",
+        8,
+    );
+    t.member(next, "stream", 0, borrowed);
+    let p = planned(t, next);
+    assert_eq!(p.rule(next), "stream future over a borrowed stream");
+    let [edge] = &p.plan().always[..] else {
+        panic!("{:?}", p.plan())
+    };
+    assert!(matches!(edge.to, EdgeTarget::Pointer(_)));
+    assert_eq!(shown(p.kind_at(edge)), "futures::stream::FuturesUnordered");
+}
+
+/// `select_all` holds its futures in a `Vec`: one line, each element a branch by the `Vec`'s `T`.
+#[test]
+fn select_all_is_a_line_over_each_future_of_its_vec() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "racer", sleep);
+    let byte = t.base("u8", 1);
+    let data = t.pointer("*const u8", byte);
+    let non_null = t.structure("core::ptr::non_null::NonNull<u8>", 8);
+    t.member(non_null, "pointer", 0, data);
+    let raw = t.structure("alloc::raw_vec::RawVecInner", 16);
+    t.member(raw, "ptr", 0, non_null);
+    let buf = t.structure("alloc::raw_vec::RawVec<F>", 16);
+    t.member(buf, "inner", 0, raw);
+    let usize = t.base("usize", 8);
+    let vec = t.structure("alloc::vec::Vec<F, alloc::alloc::Global>", 24);
+    t.member(vec, "buf", 0, buf).member(vec, "len", 16, usize);
+    t.type_param(vec, "T", f);
+    let all = t.structure("futures_util::future::select_all::SelectAll<F>", 24);
+    t.member(all, "inner", 0, vec);
+    let p = planned(t, all);
+    assert_eq!(p.rule(all), "futures::future::select_all");
+    assert_eq!(shown(p.kind()), "futures::future::select_all");
+    assert_eq!(p.rule(vec), "Vec");
+    let EdgeTarget::Inline(v) = p.plan().always[0].to else {
+        panic!("{:?}", p.plan())
+    };
+    let [edge] = &p.types[v as usize].always[..] else {
+        panic!("{:?}", p.types[v as usize])
+    };
+    let EdgeTarget::Slice {
+        len_offset,
+        elem,
+        stride,
+    } = edge.to
+    else {
+        panic!("{edge:?}")
+    };
+    assert_eq!((edge.offset, len_offset, stride), (0, 16, 80));
+    assert!(matches!(p.kinds[elem as usize], Kind::Coroutine(_)));
+}
+
 #[test]
 fn every_rule_has_its_own_name_and_the_catch_all_comes_last() {
     let mut names: Vec<&str> = RULES.iter().map(|r| r.name).collect();

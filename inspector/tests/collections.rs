@@ -1,0 +1,86 @@
+//! Chains through the futures that hold futures, in tasks spawned with plain `tokio::spawn`: each
+//! future a collection holds is a branch under the collection's line, down to what it awaits.
+
+use crate::support::{Fixture, asyncdump_ok, at_line};
+
+/// The section of the task rooted at `collections::ROOT`.
+fn section<'a>(text: &'a str, root: &str) -> &'a str {
+    text.split("\n\n")
+        .find(|s| s.contains(&format!("  root collections::{root}\n")))
+        .unwrap_or_else(|| panic!("a task rooted at {root}:\n{text}"))
+}
+
+/// `collections::NAME` decoded at `depth`, at the line of the fixture's source containing `needle`.
+fn frame(depth: usize, name: &str, needle: &str) -> String {
+    let at = at_line("collections", needle);
+    format!(
+        "{}collections::{name} at {at} [decoded]",
+        "  ".repeat(depth)
+    )
+}
+
+/// How many lines of `section` are exactly `line`.
+fn count(section: &str, line: &str) -> usize {
+    section.lines().filter(|l| *l == line).count()
+}
+
+fn dump() -> String {
+    let fx = Fixture::start("collections", &[]);
+    let pid = fx.pid.to_string();
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = asyncdump_ok(&["dump", &pid]);
+        if text.contains("5 tasks: 5 idle") && !text.contains("(not started;") {
+            return text;
+        }
+    }
+    panic!("the tasks never all waited:\n{text}");
+}
+
+#[test]
+fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
+    let text = dump();
+    let sleep = "awaiting tokio::time::sleep::Sleep";
+    // FuturesUnordered, drained with `next()`: the stream the `Next` borrows, then each future.
+    let s = section(&text, "drain_unordered");
+    assert!(
+        s.contains(&format!(
+            "{}\n    futures::stream::FuturesUnordered [decoded]\n",
+            frame(1, "drain_unordered", "set.next().await")
+        )),
+        "{s}"
+    );
+    let fetch = frame(3, "fetch_item", "from_secs(3600 + n)");
+    assert_eq!(count(s, &fetch), 3, "{s}");
+    assert_eq!(count(s, &format!("        {sleep}")), 3, "{s}");
+    // buffer_unordered(2) of four pages, collected: the two in flight.
+    let s = section(&text, "crawl");
+    assert!(
+        s.contains("    futures::stream::FuturesUnordered [decoded]\n"),
+        "{s}"
+    );
+    let page = frame(3, "fetch_page", "rx.await.unwrap_or(0)");
+    assert_eq!(count(s, &page), 2, "{s}");
+    // join_all of 40: a FuturesOrdered, whose futures are a FuturesUnordered's.
+    let s = section(&text, "join_many");
+    assert!(s.contains("    futures::future::join_all [decoded]\n      futures::stream::FuturesUnordered [decoded]\n"), "{s}");
+    let part = frame(4, "wait_part", "from_secs(7200 + n)");
+    assert_eq!(count(s, &part), 40, "{s}");
+    // select_all over a Vec of boxed futures.
+    let s = section(&text, "race");
+    assert!(
+        s.contains("    futures::future::select_all [decoded]\n"),
+        "{s}"
+    );
+    let racer = frame(3, "wait_part", "from_secs(7200 + n)");
+    assert_eq!(count(s, &racer), 3, "{s}");
+    // A boxed `dyn Future`: typed by its vtable, walked like any other.
+    let s = section(&text, "run_boxed");
+    let inner = frame(2, "boxed_inner", "let _ = rx.await;");
+    assert!(
+        s.contains(&format!(
+            "{inner}\n      awaiting tokio::sync::oneshot::Receiver<u64>"
+        )),
+        "{s}"
+    );
+}
