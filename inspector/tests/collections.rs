@@ -24,14 +24,14 @@ fn count(section: &str, line: &str) -> usize {
     section.lines().filter(|l| *l == line).count()
 }
 
-fn dump() -> String {
+fn dump() -> (Fixture, String) {
     let fx = Fixture::start("collections", &[]);
     let pid = fx.pid.to_string();
     let mut text = String::new();
     for _ in 0..50 {
         text = asyncdump_ok(&["dump", &pid]);
         if text.contains("5 tasks: 5 idle") && !text.contains("(not started;") {
-            return text;
+            return (fx, text);
         }
     }
     panic!("the tasks never all waited:\n{text}");
@@ -39,7 +39,7 @@ fn dump() -> String {
 
 #[test]
 fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
-    let text = dump();
+    let (fx, text) = dump();
     let sleep = "awaiting tokio::time::sleep::Sleep";
     // FuturesUnordered, drained with `next()`: the stream the `Next` borrows, then each future.
     let s = section(&text, "drain_unordered");
@@ -65,7 +65,19 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
     let s = section(&text, "join_many");
     assert!(s.contains("    futures::future::join_all [decoded]\n      futures::stream::FuturesUnordered [decoded]\n"), "{s}");
     let part = frame(4, "wait_part", "from_secs(7200 + n)");
-    assert_eq!(count(s, &part), 40, "{s}");
+    // Text shows 16 branches of a frame and counts the rest; the JSON document has them all.
+    assert_eq!(count(s, &part), 16, "{s}");
+    assert!(
+        s.contains("\n        … 24 more branches (40 in all)"),
+        "{s}"
+    );
+    let doc = crate::support::dump_json(fx.pid, &["--type", "join_many"]);
+    let task = doc["tasks"][0].to_string();
+    assert_eq!(
+        task.matches("\"collections::wait_part\"").count(),
+        40,
+        "{task}"
+    );
     // select_all over a Vec of boxed futures.
     let s = section(&text, "race");
     assert!(

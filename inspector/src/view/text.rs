@@ -599,8 +599,9 @@ fn frames<W: Write + ?Sized>(
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
     // Iterative, so that a very deep chain cannot overflow the stack.
-    let mut stack: Vec<(&FrameNode, usize)> = nodes.iter().rev().map(|n| (n, 1)).collect();
-    while let Some((n, depth)) = stack.pop() {
+    let mut stack: Vec<(Line<'_>, usize)> =
+        nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();
+    while let Some((line, depth)) = stack.pop() {
         let pad = 2 * depth.min(MAX_INDENT);
         indent(out, pad);
         if depth > MAX_INDENT {
@@ -608,14 +609,39 @@ fn frames<W: Write + ?Sized>(
             // with its square; each says how deep it is instead.
             let _ = write!(out, "[{depth}] ");
         }
+        let n = match line {
+            Line::Frame(n) => n,
+            Line::More { shown, all } => {
+                let _ = writeln!(out, "… {} more branches ({all} in all)", all - shown);
+                continue;
+            }
+        };
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
         for &id in &n.awaits_tasks {
             let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
         }
-        stack.extend(n.children.iter().rev().map(|c| (c, depth + 1)));
+        let all = n.children.len();
+        if all > MAX_BRANCHES {
+            let more = Line::More {
+                shown: MAX_BRANCHES,
+                all,
+            };
+            stack.push((more, depth + 1));
+        }
+        let shown = n.children[..all.min(MAX_BRANCHES)].iter().rev();
+        stack.extend(shown.map(|c| (Line::Frame(c), depth + 1)));
     }
 }
+
+/// A line of a chain: a frame, or the marker for the branches of a frame past [`MAX_BRANCHES`].
+enum Line<'a> {
+    Frame(&'a FrameNode),
+    More { shown: usize, all: usize },
+}
+
+/// Most branches of one frame shown in text (a `join_all` of 1,000 futures); `--json` has them all.
+const MAX_BRANCHES: usize = 16;
 
 /// The deepest level a frame line is indented to; deeper lines are numbered instead.
 const MAX_INDENT: usize = 32;
