@@ -3,10 +3,10 @@
 
 use crate::support::{Fixture, asyncdump_ok, at_line};
 
-/// The section of the task rooted at `collections::ROOT`.
+/// The section of the task rooted at `ROOT` (a qualified name).
 fn section<'a>(text: &'a str, root: &str) -> &'a str {
     text.split("\n\n")
-        .find(|s| s.contains(&format!("  root collections::{root}\n")))
+        .find(|s| s.contains(&format!("  root {root}\n")))
         .unwrap_or_else(|| panic!("a task rooted at {root}:\n{text}"))
 }
 
@@ -42,7 +42,7 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
     let (fx, text) = dump();
     let sleep = "awaiting tokio::time::sleep::Sleep";
     // FuturesUnordered, drained with `next()`: the stream the `Next` borrows, then each future.
-    let s = section(&text, "drain_unordered");
+    let s = section(&text, "collections::drain_unordered");
     assert!(
         s.contains(&format!(
             "{}\n    futures::stream::FuturesUnordered [decoded]\n",
@@ -54,7 +54,7 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
     assert_eq!(count(s, &fetch), 3, "{s}");
     assert_eq!(count(s, &format!("        {sleep}")), 3, "{s}");
     // buffer_unordered(2) of four pages, collected: the two in flight.
-    let s = section(&text, "crawl");
+    let s = section(&text, "collections::crawl");
     assert!(
         s.contains("    futures::stream::FuturesUnordered [decoded]\n"),
         "{s}"
@@ -62,7 +62,7 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
     let page = frame(3, "fetch_page", "rx.await.unwrap_or(0)");
     assert_eq!(count(s, &page), 2, "{s}");
     // join_all of 40: a FuturesOrdered, whose futures are a FuturesUnordered's.
-    let s = section(&text, "join_many");
+    let s = section(&text, "collections::join_many");
     assert!(s.contains("    futures::future::join_all [decoded]\n      futures::stream::FuturesUnordered [decoded]\n"), "{s}");
     let part = frame(4, "wait_part", "from_secs(7200 + n)");
     // Text shows 16 branches of a frame and counts the rest; the JSON document has them all.
@@ -79,7 +79,7 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
         "{task}"
     );
     // select_all over a Vec of boxed futures.
-    let s = section(&text, "race");
+    let s = section(&text, "collections::race");
     assert!(
         s.contains("    futures::future::select_all [decoded]\n"),
         "{s}"
@@ -87,7 +87,7 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
     let racer = frame(3, "wait_part", "from_secs(7200 + n)");
     assert_eq!(count(s, &racer), 3, "{s}");
     // A boxed `dyn Future`: typed by its vtable, walked like any other.
-    let s = section(&text, "run_boxed");
+    let s = section(&text, "collections::run_boxed");
     let inner = frame(2, "boxed_inner", "let _ = rx.await;");
     assert!(
         s.contains(&format!(
@@ -95,4 +95,53 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
         )),
         "{s}"
     );
+}
+
+/// A reqwest client whose server never answers (hyper-util's pool and connection tasks underneath):
+/// the crawler's `buffer_unordered` of `fetch_page` calls is followed into each call, through
+/// reqwest and hyper-util, down to the channel its request was handed to its connection on; and the
+/// connection tasks hyper-util spawns as boxed futures are named by what their box holds. Before: the
+/// crawl ended at `Collect<…>`/`Fold<…>`, and the connection tasks read `root core::pin::Pin<…>` over
+/// `awaiting futures_util::future::future::Map<…>`.
+#[test]
+fn an_http_clients_requests_are_followed_down_to_their_connection_channel() {
+    let fx = Fixture::start("crawler", &[]);
+    let pid = fx.pid.to_string();
+    let text = (0..50)
+        .map(|_| asyncdump_ok(&["dump", &pid]))
+        .find(|t| t.matches("UpgradeableConnection<").count() >= 6 && t.contains("4 tasks: 4 idle"))
+        .expect("the crawl and its three connections, idle");
+    let s = section(&text, "crawler::crawl");
+    let page = format!(
+        "{}\n",
+        crate::support::at_line("crawler", "client.get(&url).send().await")
+    );
+    let fetch = format!("      crawler::fetch_page at {}", page.trim_end());
+    assert_eq!(count(s, &format!("{fetch} [decoded]")), 3, "{s}");
+    let chain = [
+        "        reqwest::async_impl::client::<HyperService as Service>::call::{async block#0} at reqwest-",
+        "          hyper_util::client::legacy::client::Client::send_request<Connector, Body> at hyper-util-",
+        "            hyper_util::client::legacy::client::Client::try_send_request<Connector, Body> at hyper-util-",
+        "              hyper::client::conn::http1::SendRequest::try_send_request::{async block#0}<Body> at hyper-",
+        "                awaiting tokio::sync::oneshot::Receiver<…>",
+    ];
+    for step in chain {
+        assert_eq!(
+            s.lines().filter(|l| l.starts_with(step)).count(),
+            3,
+            "{step}\n{s}"
+        );
+    }
+    assert!(
+        !s.contains("awaiting dyn Future"),
+        "no trait object that is not a future: {s}"
+    );
+    let connections: Vec<&str> = text
+        .split("\n\n")
+        .filter(|t| {
+            t.contains("  root hyper::client::conn::http1::upgrades::UpgradeableConnection<")
+        })
+        .collect();
+    assert_eq!(connections.len(), 3, "{text}");
+    assert!(!text.contains("root core::pin::Pin<"), "{text}");
 }

@@ -14,7 +14,7 @@ use asyncdump_protocol::{RuntimeFlavor, RuntimeSource, RuntimeTask, Snapshot, St
 
 use crate::decode::TaskRefs;
 use crate::model::{
-    AwaitedBy, CaptureView, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, State,
+    AwaitedBy, CaptureView, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, Source, State,
     TOKIO_ONLY, TaskView,
 };
 use crate::plan::Plan;
@@ -145,6 +145,7 @@ impl<'a> Listed<'a> {
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
+        let root_type = named_through_dyn(root_type, &frames);
         let mut view = TaskView {
             id: key,
             agent_id: None,
@@ -266,6 +267,21 @@ impl<'a> Listed<'a> {
                 }
             })
             .collect()
+    }
+}
+
+/// A task spawned as a boxed `dyn Future` (hyper-util's connection tasks, any executor's boxed
+/// futures) is named by the future its walk found behind the vtable, its first frame, rather than
+/// `Pin<Box<dyn Future>>`.
+fn named_through_dyn(root_type: Arc<str>, frames: &[FrameNode]) -> Arc<str> {
+    let boxed_dyn = (root_type.starts_with("core::pin::Pin<alloc::boxed::Box<")
+        || root_type.starts_with("alloc::boxed::Box<"))
+        && root_type.contains("dyn ");
+    match frames.first() {
+        Some(first) if boxed_dyn && first.meta.source != Source::Cut => {
+            Arc::from(first.meta.name.as_str())
+        }
+        _ => root_type,
     }
 }
 

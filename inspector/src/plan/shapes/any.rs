@@ -43,7 +43,11 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
         if plan.always.is_empty() && plan.cases.is_empty() {
             return Verdict::Leaf;
         }
-        b.descended.insert(t.die, ());
+        // An `Option` holding no future (`Fold`'s between two items) is nothing to wait on; any
+        // other hand-written future with none below it is the leaf the task waits on.
+        if !t.name.starts_with("core::option::Option<") {
+            b.descended.insert(t.die, ());
+        }
         Verdict::Plan(plan, Kind::Transparent)
     },
 };
@@ -55,6 +59,11 @@ impl Builder<'_> {
             .into_iter()
             .filter_map(|(_, off, ty)| self.future_field(ty).map(|t| inline(base + off, t)))
             .collect()
+    }
+
+    /// Whether a field of type `ty` holds a future the plan can read further (see `future_field`).
+    pub(super) fn leads_further_field(&mut self, ty: u64) -> bool {
+        self.future_field(ty).is_some()
     }
 
     /// The plan type of a field's type if it may hold a future to read further: a structure or enum

@@ -177,12 +177,14 @@ pub(super) const MAYBE_DONE: Rule = Rule {
     plan: |b, t| b.wrapper(t, true),
 };
 
-/// Any other `futures_util` type (`Map`, `Then`, `Flatten`, ...): the inner future, through the
-/// variant that still holds one, when it leads to a future the plan can read further.
+/// Any other `futures_util` type (`Map`, `Then`, `MapErr`, `Flatten`, ...): the inner future, through
+/// the variant that still holds one, even a leaf (the adapter is not what the task waits on; what it
+/// wraps is). A struct with more than its inner future to follow (`Fold`'s stream too) is left to the
+/// rule for any struct.
 pub(super) const WRAPPER: Rule = Rule {
     name: "futures_util wrapper",
     matches: |t| t.name.starts_with("futures_util::") && !is_maybe_done(&t.name),
-    plan: |b, t| b.wrapper(t, false),
+    plan: |b, t| b.wrapper(t, true),
 };
 
 fn is_maybe_done(name: &str) -> bool {
@@ -206,15 +208,18 @@ const INNER: [&str; 5] = ["future", "f", "__0", "fut", "elems"];
 
 impl Builder<'_> {
     /// A wrapper's plan: follow the inner future through the variant that still holds one (or the
-    /// struct's inner field). Unless `leaves` is set, only a future that leads further counts; declined
-    /// when nothing does.
+    /// struct's inner field, when no other field leads further). Unless `leaves` is set, only a future
+    /// that leads further counts; declined when nothing does.
     fn wrapper(&mut self, t: &Ty, leaves: bool) -> Verdict {
         let Some((discr, variants)) = self.variants(t.die) else {
             let Some((off, ty)) = member(t, &["inner", "future", "fut"]) else {
                 return Verdict::Decline;
             };
             let to = self.ty(ty);
-            if self.is_leaf(to) {
+            let others = (t.members.iter())
+                .filter(|(_, o, _)| *o != off)
+                .any(|&(_, _, ty)| self.leads_further_field(ty));
+            if others || (!leaves && self.is_leaf(to)) {
                 return Verdict::Decline;
             }
             return Verdict::Plan(plan(t.size, vec![inline(off, to)]), Kind::Transparent);

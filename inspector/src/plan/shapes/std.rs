@@ -72,7 +72,7 @@ pub(super) const PIN: Rule = Rule {
 /// `Box<dyn Future>` / `*const dyn Future`: a data pointer whose vtable names the concrete type.
 pub(super) const DYN_FUTURE: Rule = Rule {
     name: "dyn Future",
-    matches: |t| t.members.len() == 2 && t.name.contains("dyn core::future::future::Future"),
+    matches: |t| t.members.len() == 2 && points_at_dyn_future(&t.name),
     plan: |_, t| match (member(t, &["pointer"]), member(t, &["vtable"])) {
         (Some((data, _)), Some((vtable, _))) => {
             let edge = Edge {
@@ -86,6 +86,18 @@ pub(super) const DYN_FUTURE: Rule = Rule {
         _ => Verdict::Decline,
     },
 };
+
+/// Whether a fat pointer's type (`Box<(dyn Future<…> + Send)>`, `&mut dyn Future<…>`) points at a
+/// `dyn Future` itself, not at another trait object whose name mentions one (a boxed tower
+/// `Service` whose `Future` is a boxed future).
+fn points_at_dyn_future(name: &str) -> bool {
+    let pointee = ["alloc::boxed::Box<", "*mut ", "*const ", "&mut ", "&"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
+    let pointee = pointee.strip_prefix('(').unwrap_or(pointee);
+    pointee.starts_with("dyn core::future::future::Future")
+}
 
 /// `Box<[T]>` / `*const [T]`: a data pointer and a length; each element a future of type `T`.
 pub(super) const BOXED_SLICE: Rule = Rule {

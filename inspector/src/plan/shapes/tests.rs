@@ -181,12 +181,44 @@ fn pin_is_seen_through_and_a_pin_without_its_pointer_is_a_leaf() {
 fn boxed_dyn(second: &str) -> (Types, u64) {
     let name =
         "alloc::boxed::Box<dyn core::future::future::Future<Output=()>, alloc::alloc::Global>";
+    boxed_dyn_as(name, second)
+}
+
+/// A fat pointer named `name`, with its data pointer and vtable.
+fn boxed_dyn_named(name: &str) -> (Types, u64) {
+    boxed_dyn_as(name, "vtable")
+}
+
+fn boxed_dyn_as(name: &str, second: &str) -> (Types, u64) {
     let mut t = Types::new();
     let u8_ = t.base("u8", 1);
     let data = t.pointer("*const u8", u8_);
     let b = t.structure(name, 16);
     t.member(b, "pointer", 0, data).member(b, second, 8, data);
     (t, b)
+}
+
+/// A boxed trait object that is not a future, though its name mentions one (a tower `Service`
+/// whose `Future` is boxed), is no `dyn Future`.
+#[test]
+fn only_a_pointer_to_dyn_future_itself_is_a_dyn_future() {
+    let service = "alloc::boxed::Box<(dyn tower_service::Service<http::uri::Uri, Future=core::pin::Pin<alloc::boxed::Box<(dyn core::future::future::Future<Output=()> + core::marker::Send)>>> + core::marker::Send)>";
+    for (name, is) in [
+        (
+            "alloc::boxed::Box<(dyn core::future::future::Future<Output=()> + core::marker::Send)>",
+            true,
+        ),
+        ("&mut dyn core::future::future::Future<Output=()>", true),
+        (
+            "*mut (dyn core::future::future::Future<Output=u8> + core::marker::Send)",
+            true,
+        ),
+        (service, false),
+    ] {
+        let (t, fat) = boxed_dyn_named(name);
+        let p = planned(t, fat);
+        assert_eq!(p.rule(fat) == "dyn Future", is, "{name}");
+    }
 }
 
 #[test]
@@ -504,7 +536,7 @@ fn timeout_and_join_all_are_lines_of_their_own_over_their_future() {
 }
 
 #[test]
-fn maybe_done_follows_even_a_leaf_and_other_wrappers_only_what_leads_further() {
+fn maybe_done_and_futures_wrappers_follow_their_future_even_a_leaf() {
     let wrapper = |name: &str, awaits_fn: bool| {
         let mut t = Types::new();
         let sleep = opaque(&mut t, "tokio::time::Sleep");
@@ -535,9 +567,26 @@ fn maybe_done_follows_even_a_leaf_and_other_wrappers_only_what_leads_further() {
     assert_eq!(wrapper(map, true), ("futures_util wrapper".into(), 1));
     assert_eq!(
         wrapper(map, false),
-        ("struct or enum with future fields".into(), 0),
-        "a wrapper of a leaf is declined, and then it is state"
+        ("futures_util wrapper".into(), 1),
+        "the leaf it wraps is what the task awaits, not the adapter"
     );
+}
+
+/// A futures_util struct with more to follow than its inner future (`Fold` holds the stream it
+/// folds and, between items, the fold's own future) is any struct: every field that leads on.
+#[test]
+fn a_futures_struct_with_more_than_its_future_is_followed_through_each_field() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let (set, _, _) = futures_unordered(&mut t, sleep);
+    let step = async_fn(&mut t, "step", sleep);
+    let fold = t.structure("futures_util::stream::stream::fold::Fold<St, Fut>", 128);
+    t.member(fold, "stream", 0, set)
+        .member(fold, "future", 24, step);
+    let p = planned(t, fold);
+    assert_eq!(p.rule(fold), any::FIELDS_LEADING_TO_FUTURES.name);
+    let offsets: Vec<u32> = p.plan().always.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 24]);
 }
 
 #[test]
