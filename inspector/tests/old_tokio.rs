@@ -1,6 +1,7 @@
 //! A service built against tokio 1.32 (its own lockfile): one unsharded task list, no public metrics,
 //! and `select!` and `join!` polling through tokio's own `PollFn` rather than core's. With `init()` only,
-//! every task is listed and each macro is decoded with its pending branches, as on the current tokio.
+//! every task is listed and each macro is decoded with its pending branches, as on the current tokio,
+//! and the census finds the runtime and `LocalSet` nobody registered.
 
 use crate::support::{Fixture, Mangling, asyncdump_ok, old_tokio_bin, section, workspace};
 
@@ -47,6 +48,19 @@ fn every_task_is_listed_and_select_and_join_decoded_on_tokio_1_32() {
         text.contains("\nruntime multi_thread: 3 alive, 3 listed\n"),
         "tokio 1.32 has no public metrics: the list's own counter gives the count\n{text}"
     );
+    // Made after `init()` and never registered: found by the census on 1.32 too.
+    assert!(
+        text.contains("\nruntime current_thread (found by census): 1 alive, 1 listed\n")
+            && text.contains("\nLocalSet (found by census): 1 listed\n"),
+        "{text}"
+    );
+    for name in ["on_local_runtime", "on_local_set"] {
+        let at = line_of(&format!("async fn {name}(")) + if name == "on_local_set" { 2 } else { 1 };
+        assert_eq!(
+            chain(&text, name)[0],
+            format!("  asyncdump_fixture_old_tokio::{name} at src/main.rs:{at} [decoded]")
+        );
+    }
     let serve = chain(&text, "serve");
     let at = line_of("async fn serve(");
     assert!(
@@ -85,7 +99,7 @@ fn every_task_is_listed_and_select_and_join_decoded_on_tokio_1_32() {
             .count(),
         1
     );
-    assert!(text.contains("3 tasks: 3 idle"), "{text}");
+    assert!(text.contains("5 tasks: 5 idle"), "{text}");
 }
 
 #[test]
