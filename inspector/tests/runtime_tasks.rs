@@ -572,3 +572,47 @@ fn a_runtime_dropped_after_the_census_found_it_is_gone_from_the_next_dump() {
         "the census's lists, served again: {after}"
     );
 }
+
+/// `spawn_blocking` closures run on the blocking pool, which no task list holds: the census finds
+/// them, the one running and the one queued behind it (the pool has one thread), each once, each
+/// awaited by the task holding its `JoinHandle`. Before: the awaiting tasks ended at `JoinHandle<()>`
+/// with no edge, and no blocking task was listed, even with `--all`.
+#[test]
+fn the_blocking_pools_tasks_are_found_running_and_queued_with_who_awaits_them() {
+    let fx = Fixture::start("blocking", &[]);
+    let text = dump_until(fx.pid, &["--all"], |t| {
+        t.contains("blocking pool (found by census): 2 listed")
+    });
+    let closure =
+        "  root tokio::runtime::blocking::task::BlockingTask<await_blocking::{closure_env#0}>";
+    let pool: Vec<&str> = text
+        .split("\n\n")
+        .filter(|s| s.contains(&format!("{closure}\n")))
+        .collect();
+    assert_eq!(pool.len(), 2, "each closure once:\n{text}");
+    let states: Vec<&str> = pool
+        .iter()
+        .map(|s| s.split(" · ").nth(1).unwrap_or(""))
+        .collect();
+    assert!(
+        states.contains(&"running") && states.contains(&"scheduled"),
+        "one runs, one waits for the pool's thread: {states:?}"
+    );
+    for section in pool {
+        let label = section.split(" · ").next().unwrap();
+        let awaiter = section
+            .lines()
+            .find_map(|l| l.strip_prefix("  awaited by "))
+            .unwrap_or_else(|| panic!("awaited: {section}"));
+        let awaiter = awaiter.split(" at ").next().unwrap();
+        let awaiting = text
+            .split("\n\n")
+            .find(|s| s.starts_with(&format!("{awaiter} · ")))
+            .expect("the awaiting task is shown");
+        assert!(
+            awaiting.contains("  root blocking::await_blocking\n")
+                && awaiting.contains(&format!("      → awaits {label}")),
+            "{awaiting}"
+        );
+    }
+}

@@ -18,26 +18,32 @@ use asyncdump_walker::tasks::{self, FoundList};
 /// How long the lists of one scan serve before the next scan.
 pub const CENSUS_MAX_AGE: Duration = Duration::from_secs(10);
 
-/// Lists the censuses found, when the last one ran and what it covered, and where a cut one stopped.
+/// Lists the censuses found, the blocking-pool tasks the last one found, when it ran and what it
+/// covered, and where a cut one stopped.
 struct Known {
     lists: Vec<FoundList>,
+    blocking: Vec<u64>,
     last: Option<(Instant, CensusReport)>,
     resume: Option<u64>,
 }
 
 static KNOWN: Mutex<Known> = Mutex::new(Known {
     lists: Vec::new(),
+    blocking: Vec::new(),
     last: None,
     resume: None,
 });
 
-/// The task lists known to the census, scanning first if the last scan is too old or was cut; the
-/// report of the last scan, with its age.
-pub(super) fn lists(
-    mem: &ProcessMemory,
-    rp: &RuntimePlan,
-    deadline: Instant,
-) -> (Vec<FoundList>, CensusReport) {
+/// What the census knows: the task lists, the blocking-pool task headers of the last scan (each to be
+/// checked again), and that scan's report with its age.
+pub(super) struct Found {
+    pub(super) lists: Vec<FoundList>,
+    pub(super) blocking: Vec<u64>,
+    pub(super) report: CensusReport,
+}
+
+/// What the census knows (see [`Found`]), scanning first if the last scan is too old or was cut.
+pub(super) fn lists(mem: &ProcessMemory, rp: &RuntimePlan, deadline: Instant) -> Found {
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
     let due = known.resume.is_some()
         || known
@@ -52,6 +58,14 @@ pub(super) fn lists(
                 known.lists.push(list);
             }
         }
+        // A cut scan's blocking tasks are kept with those of the scans before it (checked on use).
+        if known.resume.is_none() {
+            known.blocking.clear();
+        }
+        known.blocking.extend(scan.blocking);
+        known.blocking.sort_unstable();
+        known.blocking.dedup();
+        known.blocking.truncate(tasks::MAX_BLOCKING);
         known.resume = scan.stopped_at;
         known.last = Some((Instant::now(), scan.report));
     }
@@ -63,7 +77,11 @@ pub(super) fn lists(
     } else {
         at.elapsed().as_nanos() as u64
     };
-    (known.lists.clone(), report)
+    Found {
+        lists: known.lists.clone(),
+        blocking: known.blocking.clone(),
+        report,
+    }
 }
 
 /// Forgets a list that no longer checks out (its runtime dropped, its memory reused).

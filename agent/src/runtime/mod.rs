@@ -118,7 +118,11 @@ fn found_by_census(
 ) -> CensusReport {
     let budget = Instant::now() + CENSUS_BUDGET;
     let deadline = walker.deadline().map_or(budget, |d| d.min(budget));
-    let (lists, mut report) = census::lists(mem, rp, deadline);
+    let census::Found {
+        lists,
+        blocking,
+        mut report,
+    } = census::lists(mem, rp, deadline);
     let lists: Vec<FoundList> = lists
         .into_iter()
         .filter(|l| !listed.contains(&l.owned))
@@ -142,6 +146,15 @@ fn found_by_census(
             }
             Err(_) => census::forget(list),
         }
+    }
+    let mut pool = RuntimeReport {
+        source: RuntimeSource::Census,
+        ..RuntimeReport::default()
+    };
+    tasks::read_blocking(mem, rp, &blocking, &mut pool);
+    report.blocking = pool.tasks.len() as u64;
+    if !pool.tasks.is_empty() {
+        reports.push(pool);
     }
     report
 }

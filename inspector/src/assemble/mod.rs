@@ -154,6 +154,7 @@ impl Dump {
                 unreadable_bytes: c.unreadable_bytes,
                 cut: c.cut,
                 found: c.found,
+                blocking: c.blocking,
                 rejected_lists: c.rejected_lists,
                 elapsed_ns: c.elapsed_ns,
                 age_ns: c.age_ns,

@@ -253,6 +253,7 @@ impl<'a> Listed<'a> {
                             RuntimeFlavor::CurrentThread => "current_thread",
                             RuntimeFlavor::MultiThread => "multi_thread",
                             RuntimeFlavor::LocalSet => "local_set",
+                            RuntimeFlavor::Blocking => "blocking",
                         }
                         .to_owned()
                     }),

@@ -475,6 +475,9 @@ pub struct CensusView {
     pub cut: bool,
     /// Runtimes and `LocalSet`s found that nobody registered.
     pub found: u64,
+    /// Blocking-pool tasks found (queued or running).
+    #[serde(default)]
+    pub blocking: u64,
     /// Task lists named by task headers that did not check out (stale or random words).
     pub rejected_lists: u64,
     pub elapsed_ns: u64,

@@ -176,7 +176,8 @@ impl Plan {
             rt.set_wakers
                 .iter_mut()
                 .for_each(|w| moved(&mut w.clone_fn));
-            for v in rt.census.iter_mut().flat_map(|c| &mut c.vtables) {
+            let census = rt.census.iter_mut();
+            for v in census.flat_map(|c| c.vtables.iter_mut().chain(&mut c.blocking)) {
                 moved(&mut v.addr);
                 moved(&mut v.poll_fn);
             }

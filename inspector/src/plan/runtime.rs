@@ -74,7 +74,7 @@ impl Builder<'_> {
         let vtable = self
             .vtable_layout(vtable)
             .ok_or_else(|| layout("task Vtable"))?;
-        let census = self.census_layout(&tasks, &vtable, align);
+        let census = self.census_layout(&tasks, &names, &vtable, align);
         let plan = RuntimePlan {
             handle_discr,
             flavors,
@@ -269,27 +269,49 @@ impl Builder<'_> {
     fn census_layout(
         &self,
         tasks: &[TaskLayout],
+        names: &TaskTypes,
         vtable: &VtableLayout,
         align: Option<u32>,
     ) -> Option<CensusLayout> {
         let words = &self.debug.code_words;
-        let mut vtables = Vec::new();
-        for t in tasks.iter().filter(|t| t.scheduler.is_some()) {
+        let vtables_of = |t: &TaskLayout| {
             let first = words.partition_point(|&(target, _)| target < t.poll_fn);
             let at = words[first..]
                 .iter()
                 .take_while(|&&(target, _)| target == t.poll_fn);
-            vtables.extend(at.map(|&(_, at)| TaskVtable {
+            at.map(|&(_, at)| TaskVtable {
                 addr: at.wrapping_sub(vtable.poll as u64),
                 poll_fn: t.poll_fn,
-            }));
-        }
-        vtables.sort_unstable_by_key(|v| v.addr);
-        vtables.dedup_by_key(|v| v.addr);
-        (!vtables.is_empty()).then_some(CensusLayout {
+            })
+            .collect::<Vec<_>>()
+        };
+        // The runtime's own workers run as blocking tasks too (`launch`): they are its threads, not
+        // work anyone waits on, and are left out.
+        let is_blocking = |t: &&TaskLayout| {
+            names.get(&t.poll_fn).is_some_and(|n| {
+                n.strip_prefix("tokio::runtime::blocking::task::BlockingTask<")
+                    .is_some_and(|f| !f.starts_with("tokio::runtime::scheduler::"))
+            })
+        };
+        let sorted = |mut v: Vec<TaskVtable>| {
+            v.sort_unstable_by_key(|v| v.addr);
+            v.dedup_by_key(|v| v.addr);
+            v
+        };
+        let listed = tasks.iter().filter(|t| t.scheduler.is_some());
+        let vtables = sorted(listed.flat_map(vtables_of).collect());
+        let blocking = sorted(
+            tasks
+                .iter()
+                .filter(is_blocking)
+                .flat_map(vtables_of)
+                .collect(),
+        );
+        (!vtables.is_empty() || !blocking.is_empty()).then_some(CensusLayout {
             align: align?,
             ref_one: REF_ONE,
             vtables,
+            blocking,
         })
     }
 
@@ -301,11 +323,9 @@ impl Builder<'_> {
         let mut out = Vec::new();
         let mut align: Option<Option<u32>> = None;
         for poll in debug.task_polls() {
-            // `spawn_blocking` closures run on the blocking pool, outside the owned lists.
+            // `spawn_blocking` closures too: they run on the blocking pool, outside the owned lists,
+            // where only a census finds them.
             let name = debug.qualified_name(poll.future);
-            if name.starts_with("tokio::runtime::blocking::task::BlockingTask<") {
-                continue;
-            }
             let Some(&cell) = cells.get(poll.args.as_str()) else {
                 continue;
             };

@@ -258,11 +258,9 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     };
     runtimes(out, &d.runtimes);
     // Said when it found or missed something; the JSON document always has it.
-    if let Some(c) = d
-        .census
-        .as_ref()
-        .filter(|c| c.found > 0 || c.cut || c.unreadable_bytes > 0 || c.rejected_lists > 0)
-    {
+    if let Some(c) = d.census.as_ref().filter(|c| {
+        c.found > 0 || c.blocking > 0 || c.cut || c.unreadable_bytes > 0 || c.rejected_lists > 0
+    }) {
         census(out, c);
     }
     decoding(out, &d.decoding);
@@ -283,6 +281,7 @@ fn runtimes<W: Write + ?Sized>(out: &mut W, runtimes: &[RuntimeView]) {
         };
         let _ = match r.flavor.as_deref() {
             Some("local_set") => write!(out, "LocalSet{found}: "),
+            Some("blocking") => write!(out, "blocking pool{found}: "),
             flavor => write!(
                 out,
                 "runtime {}{found}: ",
@@ -329,6 +328,9 @@ fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView) {
             "task lists"
         },
     );
+    if c.blocking > 0 {
+        let _ = write!(out, ", {} blocking-pool tasks", c.blocking);
+    }
     if c.age_ns > 0 {
         let _ = write!(out, " (scanned {} ago)", Dur(c.age_ns));
     }

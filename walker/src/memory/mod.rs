@@ -26,6 +26,9 @@ use crate::bytes;
 pub struct Region {
     pub start: u64,
     pub end: u64,
+    /// A thread's stack: no task is allocated there, but a task built on the stack before it was
+    /// boxed leaves a copy of its header behind, which a census must not take for a task.
+    pub stack: bool,
 }
 
 /// One read of a batch: `dst.len()` bytes at `addr` into `dst`.

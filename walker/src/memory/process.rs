@@ -94,26 +94,47 @@ impl ProcessMemory {
     }
 }
 
-/// The private, writable, anonymous regions of a `/proc/PID/maps` text; the main thread's stack, where
-/// no task is allocated, is left out.
+/// The largest guard below a thread's stack (glibc's default is one page).
+const MAX_GUARD: u64 = 64 << 10;
+
+/// The private, writable, anonymous regions of a `/proc/PID/maps` text; the main thread's stack is
+/// left out, and another thread's (an anonymous region right above its small inaccessible guard, as
+/// glibc lays out a thread's stack) is marked.
 fn heap_regions(maps: &str) -> Vec<Region> {
-    maps.lines()
-        .filter_map(|line| {
-            let mut f = line.split_ascii_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            let (_offset, _dev, inode) = (f.next()?, f.next()?, f.next()?);
-            let name = f.next().unwrap_or("");
-            let anonymous =
-                inode == "0" && (name.is_empty() || name == "[heap]" || name.starts_with("[anon"));
-            if !(perms.starts_with("rw") && perms.ends_with('p') && anonymous) {
-                return None;
-            }
-            let (start, end) = range.split_once('-')?;
-            let start = u64::from_str_radix(start, 16).ok()?;
-            let end = u64::from_str_radix(end, 16).ok()?;
-            (start < end).then_some(Region { start, end })
-        })
-        .collect()
+    let mut out = Vec::new();
+    // The end of the last inaccessible anonymous mapping: a guard, if a writable one starts there.
+    let mut guard_end = None;
+    for line in maps.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let inode = f.nth(2).unwrap_or("");
+        let name = f.next().unwrap_or("");
+        let Some((start, end)) = range.split_once('-').and_then(|(a, b)| {
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        }) else {
+            continue;
+        };
+        let anonymous =
+            inode == "0" && (name.is_empty() || name == "[heap]" || name.starts_with("[anon"));
+        let after_guard = guard_end == Some(start);
+        // A guard is a page or a few; an arena's inaccessible reserve, which the next arena may
+        // start right after, is megabytes.
+        let small = end.saturating_sub(start) <= MAX_GUARD;
+        guard_end = (anonymous && perms.starts_with("---") && small).then_some(end);
+        if perms.starts_with("rw") && perms.ends_with('p') && anonymous && start < end {
+            out.push(Region {
+                start,
+                end,
+                stack: after_guard && name.is_empty(),
+            });
+        }
+    }
+    out
 }
 
 /// Appends the runs of `r`'s pages that are present or swapped out, as `pagemap` (bits 63 and 62 of
@@ -144,6 +165,7 @@ fn in_use(
                 _ => runs.push(Region {
                     start,
                     end: start + page,
+                    stack: r.stack,
                 }),
             }
         }
@@ -200,14 +222,27 @@ mod tests {
 7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
 7f0000021000-7f0004000000 ---p 00000000 00:00 0 
 7f1000000000-7f1000001000 rw-s 00000000 00:05 77 /dev/zero (deleted)
+7f3000000000-7f3000001000 ---p 00000000 00:00 0 
+7f3000001000-7f3000201000 rw-p 00000000 00:00 0 
+7f4000000000-7f4003ff0000 ---p 00000000 00:00 0 
+7f4003ff0000-7f4004000000 rw-p 00000000 00:00 0 
 7f2000000000-7f2000002000 rw-p 00000000 00:00 0 [anon:arena]
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
 7ffd00100000-7ffd00102000 r--p 00000000 00:00 0 [vvar]
 ";
-        let starts: Vec<u64> = heap_regions(maps).iter().map(|r| r.start).collect();
+        let found: Vec<(u64, bool)> = (heap_regions(maps).iter())
+            .map(|r| (r.start, r.stack))
+            .collect();
         assert_eq!(
-            starts,
-            [0x55d0_c100_0000, 0x7f00_0000_0000, 0x7f20_0000_0000]
+            found,
+            [
+                (0x55d0_c100_0000, false),
+                (0x7f00_0000_0000, false),
+                (0x7f30_0000_1000, true),
+                (0x7f40_03ff_0000, false),
+                (0x7f20_0000_0000, false),
+            ],
+            "a thread's stack is marked, above its guard page; an arena after another's reserve is not"
         );
     }
 

@@ -54,6 +54,9 @@ pub struct CensusLayout {
     pub ref_one: u64,
     /// Every task vtable of the binary (load bias applied), sorted by address.
     pub vtables: Vec<TaskVtable>,
+    /// The vtables of blocking tasks (`BlockingTask<F>`), sorted by address: such a header, owned by
+    /// no list, is a task of the blocking pool.
+    pub blocking: Vec<TaskVtable>,
 }
 
 /// One task vtable: where it is, and the poll function of its task type (a key of
@@ -122,6 +125,9 @@ pub enum RuntimeFlavor {
     MultiThread,
     /// A registered `tokio::task::LocalSet` (its `handle` is the `LocalSet`'s address).
     LocalSet,
+    /// The blocking pool's tasks (`spawn_blocking` closures, queued or running), which no task list
+    /// holds: found by a census, each header checked.
+    Blocking,
 }
 
 /// `OwnedTasks`: its id (every task header names the list it belongs to) and its list of tasks.
@@ -249,6 +255,8 @@ pub struct CensusReport {
     pub rejected_lists: u64,
     /// Runtimes and `LocalSet`s found that nobody registered.
     pub found: u64,
+    /// Blocking pool tasks found (queued or running).
+    pub blocking: u64,
     /// How long the scan and the checks took.
     pub elapsed_ns: u64,
     /// How long before this request the scan ran: 0 when it ran for it, else the lists it found

@@ -232,6 +232,13 @@ fn validate_census(c: &super::CensusLayout) -> Result<(), PlanError> {
     })?;
     require(c.vtables.is_sorted_by_key(|v| v.addr), || {
         "census vtables are not sorted by address".into()
+    })?;
+    let n = c.blocking.len();
+    require(n <= MAX_PLAN_ENTRIES, || {
+        format!("{n} blocking vtables, over {MAX_PLAN_ENTRIES}")
+    })?;
+    require(c.blocking.is_sorted_by_key(|v| v.addr), || {
+        "blocking vtables are not sorted by address".into()
     })
 }
 
@@ -312,6 +319,7 @@ mod tests {
                     addr: 0x300,
                     poll_fn: 0x100,
                 }],
+                blocking: vec![],
             }),
             max_tasks: 10,
         }

@@ -29,7 +29,7 @@ const RETRY_PIECE: usize = 64 << 10;
 
 /// Most references a task header may claim: tokio tasks hold a handful (the list, a `JoinHandle`,
 /// wakers); a stale or random word as a state claims millions.
-const MAX_REFS: u64 = 1 << 20;
+pub(super) const MAX_REFS: u64 = 1 << 20;
 
 /// A task list a census found and checked: what owns it, where it is, and its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,10 +50,16 @@ impl FoundList {
     }
 }
 
+/// Most blocking-pool tasks a census keeps (tokio's pool has 512 threads by default).
+pub const MAX_BLOCKING: usize = 4096;
+
 /// What a census gives: the lists it found, what it covered, and where it stopped when cut.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Census {
     pub found: Vec<FoundList>,
+    /// Headers of blocking-pool tasks (owned by no list), sorted; check each again before use
+    /// ([`super::read_blocking`]).
+    pub blocking: Vec<u64>,
     pub report: CensusReport,
     /// The address the scan had reached when its deadline came: where the next census can resume.
     pub stopped_at: Option<u64>,
@@ -77,14 +83,22 @@ pub fn census(
         return out;
     };
     buf.resize(CENSUS_CHUNK, 0);
+    let ends = [layout.vtables.first(), layout.vtables.last()]
+        .into_iter()
+        .chain([layout.blocking.first(), layout.blocking.last()])
+        .flatten()
+        .map(|v| v.addr);
     let mut scan = Scan {
         rp,
         layout,
-        lo: layout.vtables.first().map_or(0, |v| v.addr),
-        hi: layout.vtables.last().map_or(0, |v| v.addr),
+        lo: ends.clone().min().unwrap_or(0),
+        hi: ends.max().unwrap_or(0),
         claims: FastMap::default(),
+        blocking: Vec::new(),
+        in_stack: false,
     };
     'regions: for r in regions {
+        scan.in_stack = r.stack;
         let mut at = align_up(r.start, layout.align as u64);
         while at < r.end {
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -101,6 +115,9 @@ pub fn census(
         }
     }
     out.found = scan.check_lists(mem, report);
+    scan.blocking.sort_unstable();
+    scan.blocking.dedup();
+    out.blocking = scan.blocking;
     report.elapsed_ns = start.elapsed().as_nanos() as u64;
     out
 }
@@ -113,7 +130,7 @@ pub fn from(regions: &[Region], at: u64) -> Vec<Region> {
     for r in &regions[split..] {
         out.push(Region {
             start: r.start.max(at.min(r.end)),
-            end: r.end,
+            ..*r
         });
     }
     for r in &regions[..split] {
@@ -121,8 +138,8 @@ pub fn from(regions: &[Region], at: u64) -> Vec<Region> {
     }
     if let Some(r) = regions.get(split).filter(|r| r.start < at) {
         out.push(Region {
-            start: r.start,
             end: at.min(r.end),
+            ..*r
         });
     }
     out
@@ -134,8 +151,9 @@ fn usable(c: &CensusLayout, rp: &RuntimePlan) -> bool {
         && c.align >= 8
         && (c.align as usize) <= CENSUS_CHUNK
         && c.ref_one > 0
-        && !c.vtables.is_empty()
+        && !(c.vtables.is_empty() && c.blocking.is_empty())
         && c.vtables.is_sorted_by_key(|v| v.addr)
+        && c.blocking.is_sorted_by_key(|v| v.addr)
         && rp.header.size > 0
 }
 
@@ -180,6 +198,10 @@ struct Scan<'p> {
     lo: u64,
     hi: u64,
     claims: FastMap<(u64, u64), RuntimeFlavor>,
+    /// Headers of blocking-pool tasks.
+    blocking: Vec<u64>,
+    /// The region being scanned is a thread's stack (see [`Region::stack`]).
+    in_stack: bool,
 }
 
 impl Scan<'_> {
@@ -209,6 +231,7 @@ impl Scan<'_> {
     ) {
         let vts = &self.layout.vtables;
         let Ok(i) = vts.binary_search_by_key(&vtable, |v| v.addr) else {
+            self.blocking_hit(header, vtable, bytes, report);
             return;
         };
         report.hits += 1;
@@ -240,6 +263,29 @@ impl Scan<'_> {
         };
         report.headers += 1;
         self.claims.insert((list, owner), sched.flavor);
+    }
+
+    /// A word that may be a blocking task's vtable: a header owned by no list, holding a sane
+    /// reference count, not complete.
+    fn blocking_hit(&mut self, header: u64, vtable: u64, bytes: &[u8], report: &mut CensusReport) {
+        let blocking = &self.layout.blocking;
+        if self.in_stack || blocking.binary_search_by_key(&vtable, |v| v.addr).is_err() {
+            return;
+        }
+        report.hits += 1;
+        let h = self.rp.header;
+        let state = word(bytes, h.state);
+        let refs = state / self.layout.ref_one;
+        let complete = state & self.rp.state_bits.complete != 0;
+        let owned = word(bytes, h.owner_id) != 0;
+        if (1..=MAX_REFS).contains(&refs)
+            && !complete
+            && !owned
+            && self.blocking.len() < MAX_BLOCKING
+        {
+            report.headers += 1;
+            self.blocking.push(header);
+        }
     }
 
     /// Where the task list of a scheduler of `flavor` at `scheduler` is.
@@ -285,10 +331,12 @@ mod tests {
     };
 
     const VTABLE: u64 = 0x9000;
+    const BLOCKING: u64 = 0x9100;
     const HANDLE: u64 = 0x5000;
     const HEAP: Region = Region {
         start: 0x10000,
         end: 0x20000,
+        stack: false,
     };
     const REF_ONE: u64 = 64;
 
@@ -344,6 +392,10 @@ mod tests {
                 vtables: vec![TaskVtable {
                     addr: VTABLE,
                     poll_fn: 0x100,
+                }],
+                blocking: vec![TaskVtable {
+                    addr: BLOCKING,
+                    poll_fn: 0x200,
                 }],
             }),
             max_tasks: 10,
@@ -420,6 +472,30 @@ mod tests {
         assert!(results[0].as_ref().unwrap_err().contains("no longer list"));
     }
 
+    /// A blocking-pool task is owned by no list: the census keeps its header (live, not complete),
+    /// unless it lies on a thread's stack, where only copies of headers are.
+    #[test]
+    fn blocking_tasks_are_headers_owned_by_no_list_and_never_on_a_stack() {
+        let mut heap = vec![0u8; (HEAP.end - HEAP.start) as usize];
+        let blocking = |heap: &mut Vec<u8>, at: u64, state: u64, owner: u64| {
+            header(heap, at, state, owner, 0);
+            let i = (at - HEAP.start + 16) as usize;
+            heap[i..i + 8].copy_from_slice(&BLOCKING.to_ne_bytes());
+        };
+        blocking(&mut heap, 0x10100, 2 * REF_ONE, 0);
+        blocking(&mut heap, 0x10200, 0, 0);
+        blocking(&mut heap, 0x10300, REF_ONE, 5);
+        let mem = memory(heap);
+        let c = census(&mem, &plan(), &[HEAP], None, &mut Vec::new());
+        assert_eq!(c.blocking, [0x10100], "live, and owned by no list");
+        let stack = Region {
+            stack: true,
+            ..HEAP
+        };
+        let c = census(&mem, &plan(), &[stack], None, &mut Vec::new());
+        assert!(c.blocking.is_empty(), "a stack holds copies only");
+    }
+
     #[test]
     fn a_list_that_does_not_carry_its_claimants_id_is_not_found() {
         let mut heap = vec![0u8; (HEAP.end - HEAP.start) as usize];
@@ -435,6 +511,7 @@ mod tests {
         let hole = Region {
             start: 0x40000,
             end: 0x40000 + 3 * RETRY_PIECE as u64,
+            stack: false,
         };
         let (found, report) = run(&mem, &[hole, HEAP]);
         assert_eq!(found.len(), 1);
@@ -456,7 +533,11 @@ mod tests {
 
     #[test]
     fn a_census_resumed_where_it_stopped_covers_every_region_once() {
-        let r = |start: u64, end: u64| Region { start, end };
+        let r = |start: u64, end: u64| Region {
+            start,
+            end,
+            stack: false,
+        };
         let regions = [r(0x1000, 0x3000), r(0x5000, 0x8000), r(0x9000, 0xa000)];
         assert_eq!(
             from(&regions, 0x6000),
@@ -488,7 +569,10 @@ mod tests {
         let mem = memory(heap_with_decoys());
         for spoil in [
             |c: &mut CensusLayout| c.align = 96,
-            |c: &mut CensusLayout| c.vtables.clear(),
+            |c: &mut CensusLayout| {
+                c.vtables.clear();
+                c.blocking.clear();
+            },
             |c: &mut CensusLayout| c.ref_one = 0,
         ] {
             let mut rp = plan();

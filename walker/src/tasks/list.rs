@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap as FastMap;
 
-use super::census::FoundList;
+use super::census::{FoundList, MAX_REFS};
 use crate::bounds::{MAX_LAYOUT_BYTES, MAX_RUNTIME_TASKS, MAX_SHARDS};
 use crate::bytes::{uint, word};
 use crate::memory::{Memory, Read};
@@ -124,6 +124,54 @@ pub fn list_found(
         finish_list(mem, rp, &mut reports[o.report]);
     }
     results
+}
+
+/// The blocking-pool tasks at `headers` (from a census) into `report`, each header read and checked
+/// again: owned by no list, a vtable of a blocking task type the plan knows, not complete. Those
+/// that no longer pass are left out.
+pub fn read_blocking(
+    mem: &impl Memory,
+    rp: &RuntimePlan,
+    headers: &[u64],
+    report: &mut RuntimeReport,
+) {
+    let Some(census) = rp.census.as_ref() else {
+        return;
+    };
+    let h = rp.header;
+    if !(1..=MAX_LAYOUT_BYTES).contains(&h.size)
+        || !(1..=MAX_LAYOUT_BYTES).contains(&rp.trailer.size)
+    {
+        return;
+    }
+    report.flavor = Some(crate::plan::RuntimeFlavor::Blocking);
+    for batch in headers.chunks(256) {
+        let mut bytes = vec![0u8; h.size as usize * batch.len()];
+        let read = mem.read_each(batch.iter().copied(), bytes.chunks_mut(h.size as usize));
+        let mut valid: Vec<(u64, &[u8], Vtable)> = Vec::new();
+        for ((&at, hb), ok) in batch.iter().zip(bytes.chunks(h.size as usize)).zip(read) {
+            let vtable = word(hb, h.vtable);
+            let blocking = census
+                .blocking
+                .binary_search_by_key(&vtable, |v| v.addr)
+                .is_ok();
+            let state = word(hb, h.state);
+            let refs = state / census.ref_one.max(1);
+            let live = state & rp.state_bits.complete == 0 && (1..=MAX_REFS).contains(&refs);
+            if !(ok && blocking && live && word(hb, h.owner_id) == 0) {
+                continue;
+            }
+            if let Some(vt) = vtable_at(mem, rp, vtable) {
+                valid.push((at, hb, vt));
+            }
+        }
+        let at: Vec<(u64, Vtable)> = valid.iter().map(|&(a, _, vt)| (a, vt)).collect();
+        for ((node, hb, vt), rest) in valid.into_iter().zip(ids_and_trailers(mem, rp, &at)) {
+            if let Some((id, tb)) = rest {
+                report.tasks.push(task_from(rp, node, hb, vt, id, &tb).0);
+            }
+        }
+    }
 }
 
 /// A task list being walked: its id, the next header of each of its shards (0 when done), and the

@@ -19,8 +19,8 @@ mod census;
 mod list;
 mod stages;
 
-pub use census::{CENSUS_CHUNK, Census, FoundList, census, from};
-pub use list::{list_found, list_local_set, list_runtime};
+pub use census::{CENSUS_CHUNK, Census, FoundList, MAX_BLOCKING, census, from};
+pub use list::{list_found, list_local_set, list_runtime, read_blocking};
 pub use stages::walk_tasks;
 
 /// Tasks whose futures are walked together, sharing reads.
