@@ -50,6 +50,9 @@ impl FoundList {
     }
 }
 
+/// Most distinct task lists one census checks (a process has a few; the rest are stale claims).
+const MAX_CLAIMS: usize = 4096;
+
 /// Most blocking-pool tasks a census keeps (tokio's pool has 512 threads by default).
 pub const MAX_BLOCKING: usize = 4096;
 
@@ -262,7 +265,11 @@ impl Scan<'_> {
             return;
         };
         report.headers += 1;
-        self.claims.insert((list, owner), sched.flavor);
+        // Bounded whatever the plan or the memory: a plan naming common words as vtables must not
+        // grow the agent's memory with the process's.
+        if self.claims.len() < MAX_CLAIMS || self.claims.contains_key(&(list, owner)) {
+            self.claims.insert((list, owner), sched.flavor);
+        }
     }
 
     /// A word that may be a blocking task's vtable: a header owned by no list, holding a sane
@@ -517,6 +524,35 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(report.unreadable_bytes, hole.end - hole.start);
         assert_eq!(report.total_bytes, report.scanned_bytes);
+    }
+
+    /// A plan whose vtables are words the memory is full of cannot make a census hold more than a
+    /// bounded number of claimed lists.
+    #[test]
+    fn claims_are_bounded_whatever_the_memory_holds() {
+        let big = Region {
+            start: 0x100_0000,
+            end: 0x110_0000,
+            stack: false,
+        };
+        let mut heap = vec![0u8; (big.end - big.start) as usize];
+        for (i, slot) in heap.chunks_mut(128).enumerate() {
+            // A header in every slot, each naming a list of its own.
+            let fields = [REF_ONE, 0, VTABLE, 7, 0, 0, 0, 0, 0x200_0000 + i as u64 * 8];
+            for (k, w) in fields.iter().enumerate() {
+                slot[k * 8..k * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+            }
+        }
+        let mut mem = memory(Vec::new());
+        assert!(mem.insert(big.start, heap));
+        let c = census(&mem, &plan(), &[big], None, &mut Vec::new());
+        let slots = (big.end - big.start) / 128;
+        assert_eq!(c.report.headers, slots, "every slot a header");
+        assert!(slots as usize > MAX_CLAIMS);
+        assert_eq!(
+            c.report.rejected_lists, MAX_CLAIMS as u64,
+            "only so many lists held, none of them real"
+        );
     }
 
     #[test]
