@@ -112,17 +112,7 @@ pub(super) const BOXED_SLICE: Rule = Rule {
         let Some(elem) = b.debug.node(b.strip(ptr)).and_then(|p| p.type_ref) else {
             return Verdict::Decline;
         };
-        let elem = b.strip(elem);
-        let stride = b.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
-        let edge = Edge {
-            offset: data as u32,
-            to: EdgeTarget::Slice {
-                len_offset: len as u32,
-                elem: b.ty(elem),
-                stride: stride as u32,
-            },
-        };
-        Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
+        elements(b, t.size, data, len, elem)
     },
 };
 
@@ -139,19 +129,25 @@ pub(super) const VEC: Rule = Rule {
         ) else {
             return Verdict::Decline;
         };
-        let elem = b.strip(elem);
-        let stride = b.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
-        let edge = Edge {
-            offset: data as u32,
-            to: EdgeTarget::Slice {
-                len_offset: len as u32,
-                elem: b.ty(elem),
-                stride: stride as u32,
-            },
-        };
-        Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
+        elements(b, t.size, data, len, elem)
     },
 };
+
+/// The plan of a type holding a slice: its data pointer at `data`, its length at `len`, each element
+/// of type `elem`, as far apart as that type's size.
+fn elements(b: &mut Builder<'_>, size: u32, data: u64, len: u64, elem: u64) -> Verdict {
+    let elem = b.strip(elem);
+    let stride = b.debug.node(elem).and_then(|e| e.byte_size).unwrap_or(0);
+    let edge = Edge {
+        offset: data as u32,
+        to: EdgeTarget::Slice {
+            len_offset: len as u32,
+            elem: b.ty(elem),
+            stride: stride as u32,
+        },
+    };
+    Verdict::Plan(plan(size, vec![edge]), Kind::Transparent)
+}
 
 /// A tuple of join/select branches, in branch order (`__0`, `__1`, ...).
 pub(super) const TUPLE: Rule = Rule {
