@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use asyncdump_protocol::{Case, Edge, EdgeTarget};
+use asyncdump_protocol::Case;
 
 use super::std::member;
-use super::{Rule, Ty, Verdict, combinator, inline, plan};
+use super::{Rule, Ty, Verdict, combinator, inline, plan, pointer};
 use crate::model::{FrameInfo, Source};
 use crate::plan::Kind;
 use crate::plan::builder::{Builder, enum_plan};
@@ -71,10 +71,7 @@ pub(super) const FUTURES_UNORDERED: Rule = Rule {
         let Some((head, task)) = b.pointer_to(t.die, "head_all") else {
             return Verdict::Leaf;
         };
-        let edge = Edge {
-            offset: head as u32,
-            to: EdgeTarget::Pointer(b.ty(task)),
-        };
+        let edge = pointer(head, b.ty(task));
         let label = "futures::stream::FuturesUnordered";
         let info = FrameInfo::new(label.into(), None, Source::Decoded);
         Verdict::Plan(plan(t.size, vec![edge]), Kind::Combinator(Arc::new(info)))
@@ -122,10 +119,7 @@ pub(super) const FUTURES_UNORDERED_TASK: Rule = Rule {
                 edges: vec![future],
             }],
         );
-        plan.always.push(Edge {
-            offset: next as u32,
-            to: EdgeTarget::Pointer(b.ty(t.die)),
-        });
+        plan.always.push(pointer(next, b.ty(t.die)));
         Verdict::Plan(plan, Kind::Transparent)
     },
 };
@@ -144,10 +138,7 @@ pub(super) const STREAM_BORROW: Rule = Rule {
         let Some((off, stream)) = b.pointer_to(t.die, "stream") else {
             return Verdict::Decline;
         };
-        let edge = Edge {
-            offset: off as u32,
-            to: EdgeTarget::Pointer(b.ty(stream)),
-        };
+        let edge = pointer(off, b.ty(stream));
         Verdict::Plan(plan(t.size, vec![edge]), Kind::Transparent)
     },
 };

@@ -148,6 +148,14 @@ fn inline(offset: u64, to: u32) -> Edge {
     }
 }
 
+/// The edge to a future of plan type `to` behind a thin pointer at `offset`.
+fn pointer(offset: u64, to: u32) -> Edge {
+    Edge {
+        offset: offset as u32,
+        to: EdgeTarget::Pointer(to),
+    }
+}
+
 /// A combinator shown as its own line, `label`, over the future in `t`'s field `field`; a leaf
 /// without that field.
 fn combinator(b: &mut Builder<'_>, t: &Ty, field: &str, label: &str) -> Verdict {

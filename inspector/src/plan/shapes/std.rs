@@ -6,7 +6,7 @@ use std::sync::Arc;
 use asyncdump_protocol::{Case, Discr, Edge, EdgeTarget, TypePlan};
 use gimli::constants;
 
-use super::{Rule, Ty, Verdict, inline, plan};
+use super::{Rule, Ty, Verdict, inline, plan, pointer};
 use crate::dwarf::StateMachine;
 use crate::model::{FastMap, FrameInfo, Source};
 use crate::names::display_name;
@@ -40,10 +40,7 @@ pub(super) const POINTER: Rule = Rule {
         let Some(pointee) = t.pointee else {
             return Verdict::Leaf;
         };
-        let edge = Edge {
-            offset: 0,
-            to: EdgeTarget::Pointer(b.ty(pointee)),
-        };
+        let edge = pointer(0, b.ty(pointee));
         let size = if t.size == 0 { 8 } else { t.size };
         Verdict::Plan(plan(size, vec![edge]), Kind::Transparent)
     },
