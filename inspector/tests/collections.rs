@@ -99,12 +99,13 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
 
 /// A reqwest client whose server never answers (hyper-util's pool and connection tasks underneath):
 /// the crawler's `buffer_unordered` of `fetch_page` calls is followed into each call, through
-/// reqwest and hyper-util, down to the channel its request was handed to its connection on; and the
-/// connection tasks hyper-util spawns as boxed futures are named by what their box holds. Before: the
-/// crawl ended at `Collect<…>`/`Fold<…>`, and the connection tasks read `root core::pin::Pin<…>` over
-/// `awaiting futures_util::future::future::Map<…>`.
+/// reqwest and hyper-util, down to the channel its request was handed to its connection on, and on
+/// to the connection task that holds that channel's sender; the connection tasks hyper-util spawns
+/// as boxed futures are named by what their box holds. Before: the crawl ended at
+/// `Collect<…>`/`Fold<…>`, the connection tasks read `root core::pin::Pin<…>` over `awaiting
+/// futures_util::future::future::Map<…>`, and no edge joined a request to its connection.
 #[test]
-fn an_http_clients_requests_are_followed_down_to_their_connection_channel() {
+fn an_http_clients_requests_are_followed_down_to_the_connection_task_serving_each() {
     let fx = Fixture::start("crawler", &[]);
     let pid = fx.pid.to_string();
     let text = (0..50)
@@ -144,4 +145,32 @@ fn an_http_clients_requests_are_followed_down_to_their_connection_channel() {
         .collect();
     assert_eq!(connections.len(), 3, "{text}");
     assert!(!text.contains("root core::pin::Pin<"), "{text}");
+    // Each request waits for the connection task holding its response's sender: one edge from each
+    // receiver to a different connection, and each connection awaited by the crawl.
+    let crawl = s.lines().next().unwrap().split(" · ").next().unwrap();
+    let mut served: Vec<&str> = s
+        .lines()
+        .filter_map(|l| l.strip_prefix("                  → awaits "))
+        .collect();
+    served.sort_unstable();
+    served.dedup();
+    assert_eq!(
+        served.len(),
+        3,
+        "three connections serve the three requests: {s}"
+    );
+    for c in &connections {
+        let label = c.split(" · ").next().unwrap();
+        assert!(served.contains(&label), "{label} serves a request: {s}");
+        assert!(
+            c.contains(&format!("  awaited by {crawl} at crawler::crawl → ")),
+            "{c}"
+        );
+    }
+    // The receivers' waker is the `FuturesUnordered`'s, named by the binary's own DWARF.
+    assert_eq!(
+        (s.matches("holds a waker made by futures_util::stream::futures_unordered::")).count(),
+        3,
+        "{s}"
+    );
 }

@@ -255,7 +255,7 @@ fn a_timeout_around_a_channel_receive_shows_both() {
         ]
     );
     // Inside: tokio's own `Receiver::recv` (its impl block named, not `{impl#0}`, its file from the
-    // crate's directory on), down to its poll_fn.
+    // crate's directory on), down to its poll_fn, named by where its closure was written.
     assert!(
         lines[2].starts_with(&indent(
             3,
@@ -272,7 +272,7 @@ fn a_timeout_around_a_channel_receive_shows_both() {
     assert!(
         lines[3].starts_with(&indent(
             4,
-            "awaiting core::future::poll_fn::PollFn<recv::{async_fn#0}::{closure_env#0}<u32>>"
+            "awaiting poll_fn in tokio::sync::mpsc::bounded::Receiver::recv"
         )),
         "{lines:#?}"
     );

@@ -45,7 +45,7 @@ fn folded_stacks_give_each_distinct_chain_once_root_first_with_how_many_tasks_wa
                 at("while rx.recv()")
             )),
             StartsWith("mpsc::Receiver::recv at tokio-"),
-            StartsWith("core::future::poll_fn::PollFn<recv::"),
+            Is("poll_fn in tokio::sync::mpsc::bounded::Receiver::recv".into()),
         ],
         1,
     );
@@ -57,7 +57,7 @@ fn folded_stacks_give_each_distinct_chain_once_root_first_with_how_many_tasks_wa
                 at("tick.tick().await")
             )),
             StartsWith("tokio::time::interval::Interval::tick at tokio-"),
-            StartsWith("core::future::poll_fn::PollFn<tick::"),
+            Is("poll_fn in tokio::time::interval::Interval::tick".into()),
         ],
         1,
     );

@@ -584,8 +584,8 @@ fn the_blocking_pools_tasks_are_found_running_and_queued_with_who_awaits_them() 
     let text = dump_until(fx.pid, &["--all"], |t| {
         t.contains("blocking pool (found by census): 2 listed")
     });
-    let closure =
-        "  root tokio::runtime::blocking::task::BlockingTask<await_blocking::{closure_env#0}>";
+    // Named by where the closure was written, running (no frames) or queued (walked) alike.
+    let closure = "  root blocking_task in blocking::await_blocking";
     let pool: Vec<&str> = text
         .split("\n\n")
         .filter(|s| s.contains(&format!("{closure}\n")))

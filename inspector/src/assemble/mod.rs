@@ -130,6 +130,7 @@ impl Dump {
         cache.sweep();
         tasks.extend(listed.views(decoder, cache.live()));
         listed.join_edges(&mut tasks, decoder);
+        runtime::Listed::frame_edges(&mut tasks);
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
         // view's screen, which should not wait for it).
         let mut index = FastMap::default();

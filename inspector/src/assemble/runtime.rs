@@ -225,6 +225,34 @@ impl<'a> Listed<'a> {
         }
     }
 
+    /// Tasks that a decoded frame of another awaits (through a `JoinHandle` no join waker names, or a
+    /// oneshot whose sender the other holds) and that nothing else names an awaiter of: that frame's
+    /// task is their awaiter. The first such frame, in task order, wins.
+    pub(super) fn frame_edges(views: &mut [TaskView]) {
+        let index: FastMap<u64, usize> = views.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
+        for a in 0..views.len() {
+            let mut awaited = Vec::new();
+            let mut stack: Vec<&FrameNode> = views[a].frames.iter().collect();
+            while let Some(f) = stack.pop() {
+                awaited.extend(f.awaits_tasks.iter().copied());
+                stack.extend(f.children.iter());
+            }
+            for key in awaited {
+                let Some(&b) = index.get(&key).filter(|&&b| b != a) else {
+                    continue;
+                };
+                if views[b].awaited_by.is_some() {
+                    continue;
+                }
+                views[b].awaited_by = Some(AwaitedBy {
+                    task: views[a].id,
+                    task_name: views[a].name.as_deref().map(str::to_owned),
+                    path: path_to(&views[a].frames, key).unwrap_or_default(),
+                });
+            }
+        }
+    }
+
     pub(super) fn reports(
         &self,
         snap: &Snapshot,
@@ -273,16 +301,22 @@ impl<'a> Listed<'a> {
 
 /// A task spawned as a boxed `dyn Future` (hyper-util's connection tasks, any executor's boxed
 /// futures) is named by the future its walk found behind the vtable, its first frame, rather than
-/// `Pin<Box<dyn Future>>`.
+/// `Pin<Box<dyn Future>>`. One spawned as an adapter over a closure (`fut.map(…)`, `poll_fn(…)`,
+/// `spawn_blocking`'s task) is named by the future it adapts, else by where its closure was written.
 fn named_through_dyn(root_type: Arc<str>, frames: &[FrameNode]) -> Arc<str> {
     let boxed_dyn = (root_type.starts_with("core::pin::Pin<alloc::boxed::Box<")
         || root_type.starts_with("alloc::boxed::Box<"))
         && root_type.contains("dyn ");
-    match frames.first() {
-        Some(first) if boxed_dyn && first.meta.source != Source::Cut => {
-            Arc::from(first.meta.name.as_str())
-        }
-        _ => root_type,
+    let first = frames.first().filter(|f| f.meta.source != Source::Cut);
+    if let (true, Some(first)) = (boxed_dyn, first) {
+        return Arc::from(first.meta.name.as_str());
+    }
+    match crate::names::closure_named(&root_type) {
+        Some(named) => match first.filter(|f| f.meta.source != Source::Awaitee) {
+            Some(adapted) => Arc::from(adapted.meta.name.as_str()),
+            None => Arc::from(named),
+        },
+        None => root_type,
     }
 }
 

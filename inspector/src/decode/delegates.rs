@@ -62,11 +62,15 @@ impl Plan {
                 }
                 _ => (false, None),
             };
+            let foreign_vtable = (registered && !ours).then_some(vtable).flatten();
             out.push(DecodedDelegate {
                 leaf,
                 registered,
                 waker_of: (registered && ours).then_some(task).flatten(),
-                foreign_vtable: (registered && !ours).then_some(vtable).flatten(),
+                foreign_vtable,
+                foreign_waker: foreign_vtable
+                    .and_then(|v| self.waker_named(v))
+                    .map(|n| n.to_string()),
                 value_sent: state & ONESHOT_VALUE_SENT != 0,
                 closed: state & ONESHOT_CLOSED != 0,
                 sender_held_by: refs.senders.get(&n.addr).copied(),

@@ -164,7 +164,19 @@ impl<'a> Merge<'a> {
                     self.mask[p] = self.walk[i].discr;
                 }
             }
-            Some(Kind::OneshotInner) => self.receivers.push(i),
+            Some(Kind::OneshotInner) => {
+                self.receivers.push(i);
+                // The task holding the sender is the one this receive waits for: an edge on the
+                // receiver's line, like a `JoinHandle`'s.
+                let line = parent.and_then(|p| self.placed[p].attach);
+                let holder = self.refs.senders.get(&self.walk[i].addr);
+                if let (Some(d), Some(&task)) = (line, holder) {
+                    let awaits = &mut self.arena.nodes[d].awaits;
+                    if !awaits.contains(&task) {
+                        awaits.push(task);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -344,11 +356,20 @@ impl<'a> Merge<'a> {
                 below[p] = true;
             }
         }
+        let plan = self.plan;
+        let hand_written = |i: usize| {
+            (plan.hand_written.contains_key(&walk[i].ty)) || plan.sender_only.contains(&walk[i].ty)
+        };
+        // Holding senders only, it is state when a hand-written type (or its `Option`) holds it.
+        let state = |i: usize| {
+            plan.sender_only.contains(&walk[i].ty) && parent_of(i).is_some_and(hand_written)
+        };
         let dead = |i: usize| {
             !below[i]
                 && !placed[i].skipped
                 && walk[i].status == NodeStatus::Read
-                && self.plan.hand_written.contains_key(&walk[i].ty)
+                && hand_written(i)
+                && !state(i)
         };
         for i in (0..walk.len()).filter(|&i| dead(i)) {
             let mut up = parent_of(i);

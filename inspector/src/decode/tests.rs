@@ -238,6 +238,54 @@ fn a_hand_written_future_nothing_below_shows_is_named_as_the_leaf() {
     );
 }
 
+/// A receiver's line awaits the task that holds its sender; a hand-written type holding senders only
+/// is the leaf where its parent expects a future (hyper's connection), and state inside another
+/// hand-written future whose own future shows (its dispatcher's callback), never a leaf there.
+#[test]
+fn a_sender_holder_is_a_leaf_as_a_future_and_state_as_a_field() {
+    let mut p = plan(vec![
+        async_fn("svc::serve", 9),
+        Kind::Transparent,
+        Kind::Transparent,
+        Kind::OneshotSender,
+        Kind::Oneshot(Arc::new(FrameInfo::awaitee("oneshot::Receiver".into()))),
+        Kind::OneshotInner,
+    ]);
+    let named = |n: &str| Arc::new(FrameInfo::awaitee(n.into()));
+    p.hand_written.insert(1, named("hyper::Connection"));
+    p.hand_written.insert(2, named("hyper::Callback"));
+    p.sender_only.insert(2);
+    let held = node(2, 3, Some(0xc4a7));
+    // serve → Connection { callback: Callback { sender }, rx: Receiver }.
+    let walk = [
+        node(NO_PARENT, 0, Some(3)),
+        node(0, 1, None),
+        node(1, 2, None),
+        held,
+        node(1, 4, None),
+        node(4, 5, Some(0)),
+    ];
+    let mut refs = TaskRefs::default();
+    refs.senders.insert(walk[5].addr, 77);
+    let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &refs);
+    assert_eq!(
+        lines(&frames),
+        ["svc::serve@9", "  oneshot::Receiver [77]"],
+        "the callback is the connection's state, and the receiver waits for task 77"
+    );
+    // Where a future is expected, the holder is the leaf.
+    p.sender_only.insert(1);
+    let walk = [
+        node(NO_PARENT, 0, Some(3)),
+        node(0, 1, None),
+        node(1, 3, Some(1)),
+    ];
+    assert_eq!(
+        merged(&p, &walk, &[]),
+        ["svc::serve@9", "  hyper::Connection"]
+    );
+}
+
 #[test]
 fn an_async_fn_awaiting_only_its_own_block_is_recognised_by_name() {
     let own = |p: &str, c: &str| is_own_block(&decoded(p), &decoded(c));

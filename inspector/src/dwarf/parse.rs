@@ -85,6 +85,7 @@ struct Marks {
     anchor: bool,
     task_poll: bool,
     wake_clone: bool,
+    waker_clone: bool,
 }
 
 impl Table {
@@ -127,7 +128,7 @@ impl Table {
             };
             let marks = self.marks(entry, &stack, &string);
             if entry.tag() == constants::DW_TAG_subprogram
-                && !(marks.anchor || marks.task_poll || marks.wake_clone)
+                && !(marks.anchor || marks.task_poll || marks.wake_clone || marks.waker_clone)
             {
                 skip_below = Some(depth);
                 name_impl(&self.nodes, &stack, &mut self.impls, || {
@@ -172,6 +173,11 @@ impl Table {
             wake_clone: !anchor
                 && in_namespace(&self.nodes, stack, TOKIO_WAKE)
                 && named(b"clone_arc_raw<"),
+            // A generic free function `clone_…<W>`: what the first slot of a `RawWakerVTable` made
+            // for `W` holds (futures', std's `Wake`, tokio's and other executors' wakers).
+            waker_clone: !anchor
+                && named(b"clone_")
+                && string(constants::DW_AT_name).is_some_and(|s| s.find(b'<').is_some()),
         }
     }
 
@@ -230,6 +236,7 @@ fn node_of(
         anchor: marks.anchor,
         task_poll: marks.task_poll,
         wake_clone: marks.wake_clone,
+        waker_clone: marks.waker_clone,
         artificial: matches!(
             attr(constants::DW_AT_artificial),
             Some(AttributeValue::Flag(true))
@@ -392,6 +399,39 @@ fn rename_impls(nodes: &mut [Node], impls: &FastMap<String, String>) {
     for (i, name) in renames {
         nodes[i].name = Some(name);
     }
+    // Type names spell their generic arguments as text, impl paths and all
+    // (`PollFn<tokio::sync::mpsc::bounded::{impl#0}::recv::{closure_env#0}<u64>>`): named there too.
+    for n in nodes.iter_mut() {
+        if let Some(name) = n.name.as_mut().filter(|s| s.contains("{impl#")) {
+            *name = impls_named_in(name, impls);
+        }
+    }
+}
+
+/// `text` with every `path::{impl#N}` that [`name_impl`] named replaced by `path::NAME`.
+fn impls_named_in(text: &str, impls: &FastMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("{impl#") {
+        let Some(close) = rest[at..].find('}').map(|c| at + c + 1) else {
+            break;
+        };
+        let path_start = rest[..at]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |i| i + 1);
+        out.push_str(&rest[..path_start]);
+        let path = &rest[path_start..close];
+        match impls.get(path) {
+            Some(name) => {
+                out.push_str(&rest[path_start..at]);
+                out.push_str(name);
+            }
+            None => out.push_str(path),
+        }
+        rest = &rest[close..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What an impl block implements, from the demangled path of a function in it (legacy or v0 mangling):
@@ -452,7 +492,25 @@ fn split_top_level<'s>(s: &'s str, sep: &str) -> Option<(&'s str, &'s str)> {
 
 #[cfg(test)]
 mod tests {
-    use super::impl_name;
+    use super::{FastMap, impl_name, impls_named_in};
+
+    #[test]
+    fn impl_paths_inside_a_type_names_generic_arguments_are_named_too() {
+        let impls: FastMap<String, String> = [(
+            "tokio::sync::mpsc::bounded::{impl#0}".to_owned(),
+            "Receiver".to_owned(),
+        )]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            impls_named_in(
+                "PollFn<tokio::sync::mpsc::bounded::{impl#0}::recv::{closure_env#0}<u64>, a::{impl#3}::f>",
+                &impls
+            ),
+            "PollFn<tokio::sync::mpsc::bounded::Receiver::recv::{closure_env#0}<u64>, a::{impl#3}::f>",
+            "an impl nobody named stays as it is"
+        );
+    }
 
     #[test]
     fn impl_blocks_are_named_after_what_they_implement() {

@@ -39,6 +39,7 @@ impl Types {
             anchor: false,
             task_poll: false,
             wake_clone: false,
+            waker_clone: false,
             artificial: false,
             containing_type: None,
             addr: None,

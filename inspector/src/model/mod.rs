@@ -424,6 +424,9 @@ pub struct DecodedDelegate {
     /// The vtable of a waker that is neither the agent's nor tokio's (another executor's or wrapper's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub foreign_vtable: Option<u64>,
+    /// That waker's clone function, as the binary's DWARF names it: whose waker it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_waker: Option<String>,
     /// The sender already sent a value: the task should have been woken.
     pub value_sent: bool,
     /// The sender was dropped.

@@ -1,8 +1,10 @@
-//! Names as people read them, in one place: type and frame names (`types`) and source paths
-//! (`paths`). Every stage that shows or compares a name asks here; nothing here knows a stage.
+//! Names as people read them, in one place: type and frame names (`types`), futures made from
+//! closures (`closures`) and source paths (`paths`). Every stage that shows or compares a name asks here; nothing here knows a stage.
 
+mod closures;
 mod paths;
 mod types;
 
+pub use closures::closure_named;
 pub use paths::{in_unit, short_path};
 pub use types::{ARGS_MAX, NAME_MAX, base_name, display_name, short, short_type};

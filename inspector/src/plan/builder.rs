@@ -10,7 +10,7 @@ use gimli::constants;
 
 use super::Kind;
 use crate::dwarf::Debug;
-use crate::model::{FastMap, FrameInfo, Loc};
+use crate::model::{FastMap, FastSet, FrameInfo, Loc};
 use crate::names::short_type;
 
 /// Classifies types into plans, each once.
@@ -26,6 +26,11 @@ pub(super) struct Builder<'a> {
     pub(super) decided_by: FastMap<u64, &'static str>,
     /// Types `classify` just followed through `descend`, for `ty` to record in `hand_written`.
     pub(super) descended: FastMap<u64, ()>,
+    /// Structures and enums followed only for the senders they hold, by DIE, for `ty` to record in
+    /// `sender_only`.
+    pub(super) sender_only: FastSet<u64>,
+    /// The same, by plan type.
+    pub(super) sender_only_types: FastSet<u32>,
 }
 
 /// Deepest nesting of types classified one inside the other (each a stack frame of `classify`).
@@ -45,6 +50,8 @@ impl<'a> Builder<'a> {
             depth: 0,
             hand_written: FastMap::default(),
             descended: FastMap::default(),
+            sender_only: FastSet::default(),
+            sender_only_types: FastSet::default(),
             decided_by: FastMap::default(),
         }
     }
@@ -70,7 +77,11 @@ impl Builder<'_> {
             self.depth -= 1;
             classified
         };
-        if self.descended.remove(&die).is_some() {
+        let sender_only = self.sender_only.remove(&die);
+        if sender_only {
+            self.sender_only_types.insert(t);
+        }
+        if self.descended.remove(&die).is_some() || sender_only {
             let name = self.leaf_name(die);
             self.hand_written
                 .insert(t, Arc::new(FrameInfo::awaitee(name)));
@@ -124,7 +135,8 @@ impl Builder<'_> {
                 None => break,
             }
         }
-        short_type(&self.debug.qualified_name(die))
+        let qualified = self.debug.qualified_name(die);
+        crate::names::closure_named(&qualified).unwrap_or_else(|| short_type(&qualified))
     }
 
     /// The future a structure wraps: its only member's type, when that is one of the structure's own

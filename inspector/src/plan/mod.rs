@@ -26,7 +26,7 @@ use asyncdump_protocol::WalkPlan;
 use serde::{Deserialize, Serialize};
 
 use crate::dwarf::Debug;
-use crate::model::{FastMap, FrameInfo};
+use crate::model::{FastMap, FastSet, FrameInfo};
 
 mod builder;
 pub mod cache;
@@ -101,6 +101,9 @@ pub struct Plan {
     /// Hand-written futures followed through their fields, by plan type: named as a chain's leaf when
     /// nothing below them shows (their fields hold no future we can read further).
     pub(crate) hand_written: FastMap<u32, Arc<FrameInfo>>,
+    /// Those of `hand_written` followed only for the `oneshot::Sender`s they hold: the leaf where a
+    /// future holds them (hyper's connection), state where another hand-written type does.
+    pub(crate) sender_only: FastSet<u32>,
     /// The root future's type name from DWARF, by root anchor: exact, where `type_name` says
     /// `{{closure}}`.
     pub root_names: FastMap<u64, Arc<str>>,
@@ -109,6 +112,9 @@ pub struct Plan {
     /// Where tokio's task waker vtable is in the process: the data pointer of such a waker is the
     /// header of the task it wakes.
     pub tokio_vtable: Option<u64>,
+    /// Other wakers' vtables in the process, sorted, each with the function its clone slot holds: a
+    /// waker neither ours nor tokio's is named by it (`…futures_unordered::task::waker_ref::clone_arc_raw`).
+    pub waker_vtables: Vec<(u64, Arc<str>)>,
     /// Why the registered runtimes' tasks cannot be listed, when they cannot.
     pub runtime_note: Option<String>,
     /// The future type of each task type a runtime can list, by its poll function.
@@ -156,9 +162,13 @@ impl Plan {
             },
             kinds: b.kinds,
             hand_written: b.hand_written,
+            sender_only: b.sender_only_types,
             root_names,
             owned_vtable: debug.owned_waker_vtable(),
             tokio_vtable: debug.static_addr("tokio::runtime::task::waker::WAKER_VTABLE"),
+            waker_vtables: (debug.waker_vtables().into_iter())
+                .map(|(a, name)| (a, Arc::from(name)))
+                .collect(),
             runtime_note,
             task_types,
         }
@@ -192,5 +202,15 @@ impl Plan {
             .collect();
         self.owned_vtable.iter_mut().for_each(moved);
         self.tokio_vtable.iter_mut().for_each(moved);
+        self.waker_vtables.iter_mut().for_each(|(a, _)| moved(a));
+    }
+
+    /// The clone function of the waker vtable at `vtable`, if the binary has one there.
+    pub(crate) fn waker_named(&self, vtable: u64) -> Option<&Arc<str>> {
+        let i = self
+            .waker_vtables
+            .binary_search_by_key(&vtable, |v| v.0)
+            .ok()?;
+        Some(&self.waker_vtables[i].1)
     }
 }

@@ -530,12 +530,19 @@ fn decoded_delegates<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labe
                     labels.of(id)
                 );
             }
-            (true, None, Some(vt)) => {
-                let _ = write!(
-                    out,
-                    "holds a waker that is neither the agent's nor tokio's (vtable {vt:#x})"
-                );
-            }
+            (true, None, Some(vt)) => match &d.foreign_waker {
+                Some(clone) => {
+                    let maker = waker_maker(clone);
+                    let from = no_breaks(&maker);
+                    let _ = write!(out, "holds a waker made by {from} (vtable {vt:#x})");
+                }
+                None => {
+                    let _ = write!(
+                        out,
+                        "holds a waker that is neither the agent's nor tokio's (vtable {vt:#x})"
+                    );
+                }
+            },
             (true, None, None) => {
                 let _ = out.write_str("holds a waker");
             }
@@ -550,6 +557,16 @@ fn decoded_delegates<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labe
             let _ = write!(out, " · its sender is held by {}", labels.of(id));
         }
         let _ = out.write_char('\n');
+    }
+}
+
+/// Who makes a waker, from its clone function's path: the module that defines it, past `clone_…`
+/// and its type arguments (`futures_util::stream::futures_unordered::task::waker_ref`).
+fn waker_maker(clone: &str) -> String {
+    let path = clone.split('<').next().unwrap_or(clone);
+    match path.rsplit_once("::") {
+        Some((module, _)) => module.to_owned(),
+        None => path.to_owned(),
     }
 }
 

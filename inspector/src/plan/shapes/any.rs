@@ -1,5 +1,7 @@
 //! Any other struct or enum: the hand-written futures of hyper, axum, tower and the rest (pin-project
-//! structs and enums), followed through each field that leads to a future the plan can read further.
+//! structs and enums), followed through each field that leads to a future the plan can read further,
+//! and to each `oneshot::Sender` they own (hyper's connection task holds the sender of the response
+//! a request task awaits: read, never shown, it names who can wake that task).
 
 use asyncdump_protocol::{Case, Edge, EdgeTarget, TypePlan};
 use gimli::constants;
@@ -15,12 +17,14 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
     name: "struct or enum with future fields",
     matches: |_| true,
     plan: |b, t| {
+        let mut futures = false;
         let plan = match b.variants(t.die) {
             Some((discr, variants)) => {
                 let cases: Vec<Case> = variants
                     .into_iter()
                     .filter_map(|(value, _, vdie, voff)| {
-                        let edges = b.future_fields(vdie, voff);
+                        let (edges, f) = b.held_fields(vdie, voff);
+                        futures |= f;
                         (!edges.is_empty()).then_some(Case { value, edges })
                     })
                     .collect();
@@ -29,10 +33,11 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
             // An enum of one variant keeps no discriminant (a pin-project state enum whose other
             // variants a cargo feature left out): its fields are always there.
             None => {
-                let always = match b.sole_variant(t.die) {
-                    Some((_, _, vdie, voff)) => b.future_fields(vdie, voff),
-                    None => b.future_fields(t.die, 0),
+                let (always, f) = match b.sole_variant(t.die) {
+                    Some((_, _, vdie, voff)) => b.held_fields(vdie, voff),
+                    None => b.held_fields(t.die, 0),
                 };
+                futures = f;
                 TypePlan {
                     size: t.size,
                     always,
@@ -44,21 +49,82 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
             return Verdict::Leaf;
         }
         // An `Option` holding no future (`Fold`'s between two items) is nothing to wait on; any
-        // other hand-written future with none below it is the leaf the task waits on.
-        if !t.name.starts_with("core::option::Option<") {
+        // other hand-written future with none below it is the leaf the task waits on. One that
+        // holds senders only is that leaf where a future is expected, and state elsewhere.
+        if !futures {
+            b.sender_only.insert(t.die);
+        } else if !t.name.starts_with("core::option::Option<") {
             b.descended.insert(t.die, ());
         }
         Verdict::Plan(plan, Kind::Transparent)
     },
 };
 
+/// What a field of a hand-written future holds that the plan reads.
+enum Held {
+    /// A future the plan can read further (plan type).
+    Future(u32),
+    /// A `oneshot::Sender`, or something that owns one and no future.
+    Sender(u32),
+}
+
 impl Builder<'_> {
-    /// Edges to the fields of structure `of` (at `base` in the enclosing type) that may hold a future.
-    fn future_fields(&mut self, of: u64, base: u64) -> Vec<Edge> {
-        self.members(of)
-            .into_iter()
-            .filter_map(|(_, off, ty)| self.future_field(ty).map(|t| inline(base + off, t)))
-            .collect()
+    /// Edges to the fields of structure `of` (at `base` in the enclosing type) that may hold a future
+    /// or a sender, and whether any may hold a future.
+    fn held_fields(&mut self, of: u64, base: u64) -> (Vec<Edge>, bool) {
+        let mut futures = false;
+        let edges = (self.members(of).into_iter())
+            .filter_map(|(_, off, ty)| {
+                let t = match self.held(ty)? {
+                    Held::Future(t) => {
+                        futures = true;
+                        t
+                    }
+                    Held::Sender(t) => t,
+                };
+                Some(inline(base + off, t))
+            })
+            .collect();
+        (edges, futures)
+    }
+
+    /// What a field of type `ty` holds that the plan reads: a future (see `future_field`), else a
+    /// sender it owns inline (directly, in an `Option` or an enum of its own, a few levels deep).
+    fn held(&mut self, ty: u64) -> Option<Held> {
+        let die = self.strip(ty);
+        let named = |n: &str| (self.debug.node(die)?.name.as_deref()).map(|s| s.starts_with(n));
+        // The unqualified name first: most fields are not senders.
+        if named("Sender<") == Some(true)
+            && (self.debug.qualified_name(die)).starts_with("tokio::sync::oneshot::Sender<")
+        {
+            return self.sender(die).map(Held::Sender);
+        }
+        if let Some(t) = self.future_field(ty) {
+            return Some(Held::Future(t));
+        }
+        let node = self.debug.node(die)?;
+        if node.tag != constants::DW_TAG_structure_type {
+            return None;
+        }
+        let t = self.ty(die);
+        self.holds_sender(t, 8).then_some(Held::Sender(t))
+    }
+
+    /// Whether a node of plan type `t` is or holds a sender through followed fields, `depth` deep.
+    fn holds_sender(&self, t: u32, depth: usize) -> bool {
+        match &self.kinds[t as usize] {
+            Kind::OneshotSender => true,
+            Kind::Transparent if depth > 0 => {
+                let plan = &self.types[t as usize];
+                (plan.always.iter())
+                    .chain(plan.cases.iter().flat_map(|c| &c.edges))
+                    .any(|e| match e.to {
+                        EdgeTarget::Inline(to) => self.holds_sender(to, depth - 1),
+                        _ => false,
+                    })
+            }
+            _ => false,
+        }
     }
 
     /// Whether a field of type `ty` holds a future the plan can read further (see `future_field`).
@@ -93,7 +159,7 @@ impl Builder<'_> {
     /// indices) does not: inside a hand-written future it is state, not what the task waits on.
     fn leads_further(&self, t: u32, depth: usize) -> bool {
         match &self.kinds[t as usize] {
-            Kind::Leaf(_) => false,
+            Kind::Leaf(_) | Kind::OneshotSender => false,
             Kind::Transparent | Kind::Tuple if depth == 0 => true,
             // A tuple met inside a hand-written future (hyper's `(Recorder, Ponger)`) is state unless an
             // element leads on; the tuples of `join!`/`select!` are reached through their macro's rule.

@@ -13,6 +13,8 @@ use crate::plan::builder::Builder;
 struct Planned {
     types: Vec<TypePlan>,
     kinds: Vec<Kind>,
+    hand_written: FastMap<u32, std::sync::Arc<crate::model::FrameInfo>>,
+    sender_only: crate::model::FastSet<u32>,
     rules: FastMap<u64, &'static str>,
     top: u32,
 }
@@ -24,6 +26,8 @@ fn planned(types: Types, die: u64) -> Planned {
     Planned {
         types: b.types,
         kinds: b.kinds,
+        hand_written: b.hand_written,
+        sender_only: b.sender_only_types,
         rules: b.decided_by,
         top,
     }
@@ -611,6 +615,74 @@ fn any_other_struct_is_followed_through_owned_futures_only() {
     t.member(state, "count", 0, usize);
     let p = planned(t, state);
     assert!(matches!(p.kind(), Kind::Leaf(_)));
+}
+
+/// `tokio::sync::oneshot::Sender<T> { inner: Option<Arc<Inner>> }`, the `Option` a bare pointer.
+fn oneshot_sender(t: &mut Types) -> u64 {
+    let inner = opaque(t, "alloc::sync::ArcInner<tokio::sync::oneshot::Inner<T>>");
+    let ptr = t.pointer("*const ArcInner<Inner<T>>", inner);
+    let sender = t.structure("tokio::sync::oneshot::Sender<T>", 8);
+    t.member(sender, "inner", 0, ptr);
+    sender
+}
+
+/// `Option<T>` of `size` bytes with a tag at 0 and `Some`'s payload at `at`.
+fn option_of(t: &mut Types, inner: u64, size: u64, at: u64) -> u64 {
+    let none = opaque(t, "core::option::Option<T>::None");
+    let some = t.structure("core::option::Option<T>::Some", size);
+    t.member(some, "__0", at, inner);
+    let option = t.structure("core::option::Option<T>", size);
+    t.variants(
+        option,
+        ("__tag", 0, 8, false),
+        &[(Some(0), "None", 0, none), (Some(1), "Some", 0, some)],
+    );
+    option
+}
+
+/// A hand-written future that owns a oneshot `Sender` (hyper's connection: its dispatcher's
+/// `callback: Option<Callback>`) is read down to the sender, to name who can wake the task awaiting
+/// the receiver; holding no future, it is the leaf its task awaits, while a sender-holder inside
+/// another hand-written type is state of that type, never a leaf of its own.
+#[test]
+fn a_hand_written_future_is_read_down_to_the_senders_it_owns() {
+    let mut t = Types::new();
+    let sender = oneshot_sender(&mut t);
+    let callback = option_of(&mut t, sender, 16, 8);
+    let usize = t.base("usize", 8);
+    let client = t.structure("hyper::proto::h1::dispatch::Client<B>", 24);
+    t.member(client, "rx_closed", 0, usize)
+        .member(client, "callback", 8, callback);
+    let conn = t.structure("hyper::client::conn::http1::Connection<T, B>", 40);
+    t.member(conn, "state", 0, usize)
+        .member(conn, "dispatch", 16, client);
+    let p = planned(t, conn);
+    assert_eq!(p.rule(conn), any::FIELDS_LEADING_TO_FUTURES.name);
+    let [edge] = &p.plan().always[..] else {
+        panic!("one edge, to the dispatch: {:?}", p.plan())
+    };
+    assert_eq!(edge.offset, 16);
+    let EdgeTarget::Inline(client_t) = edge.to else {
+        panic!("{edge:?}")
+    };
+    let option = &p.types[client_t as usize].always;
+    assert_eq!(option.iter().map(|e| e.offset).collect::<Vec<_>>(), [8]);
+    let EdgeTarget::Inline(option_t) = option[0].to else {
+        panic!("{option:?}")
+    };
+    let some = &p.types[option_t as usize].cases[0].edges[0];
+    assert_eq!(
+        (some.offset, shown(p.kind_at(some))),
+        (8, "OneshotSender".into())
+    );
+    let (sender_only, hand_written) = (p.sender_only.clone(), p.hand_written.clone());
+    for t in [p.top, client_t, option_t] {
+        assert!(sender_only.contains(&t), "each holds senders only");
+    }
+    assert!(
+        hand_written.contains_key(&p.top),
+        "named where a future is expected"
+    );
 }
 
 /// A pin-project state enum whose other variants a cargo feature left out (actix-http's connection
