@@ -576,7 +576,8 @@ fn a_runtime_dropped_after_the_census_found_it_is_gone_from_the_next_dump() {
 
 /// `spawn_blocking` closures run on the blocking pool, which no task list holds: the census finds
 /// them, the one running and the one queued behind it (the pool has one thread), each once, each
-/// awaited by the task holding its `JoinHandle`. Before: the awaiting tasks ended at `JoinHandle<()>`
+/// named by where its closure was written, each awaited by the task holding its `JoinHandle`, the
+/// running one with how long it has run at least. Before: the awaiting tasks ended at `JoinHandle<()>`
 /// with no edge, and no blocking task was listed, even with `--all`.
 #[test]
 fn the_blocking_pools_tasks_are_found_running_and_queued_with_who_awaits_them() {
@@ -616,4 +617,20 @@ fn the_blocking_pools_tasks_are_found_running_and_queued_with_who_awaits_them() 
             "{awaiting}"
         );
     }
+    // How long the closure has run, at least: every listing remembers when it first saw each task
+    // as it is, so a dump 1.5 s after one that saw it running says it has run for 1.5 s or more.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let doc = dump_json(fx.pid, &["--all"]);
+    let running: Vec<&Value> = (doc["tasks"].as_array().unwrap().iter())
+        .filter(|t| {
+            t["state"] == "running" && t["root_type"] == closure.trim_start_matches("  root ")
+        })
+        .collect();
+    let [running] = running[..] else {
+        panic!("one closure runs: {doc}")
+    };
+    let ran = running["unchanged_ns"]
+        .as_u64()
+        .expect("seen running before");
+    assert!(ran >= 1_500_000_000, "ran {ran} ns: {running}");
 }

@@ -38,7 +38,7 @@ pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Largest frame the agent accepts from a client. Requests are small (the biggest is a walk plan, a few
 /// kilobytes per distinct future type); anything bigger is a bug or an attack.

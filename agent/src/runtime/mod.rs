@@ -11,6 +11,9 @@
 //! the agent reports to the inspector; [`register_local_set`] lists a `LocalSet` while it is borrowed.
 //! Nothing is added to any poll path: the runtime does not know it is watched.
 //!
+//! **Ages.** Each listing remembers when it first saw each task looking as it does (its state and
+//! chain), for how long a plain task has been stuck: at request time only, nothing on a poll path.
+//!
 //! **Listing and chains** (`asyncdump_walker::tasks`). The inspector sends a `RuntimePlan` built
 //! from the binary's DWARF (the agent knows nothing of tokio's private layout): from the handle to the
 //! runtime's sharded owned-task list, per task header where its state, vtable, id, list link and join
@@ -22,12 +25,13 @@
 mod census;
 mod registry;
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     CensusReport, RuntimeFlavor, RuntimePlan, RuntimeReport, RuntimeSource, WalkPlan,
 };
-use asyncdump_walker::tasks::{self, FoundList};
+use asyncdump_walker::tasks::{self, Ages, FoundList};
 use asyncdump_walker::{ProcessMemory, Walker};
 
 #[cfg(feature = "tokio")]
@@ -103,9 +107,16 @@ pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Listing 
         // All together, so that the walker reads them in address order whichever list they are in.
         let mut all: Vec<_> = reports.iter_mut().flat_map(|r| &mut r.tasks).collect();
         tasks::walk_tasks(&mem, plan, rp, &mut all, walker);
+        let mut ages = AGES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let ages = ages.get_or_insert_with(Ages::default);
+        ages.observe(crate::sys::now_ns(), &rp.state_bits, all);
     }
     Listing { reports, census }
 }
+
+/// When each listed task was first seen looking as it does, across this process's listings (see
+/// `asyncdump_walker::tasks::Ages`): one small entry per task of the last listing.
+static AGES: Mutex<Option<Ages>> = Mutex::new(None);
 
 /// The lists the census knows (see `census`) that are not in `listed`, each listed into a report
 /// when it still checks out and holds a task; what the census covered.

@@ -125,6 +125,8 @@ impl Dump {
         decoding: DecodingInfo,
         cache: &mut ChainCache,
     ) -> Dump {
+        let mut decoding = decoding;
+        (decoding.unknown_dyn, decoding.unreadable) = undecodable(snap);
         let listed = runtime::Listed::new(snap, decoder);
         let mut tasks = agent_tasks(snap, decoder, &listed, cache);
         cache.sweep();
@@ -231,6 +233,31 @@ fn agent_tasks(
     snap.tasks.iter().map(view).collect()
 }
 
+/// How many nodes of the snapshot's walks (the agent's tasks' and the runtimes') are `dyn Future`s of
+/// a vtable the plan does not know, and how many could not be read.
+fn undecodable(snap: &Snapshot) -> (u64, u64) {
+    let walks = (snap.tasks.iter().filter_map(|t| t.walk.as_ref())).chain(
+        snap.runtimes
+            .iter()
+            .flat_map(|r| &r.tasks)
+            .filter_map(|t| t.walk.as_ref()),
+    );
+    let (mut unknown, mut unreadable) = (0, 0);
+    for walk in walks {
+        let Walk::Nodes { nodes, .. } = walk else {
+            continue;
+        };
+        for n in nodes {
+            match n.status {
+                asyncdump_protocol::NodeStatus::UnknownVtable { .. } => unknown += 1,
+                asyncdump_protocol::NodeStatus::Fault => unreadable += 1,
+                _ => {}
+            }
+        }
+    }
+    (unknown, unreadable)
+}
+
 /// The header's counts of the snapshot.
 fn snapshot_info(snap: &Snapshot, round_trip_ns: u64, tasks: &[TaskView]) -> SnapshotInfo {
     let count = |s: State| tasks.iter().filter(|t| t.state == s).count();
@@ -303,6 +330,7 @@ fn task_view(
         state,
         thread,
         state_age_ns: Some(now.saturating_sub(since)),
+        unchanged_ns: None,
         age_ns: Some(now.saturating_sub(t.created_ns)),
         polls: Some(t.polls),
         busy_ns: Some(t.busy_ns),
@@ -617,5 +645,39 @@ mod tests {
         assert_eq!(at.children[0].meta.source, Source::Cut);
         assert_eq!(at.awaits_tasks, [2], "the edge from below the cut");
         assert!(dump.tasks[1].awaited_by.is_some());
+    }
+
+    /// A `dyn Future` whose vtable the DWARF does not name and a future that could not be read are
+    /// shown where they were met, and counted once for the header, however many tasks meet them.
+    #[test]
+    fn undecodable_futures_are_counted_for_the_header() {
+        use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
+        let node = |status| WalkNode {
+            parent: NO_PARENT,
+            ty: 0,
+            addr: 0x1000,
+            discr: None,
+            status,
+        };
+        let walk = |nodes| Walk::Nodes {
+            nodes,
+            truncated: false,
+        };
+        let mut s = sample();
+        let unknown = NodeStatus::UnknownVtable { vtable: 0xbad };
+        s.tasks[0].walk = Some(walk(vec![node(NodeStatus::Read), node(unknown)]));
+        s.tasks.push(s.tasks[0].clone());
+        s.tasks[1].id += 1;
+        s.tasks[1].walk = Some(walk(vec![node(unknown), node(NodeStatus::Fault)]));
+        let dump = Dump::build(&handshake(), &s, 0);
+        assert_eq!(
+            (dump.decoding.unknown_dyn, dump.decoding.unreadable),
+            (2, 1)
+        );
+        let text = crate::view::text::render(&dump, None, Default::default());
+        assert!(
+            text.contains("not decoded (each shown where it was met): 2 dyn Futures of a type the DWARF does not name, 1 unreadable future\n"),
+            "{text}"
+        );
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Listed<'a> {
     /// Agent task id → index in `tasks`.
     by_agent: FastMap<u64, usize>,
     bits: StateBits,
+    /// The snapshot's time, on the agent's monotonic clock.
+    now_ns: u64,
 }
 
 /// Which task holds the `Sender` of each oneshot channel a walk found one of, by channel address:
@@ -54,6 +56,7 @@ impl<'a> Listed<'a> {
             tasks: Vec::new(),
             refs: TaskRefs::default(),
             by_agent: FastMap::default(),
+            now_ns: snap.now_ns,
             bits: decoder
                 .and_then(|d| d.walk.runtime.as_ref())
                 .map(|r| r.state_bits)
@@ -109,6 +112,7 @@ impl<'a> Listed<'a> {
         if let Some(&i) = view.agent_id.and_then(|id| self.by_agent.get(&id)) {
             let (t, _) = self.tasks[i];
             view.tokio_id = Some(t.id);
+            view.unchanged_ns = self.unchanged_ns(t);
             if view.state == State::Idle && self.state(t.state) == State::Scheduled {
                 view.state = State::Scheduled;
             }
@@ -126,6 +130,12 @@ impl<'a> Listed<'a> {
             .collect();
         views.sort_unstable_by_key(|v| v.id);
         views
+    }
+
+    /// How long `t` has looked as it does, when an earlier listing saw it so.
+    fn unchanged_ns(&self, t: &RuntimeTask) -> Option<u64> {
+        let since = t.unchanged_since_ns?;
+        Some(self.now_ns.saturating_sub(since)).filter(|&ns| ns > 0)
     }
 
     fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Plan>, live: bool) -> TaskView {
@@ -154,6 +164,7 @@ impl<'a> Listed<'a> {
             state,
             thread: None,
             state_age_ns: None,
+            unchanged_ns: self.unchanged_ns(t),
             age_ns: None,
             polls: None,
             busy_ns: None,

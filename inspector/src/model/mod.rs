@@ -64,6 +64,17 @@ pub struct DecodingInfo {
     /// Why the plan was not cached, or why a cached one was not used; one line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_note: Option<String>,
+    /// Futures the walks met and could not decode, each shown where it was met, in every task:
+    /// `dyn Future`s whose vtable the binary's DWARF does not name (another object's, or no vtable
+    /// at all), and futures at addresses that could not be read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown_dyn: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreadable: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -110,6 +121,12 @@ pub struct TaskView {
     /// Time in the current state: suspended for (idle), running for, or completed for. Only the agent
     /// times tasks.
     pub state_age_ns: Option<u64>,
+    /// A lower bound of how long the task has been as it is now: every listing since this long ago saw
+    /// it in this state with this chain (its decoded walk). Listings happen at snapshot time only, so it
+    /// is sampled: a task that changed and changed back between two of them looks unchanged. Absent
+    /// when no earlier listing saw it so. For any listed task, the agent's or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchanged_ns: Option<u64>,
     /// Time since the task was created.
     pub age_ns: Option<u64>,
     pub polls: Option<u64>,
@@ -551,7 +568,7 @@ impl Filter {
     /// substring in its root type or a frame's name.
     pub fn matches(&self, t: &TaskView) -> bool {
         (self.all || t.state.suspended())
-            && t.state_age_ns.unwrap_or(0) >= self.min_age_ns
+            && t.waiting_ns().map_or(0, |w| w.0) >= self.min_age_ns
             && self
                 .type_substr
                 .as_deref()
@@ -576,13 +593,28 @@ pub(crate) fn assign_frame_ids(frames: &mut [FrameNode]) {
 }
 
 impl TaskView {
+    /// How long the task has been waiting as it is: the agent's time in its state when the agent
+    /// times it, else the lower bound of [`TaskView::unchanged_ns`]; `true` when it is that bound.
+    pub fn waiting_ns(&self) -> Option<(u64, bool)> {
+        match (self.state_age_ns, self.unchanged_ns) {
+            (Some(exact), _) => Some((exact, false)),
+            (None, Some(at_least)) => Some((at_least, true)),
+            (None, None) => None,
+        }
+    }
+
     /// This task `dt_ns` later, had nothing happened to it: each of its ages grown by `dt_ns`.
     /// Ages come from the agent or from a file, so they grow saturating: a crafted one near the largest
     /// stops there, never wraps.
     pub fn aged(&self, dt_ns: u64) -> TaskView {
         let grow = |v: &mut u64| *v = v.saturating_add(dt_ns);
         let mut t = self.clone();
-        for age in [&mut t.state_age_ns, &mut t.age_ns, &mut t.last_wake_ago_ns] {
+        for age in [
+            &mut t.state_age_ns,
+            &mut t.unchanged_ns,
+            &mut t.age_ns,
+            &mut t.last_wake_ago_ns,
+        ] {
             age.iter_mut().for_each(grow);
         }
         if let Some(d) = &mut t.delegate {

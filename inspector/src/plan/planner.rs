@@ -177,6 +177,7 @@ impl Planner {
             plan_types: decoder.walk.types.len(),
             plan_cached: false,
             cache_note: None,
+            ..DecodingInfo::default()
         };
         Ok(Planned {
             decoder,

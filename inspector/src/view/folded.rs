@@ -43,7 +43,7 @@ impl Weight {
         match (self, t.state) {
             (Weight::Tasks, _) => 1,
             (Weight::Suspended, State::Idle | State::Scheduled) => {
-                t.state_age_ns.unwrap_or(0) / 1_000
+                t.waiting_ns().map_or(0, |w| w.0) / 1_000
             }
             (Weight::Suspended, _) => 0,
         }

@@ -376,6 +376,16 @@ fn decoding<W: Write + ?Sized>(out: &mut W, dec: &DecodingInfo) {
     for note in [&dec.note, &dec.cache_note].into_iter().flatten() {
         let _ = writeln!(out, "note: {}", no_breaks(note));
     }
+    if dec.unknown_dyn + dec.unreadable > 0 {
+        let _ = writeln!(
+            out,
+            "not decoded (each shown where it was met): {} dyn Future{} of a type the DWARF does not name, {} unreadable future{}",
+            dec.unknown_dyn,
+            if dec.unknown_dyn == 1 { "" } else { "s" },
+            dec.unreadable,
+            if dec.unreadable == 1 { "" } else { "s" },
+        );
+    }
 }
 
 /// A task's state in the words `dump` prints it with (also the live view's).
@@ -447,6 +457,10 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
             }
         }
         _ => {
+            if let Some(at_least) = t.unchanged_ns {
+                let _ = out.write_str(" · unchanged for ≥ ");
+                let _ = Dur(at_least).write_to(out);
+            }
             let _ =
                 out.write_str(" · not spawned through the agent: no name, timings or spawn site");
         }

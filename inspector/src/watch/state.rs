@@ -217,8 +217,8 @@ impl App {
         if self.deadlocked.contains(&t.id) {
             Attention::Deadlock
         } else if t.state.suspended()
-            && t.state_age_ns
-                .is_some_and(|a| a >= self.stuck_after.as_nanos() as u64)
+            && t.waiting_ns()
+                .is_some_and(|(a, _)| a >= self.stuck_after.as_nanos() as u64)
         {
             Attention::Stuck
         } else {
@@ -420,7 +420,9 @@ impl App {
             Column::Task => {}
             Column::Name => order.sort_by(|&a, &b| t(a).name.cmp(&t(b).name)),
             Column::State => order.sort_by_key(|&i| t(i).state as u8),
-            Column::Age => order.sort_by_key(|&i| std::cmp::Reverse(t(i).state_age_ns)),
+            Column::Age => {
+                order.sort_by_key(|&i| std::cmp::Reverse(t(i).waiting_ns().map(|w| w.0)))
+            }
             Column::Polls => order.sort_by_key(|&i| std::cmp::Reverse(t(i).polls)),
             Column::Busy => order.sort_by_key(|&i| std::cmp::Reverse(t(i).busy_ns)),
             Column::Wakes => order.sort_by_key(|&i| std::cmp::Reverse(t(i).wakes)),

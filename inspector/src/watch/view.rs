@@ -195,7 +195,11 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
                 Attention::Stuck => format!("STUCK {}", state_word(t.state)),
                 Attention::None => state_word(t.state).to_owned(),
             },
-            Column::Age => t.state_age_ns.map_or("-".to_owned(), duration),
+            Column::Age => match t.waiting_ns() {
+                Some((ns, false)) => duration(ns),
+                Some((ns, true)) => format!("≥{}", duration(ns)),
+                None => "-".to_owned(),
+            },
             Column::Polls => opt(t.polls),
             Column::Busy => t.busy_ns.map_or("-".to_owned(), duration),
             Column::Wakes => opt(t.wakes),
@@ -281,8 +285,12 @@ fn attention_line(app: &App, d: &crate::model::Dump, t: &TaskView) -> String {
             format!("DEADLOCK: in the wait cycle {path}\n")
         }
         Attention::Stuck => format!(
-            "STUCK: suspended {}, over the {} of --stuck-after\n",
-            t.state_age_ns.map_or("-".to_owned(), duration),
+            "STUCK: {} {}, over the {} of --stuck-after\n",
+            match t.waiting_ns() {
+                Some((_, true)) => "unchanged for ≥",
+                _ => "suspended",
+            },
+            t.waiting_ns().map_or("-".to_owned(), |w| duration(w.0)),
             Dur(app.stuck_after.as_nanos() as u64)
         ),
         Attention::None => String::new(),

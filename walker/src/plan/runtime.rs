@@ -282,6 +282,10 @@ pub struct RuntimeTask {
     /// The walk of the task's stage; `None` when the type is not in the plan, or the task was running
     /// or complete (see `state`), or changed state during the walk ([`crate::Walk::Busy`]).
     pub walk: Option<crate::Walk>,
+    /// Since when the task has looked as it does now (its state and chain), by the listings of the one
+    /// who listed it ([`crate::tasks::Ages`]), on its monotonic clock (the agent's `Snapshot::now_ns`);
+    /// `None` from a lister that keeps no ages. A lower bound of how long it has been so.
+    pub unchanged_since_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -396,6 +396,7 @@ fn task_from(
         join_waker,
         set_waker: None,
         walk: None,
+        unchanged_since_ns: None,
     };
     (task, word(trailer, t.next))
 }

@@ -11,14 +11,18 @@
 //! **Finding lists nobody registered** (`census`). Task headers found in the process's writable
 //! memory name their task lists; the lists that check out are listed as above.
 //!
+//! **Ages** (`ages`). How long each listed task has looked as it does, from listing to listing.
+//!
 //! **Chains** (`stages`). An idle task's future (its stage) is walked with the [`crate::Walker`]. tokio may
 //! start polling it during the walk: the state word is read again afterwards, and a walk across a
 //! change of the running, complete or notified bits is dropped ([`crate::Walk::Busy`]).
 
+mod ages;
 mod census;
 mod list;
 mod stages;
 
+pub use ages::Ages;
 pub use census::{CENSUS_CHUNK, Census, FoundList, MAX_BLOCKING, census, from};
 pub use list::{list_found, list_local_set, list_runtime, read_blocking};
 pub use stages::walk_tasks;
