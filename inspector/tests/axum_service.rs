@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-use crate::support::{Fixture, asyncdump_ok, at_line};
+use crate::support::{Fixture, asyncdump_ok, at_line, dump_json};
 
 /// Each route, the handler's await (a needle in the fixture's source) and the leaf it ends in.
 const ROUTES: [(&str, &str, &str, &str); 5] = [
@@ -188,4 +188,147 @@ fn over_http2_every_request_is_a_stream_task_whose_chain_ends_at_its_handlers_le
         })
         .count();
     assert_eq!(connections, 5, "{text}");
+}
+
+/// The section of the task whose chain has `line` (trimmed), and its title.
+fn task_with<'a>(text: &'a str, line: &str) -> &'a str {
+    text.split("\n\n")
+        .find(|s| s.lines().any(|l| l.trim_start() == line))
+        .unwrap_or_else(|| panic!("no task has {line}:\n{text}"))
+}
+
+/// The task whose chain has a frame named `axum_service::HANDLER` suspended at the line of
+/// `needle`, in a `dump --json` document.
+fn task_at<'a>(
+    doc: &'a serde_json::Value,
+    handler: &str,
+    needle: &str,
+) -> Option<&'a serde_json::Value> {
+    fn has(frames: &serde_json::Value, name: &str, line: u64) -> bool {
+        frames.as_array().into_iter().flatten().any(|f| {
+            (f["name"] == name && f["suspended_at"]["line"] == line)
+                || has(&f["children"], name, line)
+        })
+    }
+    let name = format!("axum_service::{handler}");
+    let line = crate::support::line_of("axum_service", needle);
+    doc["tasks"]
+        .as_array()?
+        .iter()
+        .find(|t| has(&t["frames"], &name, line))
+}
+
+/// `unchanged_ns` of [`task_at`]'s task, which must be there.
+fn unchanged(doc: &serde_json::Value, handler: &str, needle: &str) -> Option<u64> {
+    let task =
+        task_at(doc, handler, needle).unwrap_or_else(|| panic!("{handler} at {needle}: {doc}"));
+    task["unchanged_ns"].as_u64()
+}
+
+/// With `init()` alone, every request's task reads well: named (in parentheses) by its handler, the
+/// innermost frame of the program's own code; listed in `watch` with the handler's own wait as its
+/// leaf, not that of axum's graceful-shutdown branch beside it; what such tasks lack said once; and
+/// how long each has looked as it does, growing while it waits and starting again when its chain
+/// moves on (`/steps` sleeps, then waits on the mutex), which `--min-age` selects by. Before: no
+/// name, the shutdown branch's `Notified` as every row's leaf, no age, and the same note on each task.
+#[test]
+fn plain_request_tasks_are_named_by_their_handler_listed_at_its_wait_and_aged() {
+    let port = free_port();
+    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let paths = ROUTES.iter().map(|r| r.0).chain(["/steps"]);
+    let _connections: Vec<TcpStream> = paths
+        .map(|path| {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+            c
+        })
+        .collect();
+    let pid = fx.pid.to_string();
+    let text = dump_until_every_leaf(fx.pid);
+    for (path, handler, needle, _) in ROUTES {
+        let line = format!(
+            "axum_service::{handler} at {} [decoded]",
+            at_line("axum_service", needle)
+        );
+        let title = task_with(&text, &line).lines().next().unwrap();
+        assert!(
+            title.starts_with("tokio task ")
+                && title.contains(&format!(" (axum_service::{handler}) · idle")),
+            "{path}: {title}"
+        );
+    }
+    assert_eq!(
+        text.matches("not spawned through the agent").count(),
+        1,
+        "said once: {text}"
+    );
+
+    // Ages: the mutex's request keeps waiting as it is; `/steps` moves on from its sleep.
+    let sleep = "Duration::from_millis(step as u64)";
+    let lock = "let _held = deps.lock.lock().await;";
+    let mutex = "let _guard = deps.lock.lock().await;";
+    let first = dump_json(fx.pid, &[]);
+    assert!(first.to_string().contains("stepped"), "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let second = dump_json(fx.pid, &[]);
+    let (m1, m2) = (
+        unchanged(&first, "locked", mutex).unwrap_or(0),
+        unchanged(&second, "locked", mutex).expect("seen before"),
+    );
+    assert!(
+        m2 >= m1 + 600_000_000,
+        "grows while it waits: {m1} then {m2}"
+    );
+    let stepped_before = unchanged(&second, "stepped", sleep).expect("seen asleep before");
+    // The first listing that sees `/steps` at the mutex has not seen it so before.
+    let moved = (0..100)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            dump_json(fx.pid, &[])
+        })
+        .find(|d| task_at(d, "stepped", lock).is_some())
+        .expect("/steps moves on to the mutex");
+    assert_eq!(
+        unchanged(&moved, "stepped", lock),
+        None,
+        "starts again: {moved}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = dump_json(fx.pid, &[]);
+    let since_move = unchanged(&after, "stepped", lock).expect("seen at the mutex before");
+    let still = unchanged(&after, "locked", mutex).unwrap();
+    assert!(
+        since_move >= 400_000_000
+            && since_move < stepped_before + 400_000_000
+            && still > since_move + 2_000_000_000,
+        "/steps restarted at its move ({since_move}); /mutex kept its age ({still})"
+    );
+    let min_age = asyncdump_ok(&["dump", &pid, "--min-age", "2s"]);
+    let mutex_line = format!(
+        "axum_service::locked at {} [decoded]",
+        at_line("axum_service", mutex)
+    );
+    assert!(min_age.contains(&mutex_line), "{min_age}");
+    assert!(
+        !min_age.contains("(axum_service::stepped)"),
+        "too young: {min_age}"
+    );
+
+    // The list: each request's row by its handler's name, at its handler's wait.
+    let bin = env!("CARGO_BIN_EXE_asyncdump");
+    let watch = crate::watch::Tmux::sized(&format!("{bin} watch {pid}; sleep 60"), 220, 50);
+    let screen = watch.until("the requests listed", |s| {
+        s.contains("(axum_service::peer_read)")
+    });
+    for (path, handler, _, leaf) in ROUTES {
+        let row = screen
+            .lines()
+            .find(|l| l.contains(&format!("(axum_service::{handler})")))
+            .unwrap_or_else(|| panic!("{path} listed:\n{screen}"));
+        let short = leaf.rsplit("::").next().unwrap();
+        assert!(
+            row.contains(short.split('<').next().unwrap()) && !row.contains("Notified"),
+            "{path}'s row shows its wait, {leaf}: {row}"
+        );
+    }
 }

@@ -1,12 +1,24 @@
 //! Chains through the futures that hold futures, in tasks spawned with plain `tokio::spawn`: each
 //! future a collection holds is a branch under the collection's line, down to what it awaits.
 
-use crate::support::{Fixture, asyncdump_ok, at_line};
+use crate::support::{Fixture, asyncdump_ok, at_line, has_root};
+
+/// A section's task as edges name it: its title up to the name derived from its chain.
+fn label(section: &str) -> &str {
+    let title = section.lines().next().unwrap_or_default();
+    title
+        .split(" · ")
+        .next()
+        .unwrap()
+        .split(" (")
+        .next()
+        .unwrap()
+}
 
 /// The section of the task rooted at `ROOT` (a qualified name).
 fn section<'a>(text: &'a str, root: &str) -> &'a str {
     text.split("\n\n")
-        .find(|s| s.contains(&format!("  root {root}\n")))
+        .find(|s| has_root(s, root))
         .unwrap_or_else(|| panic!("a task rooted at {root}:\n{text}"))
 }
 
@@ -74,7 +86,7 @@ fn every_future_a_collection_holds_is_a_branch_down_to_what_it_awaits() {
     let doc = crate::support::dump_json(fx.pid, &["--type", "join_many"]);
     let task = doc["tasks"][0].to_string();
     assert_eq!(
-        task.matches("\"collections::wait_part\"").count(),
+        task.matches("\"name\":\"collections::wait_part\"").count(),
         40,
         "{task}"
     );
@@ -147,7 +159,7 @@ fn an_http_clients_requests_are_followed_down_to_the_connection_task_serving_eac
     assert!(!text.contains("root core::pin::Pin<"), "{text}");
     // Each request waits for the connection task holding its response's sender: one edge from each
     // receiver to a different connection, and each connection awaited by the crawl.
-    let crawl = s.lines().next().unwrap().split(" · ").next().unwrap();
+    let crawl = label(s);
     let mut served: Vec<&str> = s
         .lines()
         .filter_map(|l| l.strip_prefix("                  → awaits "))
@@ -160,7 +172,7 @@ fn an_http_clients_requests_are_followed_down_to_the_connection_task_serving_eac
         "three connections serve the three requests: {s}"
     );
     for c in &connections {
-        let label = c.split(" · ").next().unwrap();
+        let label = label(c);
         assert!(served.contains(&label), "{label} serves a request: {s}");
         assert!(
             c.contains(&format!("  awaited by {crawl} at crawler::crawl → ")),

@@ -3,7 +3,9 @@
 //! every task is listed and each macro is decoded with its pending branches, as on the current tokio,
 //! and the census finds the runtime and `LocalSet` nobody registered.
 
-use crate::support::{Fixture, Mangling, asyncdump_ok, old_tokio_bin, section, workspace};
+use crate::support::{
+    Fixture, Mangling, asyncdump_ok, has_root, old_tokio_bin, section, workspace,
+};
 
 /// The line of the fixture's source that contains `needle`.
 fn line_of(needle: &str) -> usize {
@@ -29,8 +31,8 @@ fn dump(pid: u32) -> String {
 
 /// The frame lines of the section rooted at `old_tokio::NAME`: after the root line, without the delegate.
 fn chain(text: &str, name: &str) -> Vec<String> {
-    let root = format!("root asyncdump_fixture_old_tokio::{name}\n");
-    let all: Vec<&str> = text.split("\n\n").filter(|s| s.contains(&root)).collect();
+    let root = format!("asyncdump_fixture_old_tokio::{name}");
+    let all: Vec<&str> = text.split("\n\n").filter(|s| has_root(s, &root)).collect();
     assert_eq!(all.len(), 1, "one task rooted at {name}:\n{text}");
     let lines = section(all[0], all[0].lines().next().unwrap());
     lines

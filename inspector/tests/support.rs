@@ -474,3 +474,16 @@ pub fn endless_plan(anchors: Vec<u64>) -> asyncdump_protocol::WalkPlan {
         runtime: None,
     }
 }
+
+/// Whether a section of a text dump has the root line of `root`: `  spawned … · root ROOT` for a
+/// task spawned through the agent, `  root ROOT · defined at FILE:LINE` (or without where) for others.
+pub fn has_root(section: &str, root: &str) -> bool {
+    let line = format!("  root {root}");
+    let spawned = format!(" · root {root}");
+    section.lines().any(|l| {
+        l == line
+            || (l.starts_with("  spawned ") && l.ends_with(&spawned))
+            || l.strip_prefix(&line)
+                .is_some_and(|r| r.starts_with(" · defined at "))
+    })
+}

@@ -18,6 +18,11 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn start(command: &str) -> Tmux {
+        Tmux::sized(command, 120, 40)
+    }
+
+    /// A terminal of `width` columns and `height` rows.
+    pub fn sized(command: &str, width: u16, height: u16) -> Tmux {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("asyncdump-watch-{}-{n}", std::process::id());
@@ -30,9 +35,9 @@ impl Tmux {
                 "-s",
                 &name,
                 "-x",
-                "120",
+                &width.to_string(),
                 "-y",
-                "40",
+                &height.to_string(),
                 command,
             ])
             .status()

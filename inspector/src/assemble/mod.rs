@@ -16,7 +16,7 @@ use crate::decode::{AnnotatedFrame, TaskRefs};
 use crate::model::{
     AwaitedBy, CaptureView, CensusView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT,
     FastMap, FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process,
-    SnapshotInfo, Source, State, TaskView, Thread, assign_frame_ids, find_cycles,
+    SnapshotInfo, Source, State, TaskView, Thread, assign_frame_ids, derived_name, find_cycles,
 };
 use crate::plan::Plan;
 
@@ -133,6 +133,9 @@ impl Dump {
         tasks.extend(listed.views(decoder, cache.live()));
         listed.join_edges(&mut tasks, decoder);
         runtime::Listed::frame_edges(&mut tasks);
+        for t in tasks.iter_mut().filter(|t| t.name.is_none()) {
+            t.derived_name = Some(derived_name(&t.frames, &t.root_type).into());
+        }
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
         // view's screen, which should not wait for it).
         let mut index = FastMap::default();
@@ -327,6 +330,7 @@ fn task_view(
         agent_id: Some(t.id),
         tokio_id: None,
         name: chain.name,
+        derived_name: None,
         state,
         thread,
         state_age_ns: Some(now.saturating_sub(since)),

@@ -161,6 +161,7 @@ impl<'a> Listed<'a> {
             agent_id: None,
             tokio_id: Some(t.id),
             name: None,
+            derived_name: None,
             state,
             thread: None,
             state_age_ns: None,

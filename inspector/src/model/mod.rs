@@ -1,7 +1,8 @@
 //! What a dump shows, and the questions asked of it: the schema (a [`Dump`] of [`TaskView`]s, each
 //! with its chain as a tree of [`FrameNode`]s, its cross-task edges and its delegates), and its queries:
 //! [`Dump::filter`] keeps what the user asked for, [`TaskView::mentions`] searches, [`coalesce`] groups
-//! identical chains, `find_cycles` finds wait cycles. The `assemble` stage builds a dump; nothing here
+//! identical chains, `find_cycles` finds wait cycles, [`summary`] says a chain in one line (the leaf
+//! that matters, and a name for a task the program did not name). The `assemble` stage builds a dump; nothing here
 //! knows the protocol's snapshots, the plan or the walks, and nothing here does I/O or formatting (the
 //! views in `view/` do).
 //!
@@ -12,6 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+mod summary;
+pub use summary::{Summary, derived_name, is_own_code, summary};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
 pub const JSON_VERSION: u32 = 3;
@@ -115,6 +119,10 @@ pub struct TaskView {
     /// tokio's task id (`tokio::task::Id`), for a task listed from a registered runtime.
     pub tokio_id: Option<u64>,
     pub name: Option<Arc<str>>,
+    /// For a task without a `name`: the one its chain gives it ([`derived_name`]: the innermost frame
+    /// of the program's own code on the branch that matters, else its root type's last segment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_name: Option<Arc<str>>,
     pub state: State,
     /// OS thread running the task, when running.
     pub thread: Option<Thread>,
@@ -678,17 +686,9 @@ fn contains_folded(hay: &str, lower: &str) -> bool {
             .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// The chain's leaf: the deepest frame of its first branch. A `poll_fn` closure names nothing; the
-/// frame that awaits it does (`Receiver::recv`).
+/// The chain's leaf that matters (see [`summary`]).
 pub fn leaf_frame(frames: &[FrameNode]) -> Option<&FrameNode> {
-    let (mut at, mut above) = (frames.first()?, None);
-    while let Some(c) = at.children.first() {
-        (above, at) = (Some(at), c);
-    }
-    match above {
-        Some(parent) if at.meta.name.contains("::poll_fn::PollFn<") => Some(parent),
-        _ => Some(at),
-    }
+    summary(frames).map(|s| s.leaf)
 }
 
 /// Iterative: chains may be deep.

@@ -11,7 +11,7 @@ use crate::model::{
     Loc, RuntimeView, Source, State, TOKIO_ONLY, TaskView,
 };
 use crate::names::display_name;
-use crate::names::{short, short_path};
+use crate::names::{base_name, short, short_path};
 use crate::view::{Dur, id_ranges, no_breaks, write_number};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
@@ -153,14 +153,11 @@ fn group<W: Write + ?Sized>(out: &mut W, g: &Group, labels: &Labels<'_>, style: 
         }
     }
     let _ = out.write_char('\n');
-    spawned(
-        out,
-        g.spawned_at.as_deref(),
-        None,
-        &g.root_type,
-        None,
-        style,
-    );
+    let root = Root {
+        ty: &g.root_type,
+        defined_at: None,
+    };
+    spawned(out, g.spawned_at.as_deref(), None, root, None, style);
     frames(out, &g.frames, &g.awaits_tasks, labels, style);
 }
 
@@ -264,12 +261,18 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         census(out, c);
     }
     decoding(out, &d.decoding);
-    let _ = writeln!(
-        out,
-        "showing {} of {} tasks\n",
-        d.tasks.len(),
-        s.tasks_total
-    );
+    let _ = writeln!(out, "showing {} of {} tasks", d.tasks.len(), s.tasks_total);
+    // What a task without the agent's record lacks, said once rather than on each.
+    let plain = d.tasks.iter().filter(|t| t.agent_id.is_none()).count();
+    if plain > 0 {
+        let _ = writeln!(
+            out,
+            "{plain} of them not spawned through the agent: no given name (in parentheses, a name from \
+             the chain), no timings (`unchanged for ≥` is a lower bound), no spawn site (`defined at` \
+             is where the root future is written)"
+        );
+    }
+    let _ = out.write_char('\n');
 }
 
 /// One line per runtime: how many tasks it has and how many were listed, or why none were.
@@ -408,11 +411,15 @@ fn age_word(s: State) -> &'static str {
 
 fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style: Style) {
     title(out, t, labels);
+    let root = Root {
+        ty: &t.root_type,
+        defined_at: t.spawned_at.is_none().then(|| defined_at(t)).flatten(),
+    };
     spawned(
         out,
         t.spawned_at.as_deref(),
         t.tokio_id.filter(|_| t.agent_id.is_some()),
-        &t.root_type,
+        root,
         t.age_ns,
         style,
     );
@@ -427,6 +434,11 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     // The header and spawn lines are written piece by piece, as every task has them: through the
     // formatting machinery they were a quarter of a text dump's instructions at 100,000 tasks.
     let _ = labels.of(t.id).write_to(out);
+    if let Some(derived) = t.derived_name.as_deref() {
+        let _ = out.write_str(" (");
+        let _ = out.write_str(&short(&no_breaks(derived)));
+        let _ = out.write_char(')');
+    }
     let _ = out.write_str(" · ");
     let _ = out.write_str(state_word(t.state));
     if let Some(th) = &t.thread {
@@ -461,8 +473,6 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
                 let _ = out.write_str(" · unchanged for ≥ ");
                 let _ = Dur(at_least).write_to(out);
             }
-            let _ =
-                out.write_str(" · not spawned through the agent: no name, timings or spawn site");
         }
     }
     let _ = out.write_char('\n');
@@ -585,11 +595,28 @@ fn waker_maker(clone: &str) -> String {
 }
 
 /// `spawned 2s ago at FILE:LINE:COL · tokio task 5 · root TYPE`, with what is known of each.
+/// A task's root future: its type, and where it is written when that is what is known of a task.
+#[derive(Clone, Copy)]
+struct Root<'a> {
+    ty: &'a str,
+    defined_at: Option<&'a Loc>,
+}
+
+/// Where a task without a spawn site has its root future written: its first frame's own location,
+/// when that frame is the root future (not a wrapper's inner future).
+fn defined_at(t: &TaskView) -> Option<&Loc> {
+    let first = t.frames.first()?;
+    let same = base_name(&first.meta.name) == base_name(&display_name(&t.root_type));
+    (same && first.meta.source == Source::Decoded)
+        .then_some(first.meta.location.as_ref())
+        .flatten()
+}
+
 fn spawned<W: Write + ?Sized>(
     out: &mut W,
     at: Option<&Loc>,
     tokio_id: Option<u64>,
-    root_type: &str,
+    root: Root<'_>,
     age_ns: Option<u64>,
     style: Style,
 ) {
@@ -617,7 +644,11 @@ fn spawned<W: Write + ?Sized>(
     }
     // Spelled as the frames spell state machines (`f`, `f::{async block#1}`), not as DWARF does.
     let _ = out.write_str("root ");
-    let _ = out.write_str(&short(&no_breaks(&display_name(root_type))));
+    let _ = out.write_str(&short(&no_breaks(&display_name(root.ty))));
+    if let Some(d) = root.defined_at {
+        let _ = out.write_str(" · defined");
+        at_line(out, &style.path(&d.file), d.line);
+    }
     let _ = out.write_char('\n');
 }
 
@@ -792,8 +823,8 @@ mod tests {
             .skip_while(|l| !l.starts_with("task 1"))
             .collect();
         assert_eq!(
-            body[0],
-            "task 1 · idle · suspended 2.00s · polls 1 · busy 10ns · woken 0 times"
+            body[0], "task 1 (recv) · idle · suspended 2.00s · polls 1 · busy 10ns · woken 0 times",
+            "unnamed, it is named by its innermost frame of the program's own code"
         );
         assert_eq!(
             &body[2..6],

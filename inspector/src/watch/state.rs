@@ -418,7 +418,7 @@ impl App {
         let t = |i: usize| &d.tasks[i];
         match self.sort {
             Column::Task => {}
-            Column::Name => order.sort_by(|&a, &b| t(a).name.cmp(&t(b).name)),
+            Column::Name => order.sort_by(|&a, &b| shown_name(t(a)).cmp(&shown_name(t(b)))),
             Column::State => order.sort_by_key(|&i| t(i).state as u8),
             Column::Age => {
                 order.sort_by_key(|&i| std::cmp::Reverse(t(i).waiting_ns().map(|w| w.0)))
@@ -518,6 +518,11 @@ fn first_awaited(frames: &[FrameNode]) -> Option<u64> {
         stack.extend(f.children.iter().rev());
     }
     None
+}
+
+/// The name a task is listed by: the program's, else the one from its chain.
+fn shown_name(t: &TaskView) -> Option<&str> {
+    t.name.as_deref().or(t.derived_name.as_deref())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Table
 
 use super::input::BINDINGS;
 use super::state::{App, Attention, Column, Link};
-use crate::model::{FrameNode, TaskView, leaf_frame};
+use crate::model::{FrameNode, TaskView, summary};
 use crate::names::{short, short_path};
 use crate::view::text::{self, state_word};
 use crate::view::{Dur, duration};
@@ -97,8 +97,10 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
 /// needed go first as the terminal narrows.
 fn columns(width: u16) -> Vec<(Column, u16)> {
     let mut out = vec![(Column::Task, 12)];
-    if width >= 70 {
-        out.push((Column::Name, 14));
+    match width {
+        150.. => out.push((Column::Name, 28)),
+        70.. => out.push((Column::Name, 14)),
+        _ => {}
     }
     out.extend([(Column::State, 15), (Column::Age, 9)]);
     if width >= 90 {
@@ -181,14 +183,20 @@ fn render_table(
 fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     let attention = app.attention(t);
-    let cells = columns.iter().map(|&(c, _)| {
+    let cells = columns.iter().map(|&(c, width)| {
         Cell::from(one_line_owned(match c {
             Column::Task => match (t.agent_id, t.tokio_id) {
                 (Some(id), _) => id.to_string(),
                 (None, Some(id)) => format!("tokio {id}"),
                 (None, None) => t.id.to_string(),
             },
-            Column::Name => t.name.as_deref().unwrap_or_default().to_owned(),
+            // A name from the chain reads as in `dump`: in parentheses.
+            Column::Name => match (&t.name, &t.derived_name) {
+                (Some(name), _) => name.to_string(),
+                // The end of a path is what tells tasks apart: cut from the front.
+                (None, Some(derived)) => tail(&format!("({derived})"), usize::from(width)),
+                (None, None) => String::new(),
+            },
             // In words, so that it reads without colour.
             Column::State => match attention {
                 Attention::Deadlock => "DEADLOCK".to_owned(),
@@ -235,16 +243,32 @@ fn one_line_owned(s: String) -> String {
     }
 }
 
+/// The last `width` characters of `s`, the cut marked with `…`.
+fn tail(s: &str, width: usize) -> String {
+    let len = s.chars().count();
+    if len <= width || width == 0 {
+        return s.to_owned();
+    }
+    let kept: String = s.chars().skip(len - width + 1).collect();
+    format!("…{kept}")
+}
+
 /// The chain's leaf, with where it is.
 fn leaf(frames: &[FrameNode]) -> String {
-    let Some(f) = leaf_frame(frames) else {
+    let Some(s) = summary(frames) else {
         return String::new();
     };
-    let m = &f.meta;
-    match m.suspended_at.as_ref().or(m.location.as_ref()) {
+    let m = &s.leaf.meta;
+    let mut out = match m.suspended_at.as_ref().or(m.location.as_ref()) {
         Some(l) => format!("{} at {}:{}", short(&m.name), short_path(&l.file), l.line),
         None => short(&m.name).into_owned(),
+    };
+    match s.others {
+        0 => {}
+        1 => out.push_str(" · +1 branch"),
+        n => out.push_str(&format!(" · +{n} branches")),
     }
+    out
 }
 
 fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
@@ -420,6 +444,13 @@ fn draw_help(f: &mut Frame<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_derived_name_is_cut_from_the_front_where_paths_agree() {
+        assert_eq!(tail("(axum_service::peer_read)", 14), "…e::peer_read)");
+        assert_eq!(tail("(a::b)", 14), "(a::b)");
+        assert_eq!(tail("(axum_service::peer_read)", 14).chars().count(), 14);
+    }
     use crate::model::Dump;
     use crate::testing::handshake;
     use crate::watch::input::Key;

@@ -1,0 +1,228 @@
+//! What a task's chain says in one line: the leaf that matters, and a name for a task the program
+//! did not name.
+//!
+//! A chain branches where a task waits on several futures at once (`select!`, `join!`, a collection
+//! of futures). A list shows one leaf per task: the branch that goes deepest into the program's own
+//! code (frames whose file is neither a dependency's nor the standard library's), then the longest,
+//! then the first; so a framework's shutdown-signal branch, all in the framework, never hides the
+//! handler's own wait. The innermost frame of the program's own code on that branch names the task.
+
+use super::{FrameNode, Source};
+use crate::names::{base_name, display_name, short_path};
+
+/// One line's worth of a chain (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct Summary<'a> {
+    /// The leaf of the chosen branch; where that is a `poll_fn`, the frame that polls it
+    /// (`Receiver::recv`), which names what it waits on.
+    pub leaf: &'a FrameNode,
+    /// How many other leaves the chain has (pending branches elsewhere).
+    pub others: usize,
+    /// The innermost frame of the program's own code on the chosen branch, if any.
+    pub own: Option<&'a FrameNode>,
+}
+
+/// Whether a frame is of the program's own code: it has a source file, and that file is no
+/// dependency's (cargo's registry or git checkouts) and not the standard library's.
+pub fn is_own_code(f: &FrameNode) -> bool {
+    let m = &f.meta;
+    match m.location.as_ref().or(m.suspended_at.as_ref()) {
+        Some(at) => m.source != Source::Cut && short_path(&at.file).len() == at.file.len(),
+        None => false,
+    }
+}
+
+/// The summary of a chain; `None` for no frames. Iterative (chains may be deep), and allocates only
+/// the stack of branches still to visit.
+pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
+    struct At<'a> {
+        f: &'a FrameNode,
+        parent: Option<&'a FrameNode>,
+        depth: usize,
+        /// The deepest own frame above and at `f`, with its depth + 1 (0: none).
+        own: (usize, Option<&'a FrameNode>),
+    }
+    let start = |f, parent| At {
+        f,
+        parent,
+        depth: 0,
+        own: (0, None),
+    };
+    let mut stack: Vec<At<'_>> = frames.iter().rev().map(|f| start(f, None)).collect();
+    let mut best: Option<((usize, usize), Summary<'_>)> = None;
+    let mut leaves = 0;
+    while let Some(mut at) = stack.pop() {
+        if is_own_code(at.f) {
+            at.own = (at.depth + 1, Some(at.f));
+        }
+        if at.f.children.is_empty() {
+            leaves += 1;
+            let score = (at.own.0, at.depth);
+            if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                let leaf = match at.parent {
+                    Some(p) if is_poll_fn(at.f) => p,
+                    _ => at.f,
+                };
+                let own = at.own.1;
+                best = Some((
+                    score,
+                    Summary {
+                        leaf,
+                        others: 0,
+                        own,
+                    },
+                ));
+            }
+            continue;
+        }
+        for c in at.f.children.iter().rev() {
+            stack.push(At {
+                f: c,
+                parent: Some(at.f),
+                depth: at.depth + 1,
+                own: at.own,
+            });
+        }
+    }
+    best.map(|(_, s)| Summary {
+        others: leaves - 1,
+        ..s
+    })
+}
+
+/// A `poll_fn` names nothing a reader knows; the frame that awaits it does.
+fn is_poll_fn(f: &FrameNode) -> bool {
+    let name = &f.meta.name;
+    name.starts_with("poll_fn in ") || name.contains("::poll_fn::PollFn<")
+}
+
+/// The name a task's chain gives it: its innermost frame of the program's own code (`stuck::enqueue`),
+/// else its root: an async fn or block as frames name it (`plain_tasks::busy`, for a task running
+/// through the snapshot), a root named after its closure whole (`blocking_task in
+/// blocking::await_blocking`), any other type by its last path segment (`UpgradeableConnection`).
+pub fn derived_name(frames: &[FrameNode], root_type: &str) -> String {
+    if let Some(own) = summary(frames).and_then(|s| s.own) {
+        return base_name(&own.meta.name).to_owned();
+    }
+    let shown = display_name(root_type);
+    if shown != root_type || root_type.contains(" in ") {
+        return base_name(&shown).to_owned();
+    }
+    let path = base_name(root_type);
+    path.rsplit("::").next().unwrap_or(path).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{derived_name, summary};
+    use crate::model::{FrameInfo, FrameNode, Loc, Source};
+
+    fn frame(name: &str, file: Option<&str>, children: Vec<FrameNode>) -> FrameNode {
+        let at = file.map(|file| Loc {
+            file: file.into(),
+            line: 7,
+            column: 0,
+        });
+        let source = if file.is_some() {
+            Source::Decoded
+        } else {
+            Source::Awaitee
+        };
+        FrameNode {
+            id: 0,
+            meta: Arc::new(FrameInfo::new(name.into(), at, source)),
+            awaits_tasks: Vec::new(),
+            children,
+        }
+    }
+
+    const DEP: &str =
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/axum-0.8.4/src/serve.rs";
+    const TOKIO: &str =
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.54.1/src/sync/mutex.rs";
+
+    /// axum's connection: `select!` of the graceful-shutdown signal (all in axum and tokio) and the
+    /// request, down through the program's handler to tokio's mutex.
+    fn served() -> Vec<FrameNode> {
+        let shutdown = frame(
+            "axum::serve::signal",
+            Some(DEP),
+            vec![frame("tokio::sync::notify::Notified", None, vec![])],
+        );
+        let handler = frame(
+            "stuck::enqueue",
+            Some("src/main.rs"),
+            vec![frame(
+                "tokio::sync::mutex::Mutex::lock<()>",
+                Some(TOKIO),
+                vec![frame("tokio::sync::batch_semaphore::Acquire", None, vec![])],
+            )],
+        );
+        let route = frame("axum::routing::Route::call", Some(DEP), vec![handler]);
+        vec![frame(
+            "axum::serve::handle_connection::{async block#3}",
+            Some(DEP),
+            vec![frame("tokio::select!", None, vec![shutdown, route])],
+        )]
+    }
+
+    #[test]
+    fn the_leaf_that_matters_is_the_branch_deepest_in_the_programs_own_code() {
+        let frames = served();
+        let s = summary(&frames).unwrap();
+        assert_eq!(s.leaf.meta.name, "tokio::sync::batch_semaphore::Acquire");
+        assert_eq!(s.others, 1, "the shutdown branch, counted");
+        assert_eq!(s.own.unwrap().meta.name, "stuck::enqueue");
+    }
+
+    #[test]
+    fn without_own_code_the_longest_branch_then_the_first_and_a_poll_fn_names_its_caller() {
+        let recv = frame(
+            "tokio::sync::mpsc::bounded::Receiver::recv<u64>",
+            Some(TOKIO),
+            vec![frame(
+                "poll_fn in tokio::sync::mpsc::bounded::Receiver::recv",
+                None,
+                vec![],
+            )],
+        );
+        let frames = vec![
+            frame("a", None, vec![]),
+            frame("tokio::select!", None, vec![recv, frame("b", None, vec![])]),
+        ];
+        let s = summary(&frames).unwrap();
+        assert_eq!(
+            s.leaf.meta.name,
+            "tokio::sync::mpsc::bounded::Receiver::recv<u64>"
+        );
+        assert_eq!((s.others, s.own.is_none()), (2, true));
+        assert!(summary(&[]).is_none());
+    }
+
+    #[test]
+    fn a_task_is_named_by_its_own_code_else_by_its_root_type() {
+        assert_eq!(
+            derived_name(&served(), "axum::serve::Serve<…>"),
+            "stuck::enqueue"
+        );
+        let conn = [frame("hyper::proto::Conn", None, vec![])];
+        assert_eq!(
+            derived_name(
+                &conn,
+                "hyper::client::conn::http1::upgrades::UpgradeableConnection<Conn, Body>"
+            ),
+            "UpgradeableConnection"
+        );
+        assert_eq!(
+            derived_name(&[], "blocking_task in blocking::await_blocking"),
+            "blocking_task in blocking::await_blocking"
+        );
+        assert_eq!(
+            derived_name(&[], "plain_tasks::busy::{async_fn_env#0}"),
+            "plain_tasks::busy",
+            "running: no frames"
+        );
+    }
+}
