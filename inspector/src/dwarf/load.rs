@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use gimli::RunTimeEndian;
 use object::{Object, ObjectSection, ObjectSegment};
+use rustc_hash::FxHashMap;
 
 use super::{Debug, DwarfError};
 
@@ -215,6 +216,33 @@ fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
     out
 }
 
+/// The waker vtables among `code_words` (see [`Debug::waker_vtables`]), named from the symbol table:
+/// symbols, not DWARF, so that finding them costs the DWARF parse nothing. A stripped executable has
+/// none, and its foreign wakers go unnamed.
+fn waker_vtables(obj: &object::File<'_>, code_words: &[(u64, u64)]) -> Vec<(u64, String)> {
+    let at: FxHashMap<u64, u64> = code_words.iter().map(|&(code, w)| (w, code)).collect();
+    let symbols = obj.symbol_map();
+    let mut out = Vec::new();
+    for (&word, &code) in &at {
+        if !(1..4).all(|k| at.contains_key(&(word + 8 * k))) {
+            continue;
+        }
+        let Some(sym) = symbols.before(code).filter(|s| s.address() == code) else {
+            continue;
+        };
+        let name = format!("{:#}", rustc_demangle::demangle(sym.name()));
+        // `path::clone_arc_raw` (legacy mangling) or `path::clone_arc_raw::<W>` (v0).
+        let path = name.split("::<").next().unwrap_or(&name);
+        let path = path.split('<').next().unwrap_or(path);
+        let last = path.rsplit("::").next().unwrap_or(path);
+        if last.starts_with("clone") && path.contains("::") {
+            out.push((word, path.to_owned()));
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 impl Debug {
     /// Loads the DWARF of the executable at `path`, or of its separate debug file when the executable
     /// itself has no type info. The debug file must have the executable's build-id.
@@ -224,6 +252,7 @@ impl Debug {
         let build_id = obj.build_id().ok().flatten().map(hex);
         let at_zero = vaddr_at_zero(&obj);
         let code_words = code_words(&obj);
+        let waker_vtables = waker_vtables(&obj, &code_words);
         let found = match from_object(path, &obj, build_id.clone()) {
             Err(DwarfError::NoTypes { .. }) => debug_file_candidates(path, &obj)
                 .iter()
@@ -244,6 +273,7 @@ impl Debug {
         found.map(|d| Debug {
             vaddr_at_zero: at_zero,
             code_words,
+            waker_vtables,
             ..d
         })
     }

@@ -146,8 +146,6 @@ pub(crate) struct Node {
     /// A `tokio::util::wake::clone_arc_raw::<T>` instantiation: the first field of the vtable of a waker
     /// tokio makes from an `Arc<T>` (a `JoinSet` entry's, for one).
     pub(crate) wake_clone: bool,
-    /// A generic `clone_…<W>` function: what a waker vtable's first slot may hold.
-    pub(crate) waker_clone: bool,
     pub(crate) artificial: bool,
     /// `DW_AT_containing_type` (of a `{vtable_type}`: the concrete type).
     pub(crate) containing_type: Option<u64>,
@@ -169,6 +167,10 @@ pub struct Debug {
     /// Of the executable: every word of its data that holds a code address, as (code address, where
     /// the word is), sorted. Task vtables are found among them.
     pub(crate) code_words: Vec<(u64, u64)>,
+    /// Of the executable: its waker vtables (four code words in a row, `RawWakerVTable`'s clone,
+    /// wake, wake_by_ref and drop, the first a function named `clone…`), each as (address in the
+    /// file, the clone function's path from the symbol table), sorted by address.
+    pub(crate) waker_vtables: Vec<(u64, String)>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) by_offset: Offsets,
     /// File names per unit, by DWARF file index.
@@ -255,28 +257,6 @@ impl Debug {
             .filter(|n| n.wake_clone)
             .filter_map(|n| Some((n.low_pc?, self.type_param(n, "T")?)))
             .collect()
-    }
-
-    /// Waker vtables of the executable: four code words in a row (`RawWakerVTable`'s clone, wake,
-    /// wake_by_ref, drop) whose first is a generic `clone_…<W>` function. Each as (the vtable's
-    /// address in the file, the function's qualified name), sorted by address.
-    pub(crate) fn waker_vtables(&self) -> Vec<(u64, String)> {
-        let at: crate::model::FastSet<u64> = self.code_words.iter().map(|&(_, w)| w).collect();
-        let mut out = Vec::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            let Some(pc) = n.low_pc.filter(|_| n.waker_clone) else {
-                continue;
-            };
-            let first = self.code_words.partition_point(|&(code, _)| code < pc);
-            for &(_, word) in self.code_words[first..].iter().take_while(|w| w.0 == pc) {
-                if (1..4).all(|k| at.contains(&(word + 8 * k))) {
-                    out.push((word, qualified(&self.nodes, i)));
-                }
-            }
-        }
-        out.sort_unstable();
-        out.dedup_by_key(|v| v.0);
-        out
     }
 
     /// The type DIE of the template type parameter `name` of the type or subprogram at DIE `die`.

@@ -44,7 +44,7 @@ impl Debug {
             let unit = dwarf.unit(header).map_err(bad)?;
             table.read_unit(&dwarf, &unit, endian).map_err(bad)?;
         }
-        rename_impls(&mut table.nodes, &table.impls);
+        rename_impls(&mut table.nodes, &table.mention_impls, &table.impls);
         if !table.saw_types {
             return Err(DwarfError::NoTypes {
                 path: path.to_owned(),
@@ -57,6 +57,7 @@ impl Debug {
             debug_info_bytes,
             vaddr_at_zero: None,
             code_words: Vec::new(),
+            waker_vtables: Vec::new(),
             nodes: table.nodes,
             by_offset: table.by_offset,
             files: table.files,
@@ -73,6 +74,9 @@ struct Table {
     saw_types: bool,
     /// Impl blocks' names, from their functions' linkage names (see `name_impl`).
     impls: FastMap<String, String>,
+    /// Impl namespaces (`{impl#3}`) and types whose names mention one, by index: what
+    /// [`rename_impls`] renames, found as the DIEs are read rather than by another pass over them all.
+    mention_impls: Vec<usize>,
 }
 
 type Dwarf<'a> = gimli::Dwarf<Reader<'a>>;
@@ -85,7 +89,6 @@ struct Marks {
     anchor: bool,
     task_poll: bool,
     wake_clone: bool,
-    waker_clone: bool,
 }
 
 impl Table {
@@ -98,6 +101,7 @@ impl Table {
             files: Vec::new(),
             saw_types: false,
             impls: FastMap::default(),
+            mention_impls: Vec::new(),
         }
     }
 
@@ -128,7 +132,7 @@ impl Table {
             };
             let marks = self.marks(entry, &stack, &string);
             if entry.tag() == constants::DW_TAG_subprogram
-                && !(marks.anchor || marks.task_poll || marks.wake_clone || marks.waker_clone)
+                && !(marks.anchor || marks.task_poll || marks.wake_clone)
             {
                 skip_below = Some(depth);
                 name_impl(&self.nodes, &stack, &mut self.impls, || {
@@ -148,7 +152,18 @@ impl Table {
                 endian,
             );
             self.saw_types |= node.tag == constants::DW_TAG_structure_type;
-            stack.push(self.push(node));
+            let mentions_impl = matches!(
+                node.tag,
+                constants::DW_TAG_namespace
+                    | constants::DW_TAG_structure_type
+                    | constants::DW_TAG_enumeration_type
+                    | constants::DW_TAG_union_type
+            ) && node.name.as_deref().is_some_and(|s| s.contains("{impl#"));
+            let idx = self.push(node);
+            if mentions_impl {
+                self.mention_impls.push(idx);
+            }
+            stack.push(idx);
         }
         Ok(())
     }
@@ -173,11 +188,6 @@ impl Table {
             wake_clone: !anchor
                 && in_namespace(&self.nodes, stack, TOKIO_WAKE)
                 && named(b"clone_arc_raw<"),
-            // A generic free function `clone_…<W>`: what the first slot of a `RawWakerVTable` made
-            // for `W` holds (futures', std's `Wake`, tokio's and other executors' wakers).
-            waker_clone: !anchor
-                && named(b"clone_")
-                && string(constants::DW_AT_name).is_some_and(|s| s.find(b'<').is_some()),
         }
     }
 
@@ -236,7 +246,6 @@ fn node_of(
         anchor: marks.anchor,
         task_poll: marks.task_poll,
         wake_clone: marks.wake_clone,
-        waker_clone: marks.waker_clone,
         artificial: matches!(
             attr(constants::DW_AT_artificial),
             Some(AttributeValue::Flag(true))
@@ -385,15 +394,13 @@ fn name_impl(
 }
 
 /// Applies the names [`name_impl`] found to every unit's copy of each impl namespace.
-fn rename_impls(nodes: &mut [Node], impls: &FastMap<String, String>) {
-    let renames: Vec<(usize, String)> = (0..nodes.len())
-        .filter(|&i| {
-            nodes[i].tag == constants::DW_TAG_namespace
-                && nodes[i]
-                    .name
-                    .as_deref()
-                    .is_some_and(|s| s.starts_with("{impl#"))
-        })
+fn rename_impls(nodes: &mut [Node], mention: &[usize], impls: &FastMap<String, String>) {
+    let is_impl = |n: &Node| {
+        n.tag == constants::DW_TAG_namespace
+            && n.name.as_deref().is_some_and(|s| s.starts_with("{impl#"))
+    };
+    let renames: Vec<(usize, String)> = (mention.iter().copied())
+        .filter(|&i| is_impl(&nodes[i]))
         .filter_map(|i| Some((i, impls.get(&qualified(nodes, i))?.clone())))
         .collect();
     for (i, name) in renames {
@@ -401,8 +408,11 @@ fn rename_impls(nodes: &mut [Node], impls: &FastMap<String, String>) {
     }
     // Type names spell their generic arguments as text, impl paths and all
     // (`PollFn<tokio::sync::mpsc::bounded::{impl#0}::recv::{closure_env#0}<u64>>`): named there too.
-    for n in nodes.iter_mut() {
-        if let Some(name) = n.name.as_mut().filter(|s| s.contains("{impl#")) {
+    for &i in mention {
+        if nodes[i].tag == constants::DW_TAG_namespace {
+            continue;
+        }
+        if let Some(name) = nodes[i].name.as_mut() {
             *name = impls_named_in(name, impls);
         }
     }

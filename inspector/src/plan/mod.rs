@@ -166,8 +166,8 @@ impl Plan {
             root_names,
             owned_vtable: debug.owned_waker_vtable(),
             tokio_vtable: debug.static_addr("tokio::runtime::task::waker::WAKER_VTABLE"),
-            waker_vtables: (debug.waker_vtables().into_iter())
-                .map(|(a, name)| (a, Arc::from(name)))
+            waker_vtables: (debug.waker_vtables.iter())
+                .map(|(a, name)| (*a, Arc::from(name.as_str())))
                 .collect(),
             runtime_note,
             task_types,

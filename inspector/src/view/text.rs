@@ -556,8 +556,7 @@ fn decoded_delegates<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labe
             }
             (true, None, Some(vt)) => match &d.foreign_waker {
                 Some(clone) => {
-                    let maker = waker_maker(clone);
-                    let from = no_breaks(&maker);
+                    let from = no_breaks(waker_maker(clone));
                     let _ = write!(out, "holds a waker made by {from} (vtable {vt:#x})");
                 }
                 None => {
@@ -584,14 +583,10 @@ fn decoded_delegates<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labe
     }
 }
 
-/// Who makes a waker, from its clone function's path: the module that defines it, past `clone_…`
-/// and its type arguments (`futures_util::stream::futures_unordered::task::waker_ref`).
-fn waker_maker(clone: &str) -> String {
-    let path = clone.split('<').next().unwrap_or(clone);
-    match path.rsplit_once("::") {
-        Some((module, _)) => module.to_owned(),
-        None => path.to_owned(),
-    }
+/// Who makes a waker, from its clone function's path: the module that defines it
+/// (`futures_util::stream::futures_unordered::task::waker_ref`).
+fn waker_maker(clone: &str) -> &str {
+    clone.rsplit_once("::").map_or(clone, |(module, _)| module)
 }
 
 /// `spawned 2s ago at FILE:LINE:COL · tokio task 5 · root TYPE`, with what is known of each.
