@@ -74,8 +74,9 @@ struct Table {
     saw_types: bool,
     /// Impl blocks' names, from their functions' linkage names (see `name_impl`).
     impls: FastMap<String, String>,
-    /// Impl namespaces (`{impl#3}`) and types whose names mention one, by index: what
-    /// [`rename_impls`] renames, found as the DIEs are read rather than by another pass over them all.
+    /// Impl namespaces (`{impl#3}`) and the DIEs whose names mention one (types and functions spell
+    /// their generic arguments as text), by index: what [`rename_impls`] renames, found as the DIEs are
+    /// read rather than by another pass over them all.
     mention_impls: Vec<usize>,
 }
 
@@ -152,13 +153,9 @@ impl Table {
                 endian,
             );
             self.saw_types |= node.tag == constants::DW_TAG_structure_type;
-            let mentions_impl = matches!(
-                node.tag,
-                constants::DW_TAG_namespace
-                    | constants::DW_TAG_structure_type
-                    | constants::DW_TAG_enumeration_type
-                    | constants::DW_TAG_union_type
-            ) && node.name.as_deref().is_some_and(|s| s.contains("{impl#"));
+            // Every DIE, whatever its tag: a task's `poll<T, S>` must spell `T` as its `Cell<T, S>`
+            // does, to be matched with it.
+            let mentions_impl = node.name.as_deref().is_some_and(|s| s.contains("{impl#"));
             let idx = self.push(node);
             if mentions_impl {
                 self.mention_impls.push(idx);
@@ -406,8 +403,9 @@ fn rename_impls(nodes: &mut [Node], mention: &[usize], impls: &FastMap<String, S
     for (i, name) in renames {
         nodes[i].name = Some(name);
     }
-    // Type names spell their generic arguments as text, impl paths and all
-    // (`PollFn<tokio::sync::mpsc::bounded::{impl#0}::recv::{closure_env#0}<u64>>`): named there too.
+    // Names spell their generic arguments as text, impl paths and all
+    // (`PollFn<tokio::sync::mpsc::bounded::{impl#0}::recv::{closure_env#0}<u64>>`): named there too,
+    // in types and functions alike, so that names that matched before still match.
     for &i in mention {
         if nodes[i].tag == constants::DW_TAG_namespace {
             continue;

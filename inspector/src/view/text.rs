@@ -483,7 +483,9 @@ fn context<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     if let Some(by) = &t.awaited_by {
         let _ = write!(out, "  awaited by {}", labels.of(by.task));
         if !by.path.is_empty() {
-            let _ = write!(out, " at {}", no_breaks(&by.path.join(" → ")));
+            // Each step as frame lines spell it, long generic arguments shortened.
+            let steps: Vec<_> = by.path.iter().map(|p| short(p)).collect();
+            let _ = write!(out, " at {}", no_breaks(&steps.join(" → ")));
         }
         let _ = out.write_char('\n');
     }
