@@ -14,7 +14,8 @@
 # 6. a soak: a million tasks spawned and completed under a watch subscription and repeated dumps, with
 #    the host's memory over time (~2 min);
 # 7. the census that finds unregistered runtimes: its throughput over a 200 MB heap, and 100,000 tasks
-#    over one runtime against 16 (~3 min).
+#    over one runtime against 16 (~3 min);
+# 8. what remembering 100,000 tasks' ages costs a listing (criterion, ~30 s).
 # Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,3 +53,13 @@ python3 bench/soak.py
 echo
 echo "## The census"
 python3 bench/census.py
+cargo bench -p asyncdump-agent --bench ages >&2
+echo
+echo "## Ages of 100,000 listed tasks"
+python3 - <<'PY'
+import json
+for case in ("all unchanged", "all new"):
+    with open(f"target/criterion/ages_100k tasks, {case}/new/estimates.json") as f:
+        median = json.load(f)["median"]["point_estimate"] / 1e6
+    print(f"| {case} | {median:.1f} ms |")
+PY

@@ -4,15 +4,16 @@
 Each of OLD and NEW is a target directory holding release builds of `asyncdump`, `many_tasks` and
 `axum_service` (`cargo build --release -p asyncdump -p asyncdump-fixtures --target-dir DIR`).
 hyperfine times the two inspectors alternately (warm-up 2, 10 runs each) on:
-  - 100,000 annotated tasks (`many_tasks --tasks 100000`, NEW's build, one process for both):
-    `dump --no-decode` as text, `--coalesce` and `--json`;
+  - 100,000 annotated tasks (`many_tasks --tasks 100000`): `dump --no-decode` as text, `--coalesce`
+    and `--json`, both inspectors on NEW's fixture, or each on its own build's when the two speak
+    different protocol versions (`--own-fixtures`);
   - 100,000 unannotated tasks, every chain decoded (`many_tasks --plain --tasks 100000`): each build's
     inspector on its own build's fixture (the agent's walk changed too), each with its own warm plan
     cache;
-  - the plan of a release axum service (`axum_service`, NEW's build): from its DWARF (`--no-cache`),
-    and from each build's warm plan cache.
+  - the plan of a release axum service (`axum_service`, NEW's build, or each build's own with
+    `--own-fixtures`): from its DWARF (`--no-cache`), and from each build's warm plan cache.
 Prints the means and NEW/OLD ratios. Needs hyperfine (Debian: `apt-get install hyperfine`).
-Usage: python3 bench/side_by_side.py OLD_TARGET_DIR NEW_TARGET_DIR
+Usage: python3 bench/side_by_side.py OLD_TARGET_DIR NEW_TARGET_DIR [--own-fixtures]
 """
 import json
 import os
@@ -49,13 +50,16 @@ def main():
     old_dir, new_dir = (os.path.abspath(os.path.join(d, "release")) for d in sys.argv[1:3])
     old, new = f"{old_dir}/asyncdump", f"{new_dir}/asyncdump"
     caches = {d: tempfile.mkdtemp(prefix="asyncdump-bench-") for d in ("old", "new")}
+    own = "--own-fixtures" in sys.argv[3:]
     print("| what (ms, mean ± sd of 10) | old | new | new/old |\n|---|---|---|---|")
-    fx = start(f"{new_dir}/many_tasks", ["--tasks", "100000"])
+    fn = start(f"{new_dir}/many_tasks", ["--tasks", "100000"])
+    fo = start(f"{old_dir}/many_tasks", ["--tasks", "100000"]) if own else fn
     for label, extra in (("text", ""), ("--coalesce", " --coalesce"), ("--json", " --json")):
-        cmd = f"dump {fx.pid} --no-decode{extra}"
-        compare(f"100,000 annotated tasks, {label}", f"{old} {cmd}", f"{new} {cmd}")
-    fx.kill()
-    fx.wait()
+        compare(f"100,000 annotated tasks, {label}", f"{old} dump {fo.pid} --no-decode{extra}",
+                f"{new} dump {fn.pid} --no-decode{extra}")
+    for f in {fo.pid: fo, fn.pid: fn}.values():
+        f.kill()
+        f.wait()
     fo = start(f"{old_dir}/many_tasks", ["--plain", "--tasks", "100000"])
     fn = start(f"{new_dir}/many_tasks", ["--plain", "--tasks", "100000"])
     compare("100,000 decoded tasks, text", f"{old} dump {fo.pid}", f"{new} dump {fn.pid}",
@@ -63,14 +67,16 @@ def main():
     for f in (fo, fn):
         f.kill()
         f.wait()
-    ax = start(f"{new_dir}/axum_service", ["--port", "0"])
-    compare("axum_service release: plan from DWARF", f"{old} dump {ax.pid} --no-cache",
-            f"{new} dump {ax.pid} --no-cache")
-    compare("axum_service release: plan from the cache", f"{old} dump {ax.pid}",
-            f"{new} dump {ax.pid}",
+    an = start(f"{new_dir}/axum_service", ["--port", "0"])
+    ao = start(f"{old_dir}/axum_service", ["--port", "0"]) if own else an
+    compare("axum_service release: plan from DWARF", f"{old} dump {ao.pid} --no-cache",
+            f"{new} dump {an.pid} --no-cache")
+    compare("axum_service release: plan from the cache", f"{old} dump {ao.pid}",
+            f"{new} dump {an.pid}",
             {"XDG_CACHE_HOME": caches["old"]}, {"XDG_CACHE_HOME": caches["new"]})
-    ax.kill()
-    ax.wait()
+    for a in {ao.pid: ao, an.pid: an}.values():
+        a.kill()
+        a.wait()
     for c in caches.values():
         subprocess.run(["rm", "-rf", c], check=True)
 

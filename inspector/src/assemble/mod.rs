@@ -132,10 +132,12 @@ impl Dump {
         cache.sweep();
         tasks.extend(listed.views(decoder, cache.live()));
         listed.join_edges(&mut tasks, decoder);
-        runtime::Listed::frame_edges(&mut tasks);
-        for t in tasks.iter_mut().filter(|t| t.name.is_none()) {
-            t.derived_name = Some(derived_name(&t.frames, &t.root_type).into());
+        // Edges only decoded frames can hold (a walked `JoinHandle`, a held sender); the agent's own
+        // edges named their awaiter already.
+        if decoder.is_some() {
+            runtime::Listed::frame_edges(&mut tasks);
         }
+        derive_names(&mut tasks);
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
         // view's screen, which should not wait for it).
         let mut index = FastMap::default();
@@ -259,6 +261,31 @@ fn undecodable(snap: &Snapshot) -> (u64, u64) {
         }
     }
     (unknown, unreadable)
+}
+
+/// A name from its chain for each task without one (see [`derived_name`]); tasks that share a name
+/// share its string (a dump may hold 100,000 tasks and a handful of names).
+fn derive_names(tasks: &mut [TaskView]) {
+    let mut interned: FastMap<&str, Arc<str>> = FastMap::default();
+    let names: Vec<Option<Arc<str>>> = (tasks.iter())
+        .map(|t| {
+            if t.name.is_some() {
+                return None;
+            }
+            let name = derived_name(&t.frames, &t.root_type);
+            if let Some(shared) = interned.get(&*name) {
+                return Some(shared.clone());
+            }
+            let shared: Arc<str> = Arc::from(&*name);
+            if let std::borrow::Cow::Borrowed(key) = name {
+                interned.insert(key, shared.clone());
+            }
+            Some(shared)
+        })
+        .collect();
+    for (t, name) in tasks.iter_mut().zip(names) {
+        t.derived_name = name;
+    }
 }
 
 /// The header's counts of the snapshot.

@@ -241,27 +241,33 @@ impl<'a> Listed<'a> {
     /// oneshot whose sender the other holds) and that nothing else names an awaiter of: that frame's
     /// task is their awaiter. The first such frame, in task order, wins.
     pub(super) fn frame_edges(views: &mut [TaskView]) {
-        let index: FastMap<u64, usize> = views.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
-        for a in 0..views.len() {
-            let mut awaited = Vec::new();
-            let mut stack: Vec<&FrameNode> = views[a].frames.iter().collect();
+        // Every (awaiting task, awaited key), found with one stack for all tasks.
+        let mut edges: Vec<(usize, u64)> = Vec::new();
+        let mut stack: Vec<&FrameNode> = Vec::new();
+        for (a, v) in views.iter().enumerate() {
+            stack.extend(v.frames.iter());
             while let Some(f) = stack.pop() {
-                awaited.extend(f.awaits_tasks.iter().copied());
+                edges.extend(f.awaits_tasks.iter().map(|&key| (a, key)));
                 stack.extend(f.children.iter());
             }
-            for key in awaited {
-                let Some(&b) = index.get(&key).filter(|&&b| b != a) else {
-                    continue;
-                };
-                if views[b].awaited_by.is_some() {
-                    continue;
-                }
-                views[b].awaited_by = Some(AwaitedBy {
-                    task: views[a].id,
-                    task_name: views[a].name.as_deref().map(str::to_owned),
-                    path: path_to(&views[a].frames, key).unwrap_or_default(),
-                });
+        }
+        drop(stack);
+        if edges.is_empty() {
+            return;
+        }
+        let index: FastMap<u64, usize> = views.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
+        for (a, key) in edges {
+            let Some(&b) = index.get(&key).filter(|&&b| b != a) else {
+                continue;
+            };
+            if views[b].awaited_by.is_some() {
+                continue;
             }
+            views[b].awaited_by = Some(AwaitedBy {
+                task: views[a].id,
+                task_name: views[a].name.as_deref().map(str::to_owned),
+                path: path_to(&views[a].frames, key).unwrap_or_default(),
+            });
         }
     }
 

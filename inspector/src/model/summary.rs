@@ -7,6 +7,8 @@
 //! then the first; so a framework's shutdown-signal branch, all in the framework, never hides the
 //! handler's own wait. The innermost frame of the program's own code on that branch names the task.
 
+use std::borrow::Cow;
+
 use super::{FrameNode, Source};
 use crate::names::{base_name, display_name, short_path};
 
@@ -22,12 +24,14 @@ pub struct Summary<'a> {
     pub own: Option<&'a FrameNode>,
 }
 
-/// Whether a frame is of the program's own code: it has a source file, and that file is no
-/// dependency's (cargo's registry or git checkouts) and not the standard library's.
+/// Whether a frame is a function of the program's own code (an async fn or block, decoded or
+/// annotated; not a label around a leaf): it has a source file, and that file is no dependency's
+/// (cargo's registry or git checkouts) and not the standard library's.
 pub fn is_own_code(f: &FrameNode) -> bool {
     let m = &f.meta;
+    let function = matches!(m.source, Source::Decoded | Source::AnnotatedFn);
     match m.location.as_ref().or(m.suspended_at.as_ref()) {
-        Some(at) => m.source != Source::Cut && short_path(&at.file).len() == at.file.len(),
+        Some(at) => function && short_path(&at.file).len() == at.file.len(),
         None => false,
     }
 }
@@ -35,6 +39,34 @@ pub fn is_own_code(f: &FrameNode) -> bool {
 /// The summary of a chain; `None` for no frames. Iterative (chains may be deep), and allocates only
 /// the stack of branches still to visit.
 pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
+    if let [only] = frames {
+        // Most chains do not branch: down them without a stack.
+        let (mut at, mut parent, mut own) = (only, None, None);
+        loop {
+            if is_own_code(at) {
+                own = Some(at);
+            }
+            match &at.children[..] {
+                [] => break,
+                [next] => (parent, at) = (Some(at), next),
+                _ => return branching(frames),
+            }
+        }
+        let leaf = match parent {
+            Some(p) if is_poll_fn(at) => p,
+            _ => at,
+        };
+        return Some(Summary {
+            leaf,
+            others: 0,
+            own,
+        });
+    }
+    branching(frames)
+}
+
+/// [`summary`] of a chain that branches.
+fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
     struct At<'a> {
         f: &'a FrameNode,
         parent: Option<&'a FrameNode>,
@@ -93,23 +125,31 @@ pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
 /// A `poll_fn` names nothing a reader knows; the frame that awaits it does.
 fn is_poll_fn(f: &FrameNode) -> bool {
     let name = &f.meta.name;
-    name.starts_with("poll_fn in ") || name.contains("::poll_fn::PollFn<")
+    // As named now, and as files written before named it (by its type: core's, tokio's or futures').
+    name.starts_with("poll_fn in ")
+        || (name.ends_with('>')
+            && name
+                .split('<')
+                .next()
+                .is_some_and(|t| t.ends_with("::PollFn")))
 }
 
 /// The name a task's chain gives it: its innermost frame of the program's own code (`stuck::enqueue`),
 /// else its root: an async fn or block as frames name it (`plain_tasks::busy`, for a task running
 /// through the snapshot), a root named after its closure whole (`blocking_task in
 /// blocking::await_blocking`), any other type by its last path segment (`UpgradeableConnection`).
-pub fn derived_name(frames: &[FrameNode], root_type: &str) -> String {
+pub fn derived_name<'a>(frames: &'a [FrameNode], root_type: &'a str) -> Cow<'a, str> {
     if let Some(own) = summary(frames).and_then(|s| s.own) {
-        return base_name(&own.meta.name).to_owned();
+        return Cow::Borrowed(base_name(&own.meta.name));
     }
-    let shown = display_name(root_type);
-    if shown != root_type || root_type.contains(" in ") {
-        return base_name(&shown).to_owned();
+    if root_type.contains("{async") {
+        return Cow::Owned(base_name(&display_name(root_type)).to_owned());
     }
     let path = base_name(root_type);
-    path.rsplit("::").next().unwrap_or(path).to_owned()
+    if root_type.contains(" in ") {
+        return Cow::Borrowed(path);
+    }
+    Cow::Borrowed(path.rsplit("::").next().unwrap_or(path))
 }
 
 #[cfg(test)]

@@ -10,6 +10,10 @@ use super::types::{base_name, display_name};
 /// `None` for any other type. The adapter is the type's last path segment in snake case, as the
 /// function that makes it is spelled (`PollFn` → `poll_fn`, `AndThen` → `and_then`).
 pub fn closure_named(qualified: &str) -> Option<String> {
+    // One search turns away the many names that hold no closure (a dump asks for every task's root).
+    if !qualified.contains("{closure_env#") {
+        return None;
+    }
     let open = qualified.find('<')?;
     let own = base_name(qualified);
     let own = own.rsplit("::").next().unwrap_or(own);
