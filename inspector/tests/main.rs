@@ -15,6 +15,7 @@ mod errors;
 mod files;
 mod flame;
 mod fork;
+mod install;
 mod old_tokio;
 mod plan_cache;
 mod protocol_abuse;

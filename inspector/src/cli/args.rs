@@ -9,10 +9,18 @@ use clap::{Args, Parser, Subcommand};
 use asyncdump::session::SessionOptions;
 use asyncdump::view;
 
+/// `0.1.0 (commit 1a2b3c4d5e6f)`: the version and the commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ASYNCDUMP_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "asyncdump",
-    version,
+    version = VERSION,
     about = "Dump the suspended async chains of a live Rust process"
 )]
 pub struct Cli {
@@ -77,6 +85,18 @@ pub enum Command {
         watch: bool,
         #[command(flatten)]
         options: DumpOptions,
+    },
+    /// Print a completion script for a shell (`asyncdump completions bash > ~/.local/share/bash-completion/completions/asyncdump`).
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `asyncdump man > asyncdump.1; man ./asyncdump.1`; with --out-dir,
+    /// write it and one page per subcommand (`asyncdump-dump.1`, …) there.
+    Man {
+        /// Write every page into this directory instead of printing the main one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
 }
 

@@ -55,6 +55,17 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
             watch(&Target::parse(&target), &options)
         }
         Command::Demo { watch, options } => demo(watch, &options, out),
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cli, "asyncdump", &mut script);
+            write_out(out, &String::from_utf8_lossy(&script))
+        }
+        Command::Man { out_dir: None } => {
+            let page = man_page(<Cli as clap::CommandFactory>::command())?;
+            write_out(out, &String::from_utf8_lossy(&page))
+        }
+        Command::Man { out_dir: Some(dir) } => man_pages(&dir, out),
     }
 }
 
@@ -114,6 +125,33 @@ fn demo(watching: bool, options: &DumpOptions, out: &mut dyn Write) -> Result<()
 }
 
 /// Writes `text` to `out`; a failed write is an I/O error (the writer keeps which).
+/// One manual page, rendered (roff).
+fn man_page(cmd: clap::Command) -> Result<Vec<u8>, Error> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd).render(&mut page)?;
+    Ok(page)
+}
+
+/// Writes `asyncdump.1` and one `asyncdump-SUB.1` per subcommand into `dir`, each whole, and says
+/// which.
+fn man_pages(dir: &std::path::Path, out: &mut dyn Write) -> Result<(), Error> {
+    use asyncdump::output::{Existing, write_whole};
+    let cli = <Cli as clap::CommandFactory>::command();
+    let subs = cli.get_subcommands().cloned().collect::<Vec<_>>();
+    let mut pages = vec![("asyncdump".to_owned(), cli)];
+    for sub in subs {
+        let name = format!("asyncdump-{}", sub.get_name());
+        pages.push((name.clone(), sub.name(name).version(args::VERSION)));
+    }
+    for (name, cmd) in pages {
+        let path = dir.join(format!("{name}.1"));
+        write_whole(&path, &man_page(cmd)?, 0o644, Existing::Replace)
+            .map_err(|e| Error::Local(format!("cannot write {}: {e}", path.display())))?;
+        write_out(out, &format!("{}\n", path.display()))?;
+    }
+    Ok(())
+}
+
 fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     out.write_str(text).map_err(|_| written())
 }
