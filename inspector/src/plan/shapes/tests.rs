@@ -717,15 +717,7 @@ fn atomic_ptr(t: &mut Types, to: u64) -> u64 {
 /// async fn awaiting `leaf`: the set, the task, and `F`.
 fn futures_unordered(t: &mut Types, leaf: u64) -> (u64, u64, u64) {
     let f = async_fn(t, "fetch", leaf);
-    let none = opaque(t, "core::option::Option<F>::None");
-    let some = t.structure("core::option::Option<F>::Some", 88);
-    t.member(some, "__0", 8, f);
-    let option = t.structure("core::option::Option<F>", 88);
-    t.variants(
-        option,
-        ("__tag", 0, 8, false),
-        &[(Some(0), "None", 0, none), (Some(1), "Some", 0, some)],
-    );
+    let option = option_of(t, f, 88, 8);
     let cell = t.structure("core::cell::UnsafeCell<core::option::Option<F>>", 88);
     t.member(cell, "value", 0, option);
     let task = t.structure(
