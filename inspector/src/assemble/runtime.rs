@@ -155,7 +155,7 @@ impl<'a> Listed<'a> {
         let root_type = decoder
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
-        let root_type = named_through_dyn(root_type, &frames);
+        let root_type = shown_root(root_type, &frames);
         let mut view = TaskView {
             id: key,
             agent_id: None,
@@ -321,7 +321,7 @@ impl<'a> Listed<'a> {
 /// futures) is named by the future its walk found behind the vtable, its first frame, rather than
 /// `Pin<Box<dyn Future>>`. One spawned as an adapter over a closure (`fut.map(…)`, `poll_fn(…)`,
 /// `spawn_blocking`'s task) is named by the future it adapts, else by where its closure was written.
-fn named_through_dyn(root_type: Arc<str>, frames: &[FrameNode]) -> Arc<str> {
+fn shown_root(root_type: Arc<str>, frames: &[FrameNode]) -> Arc<str> {
     let boxed_dyn = (root_type.starts_with("core::pin::Pin<alloc::boxed::Box<")
         || root_type.starts_with("alloc::boxed::Box<"))
         && root_type.contains("dyn ");

@@ -357,9 +357,8 @@ impl<'a> Merge<'a> {
             }
         }
         let plan = self.plan;
-        let hand_written = |i: usize| {
-            (plan.hand_written.contains_key(&walk[i].ty)) || plan.sender_only.contains(&walk[i].ty)
-        };
+        // Sender-only types are among the hand-written ones (the planner names both).
+        let hand_written = |i: usize| plan.hand_written.contains_key(&walk[i].ty);
         // Holding senders only, it is state when a hand-written type (or its `Option`) holds it.
         let state = |i: usize| {
             plan.sender_only.contains(&walk[i].ty) && parent_of(i).is_some_and(hand_written)

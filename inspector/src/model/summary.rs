@@ -52,12 +52,8 @@ pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
                 _ => return branching(frames),
             }
         }
-        let leaf = match parent {
-            Some(p) if is_poll_fn(at) => p,
-            _ => at,
-        };
         return Some(Summary {
-            leaf,
+            leaf: shown_leaf(at, parent),
             others: 0,
             own,
         });
@@ -91,10 +87,7 @@ fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
             leaves += 1;
             let score = (at.own.0, at.depth);
             if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                let leaf = match at.parent {
-                    Some(p) if is_poll_fn(at.f) => p,
-                    _ => at.f,
-                };
+                let leaf = shown_leaf(at.f, at.parent);
                 let own = at.own.1;
                 best = Some((
                     score,
@@ -120,6 +113,14 @@ fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
         others: leaves - 1,
         ..s
     })
+}
+
+/// The leaf a list shows for chain end `at` under `parent`: a `poll_fn`'s caller (see [`is_poll_fn`]).
+fn shown_leaf<'a>(at: &'a FrameNode, parent: Option<&'a FrameNode>) -> &'a FrameNode {
+    match parent {
+        Some(p) if is_poll_fn(at) => p,
+        _ => at,
+    }
 }
 
 /// A `poll_fn` names nothing a reader knows; the frame that awaits it does.
