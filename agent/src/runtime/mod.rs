@@ -4,7 +4,8 @@
 //! **Census** (`asyncdump_walker::tasks::census`). Runtimes and `LocalSet`s nobody registered (made
 //! on other threads, by libraries such as actix-rt, after `init`) are found from their tasks: a scan
 //! of this process's heap for task headers, each naming its task list, kept only when the list checks
-//! out. It runs on the agent's thread, within [`CENSUS_BUDGET`], at request time only.
+//! out. It runs on the agent's thread, within [`CENSUS_BUDGET`], at request time only; the lists it
+//! finds serve every request for [`CENSUS_MAX_AGE`] (`asyncdump_walker::tasks::Discovery`).
 //!
 //! **Registration** (`registry`), the fast path. [`register_runtime`] (and [`crate::init`], for the runtime it is
 //! called in) keeps a clone of the runtime's `Handle` for the life of the process, at a stable address
@@ -22,16 +23,13 @@
 //! taking tokio's locks, so a runtime whose every worker is blocked is still listed; it validates every
 //! header and walks idle tasks' futures with the same [`Walker`] as annotated tasks.
 
-mod census;
 mod registry;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use asyncdump_protocol::{
-    CensusReport, RuntimeFlavor, RuntimePlan, RuntimeReport, RuntimeSource, WalkPlan,
-};
-use asyncdump_walker::tasks::{self, Ages, FoundList};
+use asyncdump_protocol::{CensusReport, RuntimeFlavor, RuntimePlan, RuntimeReport, WalkPlan};
+use asyncdump_walker::tasks::{self, Ages, Discovery};
 use asyncdump_walker::{ProcessMemory, Walker};
 
 #[cfg(feature = "tokio")]
@@ -107,7 +105,7 @@ pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Listing 
         // All together, so that the walker reads them in address order whichever list they are in.
         let mut all: Vec<_> = reports.iter_mut().flat_map(|r| &mut r.tasks).collect();
         tasks::walk_tasks(&mem, plan, rp, &mut all, walker);
-        let mut ages = AGES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut ages = lock(&AGES);
         let ages = ages.get_or_insert_with(Ages::default);
         ages.observe(crate::sys::now_ns(), &rp.state_bits, all);
     }
@@ -118,8 +116,8 @@ pub(crate) fn list_all(plan: Option<&WalkPlan>, walker: &mut Walker) -> Listing 
 /// `asyncdump_walker::tasks::Ages`): one small entry per task of the last listing.
 static AGES: Mutex<Option<Ages>> = Mutex::new(None);
 
-/// The lists the census knows (see `census`) that are not in `listed`, each listed into a report
-/// when it still checks out and holds a task; what the census covered.
+/// The lists discovery knows that are not in `listed`, each listed into a report when it still
+/// checks out and holds a task (see `asyncdump_walker::tasks::Discovery`); what the census covered.
 fn found_by_census(
     mem: &ProcessMemory,
     rp: &RuntimePlan,
@@ -129,43 +127,24 @@ fn found_by_census(
 ) -> CensusReport {
     let budget = Instant::now() + CENSUS_BUDGET;
     let deadline = walker.deadline().map_or(budget, |d| d.min(budget));
-    let census::Found {
-        lists,
-        blocking,
-        mut report,
-    } = census::lists(mem, rp, deadline);
-    let lists: Vec<FoundList> = lists
-        .into_iter()
-        .filter(|l| !listed.contains(&l.owned))
-        .collect();
-    let mut found: Vec<RuntimeReport> = (lists.iter())
-        .map(|l| RuntimeReport {
-            handle: l.owned,
-            source: RuntimeSource::Census,
-            ..RuntimeReport::default()
-        })
-        .collect();
-    let results = tasks::list_found(mem, rp, &lists, &mut found);
-    report.found = 0;
-    for ((list, r), result) in lists.into_iter().zip(found).zip(results) {
-        match result {
-            // A list that holds no task is shown no more than an idle runtime's would be.
-            Ok(()) if r.tasks.is_empty() => {}
-            Ok(()) => {
-                report.found += 1;
-                reports.push(r);
-            }
-            Err(_) => census::forget(list),
-        }
-    }
-    let mut pool = RuntimeReport {
-        source: RuntimeSource::Census,
-        ..RuntimeReport::default()
-    };
-    tasks::read_blocking(mem, rp, &blocking, &mut pool);
-    report.blocking = pool.tasks.len() as u64;
-    if !pool.tasks.is_empty() {
-        reports.push(pool);
+    let regions = || mem.heap_regions().unwrap_or_default();
+    let known = lock(&DISCOVERY).known(mem, rp, regions, Some(deadline));
+    // Listed without the lock: another connection's listing need not wait for this one.
+    let (report, stale) = tasks::list_known(mem, rp, known, listed, reports);
+    let mut discovery = lock(&DISCOVERY);
+    for list in stale {
+        discovery.forget(list);
     }
     report
+}
+
+/// What this process's censuses found, process-wide: a scan serves every connection for
+/// [`CENSUS_MAX_AGE`].
+static DISCOVERY: Mutex<Discovery> = Mutex::new(Discovery::new(CENSUS_MAX_AGE));
+
+/// How long the lists of one scan serve before the next scan.
+pub const CENSUS_MAX_AGE: Duration = Duration::from_secs(10);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

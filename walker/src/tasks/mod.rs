@@ -11,6 +11,9 @@
 //! **Finding lists nobody registered** (`census`). Task headers found in the process's writable
 //! memory name their task lists; the lists that check out are listed as above.
 //!
+//! **Discovery** (`discovery`). What the censuses of one target found, kept from listing to listing
+//! and listed into reports: the agent, the inspector reading another process and a core file share it.
+//!
 //! **Ages** (`ages`). How long each listed task has looked as it does, from listing to listing.
 //!
 //! **Chains** (`stages`). An idle task's future (its stage) is walked with the [`crate::Walker`]. tokio may
@@ -19,11 +22,13 @@
 
 mod ages;
 mod census;
+mod discovery;
 mod list;
 mod stages;
 
 pub use ages::Ages;
 pub use census::{CENSUS_CHUNK, Census, FoundList, MAX_BLOCKING, census, from};
+pub use discovery::{Discovery, Known, list_known};
 pub use list::{list_found, list_local_set, list_runtime, read_blocking};
 pub use stages::walk_tasks;
 
