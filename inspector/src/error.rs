@@ -1,6 +1,9 @@
 //! The inspector's typed errors about targets; each message says what to do next.
 //!
-//! Every [`TargetError`] exits with status 1 (DESIGN.md: "target problem"); usage errors exit with 2 (clap),
+//! A [`TargetError`] exits with status 1 (DESIGN.md: "target problem"), except two that need
+//! something else of the user: 5 when this user may not read the process's memory (ptrace access),
+//! 6 when the process cannot be dumped without its agent (no tokio or no debug info to walk by,
+//! another architecture). Usage errors exit with 2 (clap's, and `--no-agent` given a socket),
 //! failures on this side (an unbuilt demo fixture, an unwritable output) with 3, and a file that
 //! cannot be read back with 4.
 
@@ -13,6 +16,12 @@ pub const EXIT_LOCAL: u8 = 3;
 /// Exit status for a snapshot file or recording that cannot be read (damaged, another format or
 /// version, written with `--coalesce`).
 pub const EXIT_FILE: u8 = 4;
+/// Exit status when this user may not read the target's memory (ptrace access: uid, Yama, capability).
+pub const EXIT_ACCESS: u8 = 5;
+/// Exit status when the target cannot be dumped without its agent.
+pub const EXIT_CANNOT_WALK: u8 = 6;
+/// Exit status for a usage error (as clap's).
+pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
@@ -88,4 +97,32 @@ pub enum TargetError {
     /// without one.
     #[error("request of {bytes} bytes is over the agent's limit of {max}")]
     RequestTooLarge { bytes: usize, max: usize },
+    /// The ptrace access check refused reading another process's memory; `why` names the cause and
+    /// the fix (see `crate::agentless::access`).
+    #[error("cannot read the memory of process {pid}: {why}")]
+    AccessDenied { pid: u32, why: String },
+    #[error("cannot dump process {pid} without its agent: {why}")]
+    CannotWalk { pid: u32, why: String },
+    #[error("process {pid} has no asyncdump agent, and cannot be read without one: {why}")]
+    NoAgentNorWalk { pid: u32, why: String },
+    #[error("process {pid} exited during the dump")]
+    Exited { pid: u32 },
+    #[error(
+        "process {pid} is traced by process {tracer} (a debugger?); detach it first, or dump without --stop"
+    )]
+    Traced { pid: u32, tracer: u32 },
+    #[error("--no-agent reads a process's memory: give its pid, not a socket ({})", path.display())]
+    NoAgentNeedsPid { path: PathBuf },
+}
+
+impl TargetError {
+    /// The exit status for this error (see the module docs).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            TargetError::AccessDenied { .. } => EXIT_ACCESS,
+            TargetError::CannotWalk { .. } | TargetError::NoAgentNorWalk { .. } => EXIT_CANNOT_WALK,
+            TargetError::NoAgentNeedsPid { .. } => EXIT_USAGE,
+            _ => EXIT_TARGET,
+        }
+    }
 }

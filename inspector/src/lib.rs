@@ -5,6 +5,7 @@
 //! Stages, in the order a snapshot passes through them (data flows one way; ARCHITECTURE.md at the
 //! top of the repository has the map):
 //! - [`attach`]: `target` resolves `PID|SOCKET`, `client` speaks the protocol, `procfs` reads `/proc`;
+//!   [`agentless`] reads a process without an agent from outside, into the same protocol snapshot;
 //! - [`plan`]: [`dwarf`] reads a binary's debug info, and the plan stage turns it into walk plans (with
 //!   the plan cache and the planner that chooses between them);
 //! - [`decode`]: walks merged with annotated frames into frame trees, by what the plan says;
@@ -20,6 +21,7 @@
 // Functions fit on a screen: clippy.toml sets the limit (80 lines), CI denies what goes over it.
 #![warn(clippy::too_many_lines)]
 
+pub mod agentless;
 pub mod assemble;
 pub mod attach;
 pub mod decode;
@@ -63,17 +65,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// The exit status for this error: 1 a target problem, 3 a problem on this side, 4 a file that
-    /// cannot be read back (damaged, another format or version, written with `--coalesce`). Usage
-    /// errors (2) are clap's.
+    /// The exit status for this error: 1 a target problem (5 and 6 for two of them, see
+    /// [`error`]), 3 a problem on this side, 4 a file that cannot be read back (damaged, another
+    /// format or version, written with `--coalesce`). Usage errors (2) are mostly clap's.
     pub fn exit_code(&self) -> u8 {
-        use error::{EXIT_FILE, EXIT_LOCAL, EXIT_TARGET};
+        use error::{EXIT_FILE, EXIT_LOCAL};
         let file = |f: &file::FileError| match f {
             file::FileError::Write { .. } => EXIT_LOCAL,
             _ => EXIT_FILE,
         };
         match self {
-            Error::Target(_) | Error::Watch(watch::WatchError::Target(_)) => EXIT_TARGET,
+            Error::Target(t) | Error::Watch(watch::WatchError::Target(t)) => t.exit_code(),
             Error::File(f) | Error::Watch(watch::WatchError::File(f)) => file(f),
             Error::Dwarf(_) | Error::Watch(_) | Error::Io(_) | Error::Local(_) => EXIT_LOCAL,
         }

@@ -1,7 +1,8 @@
 //! `asyncdump`: the command line over the inspector library (`asyncdump::…`). Arguments are in
 //! `cli::args`, one function per subcommand in `cli`; this file only runs one, writes what it prints,
 //! and exits with the status its error says (`asyncdump::Error::exit_code`): 0 ok, 1 target problem,
-//! 2 usage, 3 local problem, 4 a snapshot file or recording that cannot be read.
+//! 2 usage, 3 local problem, 4 a snapshot file or recording that cannot be read, 5 this user may not
+//! read the process's memory, 6 the process cannot be read without an agent.
 
 // Functions fit on a screen: clippy.toml sets the limit (80 lines), CI denies what goes over it.
 #![warn(clippy::too_many_lines)]

@@ -29,7 +29,8 @@ fn the_document_has_the_documented_shape() {
     let fx = Fixture::start("depth_chain", &["--depth", "10"]);
     let doc = dump_json(fx.pid, &[]);
     assert_eq!(doc["format"], "asyncdump-dump");
-    assert_eq!(doc["version"], 3);
+    assert_eq!(doc["version"], 4);
+    assert_eq!(doc["process"]["read_from"], "agent");
     assert_eq!(doc["process"]["pid"], fx.pid);
     assert_eq!(doc["process"]["program"], "depth_chain");
     assert_eq!(

@@ -3,6 +3,7 @@
 mod support;
 
 mod access;
+mod agentless;
 mod axum_service;
 mod collections;
 mod containment;

@@ -15,7 +15,7 @@ use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, W
 use crate::decode::{AnnotatedFrame, TaskRefs};
 use crate::model::{
     AwaitedBy, CaptureView, CensusView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT,
-    FastMap, FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process,
+    FastMap, FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process, ReadFrom,
     SnapshotInfo, Source, State, TaskView, Thread, assign_frame_ids, derived_name, find_cycles,
 };
 use crate::plan::Plan;
@@ -76,13 +76,26 @@ pub fn undecoded(handshake: &Handshake, snap: &Snapshot) -> Result<Dump, String>
     }
     let mut cache = ChainCache::default();
     Ok(Dump::build_decoded(
-        handshake,
+        process(handshake),
         snap,
         0,
         None,
         DecodingInfo::default(),
         &mut cache,
     ))
+}
+
+/// The process as its agent's handshake describes it.
+pub fn process(handshake: &Handshake) -> Process {
+    Process {
+        pid: handshake.pid,
+        program: handshake.program.clone(),
+        read_from: ReadFrom::Agent,
+        agent_version: Some(handshake.agent_version.clone()),
+        protocol_version: Some(handshake.protocol_version),
+        start_time_unix_ms: handshake.start_time_unix_ms,
+        uptime_ns: 0,
+    }
 }
 
 /// Why task `t` does not fit tables of `metas` frame metas and `sites` spawn sites, if it does not.
@@ -105,7 +118,7 @@ impl Dump {
     #[cfg(test)]
     pub fn build(handshake: &Handshake, snap: &Snapshot, round_trip_ns: u64) -> Dump {
         Dump::build_decoded(
-            handshake,
+            process(handshake),
             snap,
             round_trip_ns,
             None,
@@ -118,7 +131,7 @@ impl Dump {
     /// only listed from registered runtimes (see the `runtime` module). Chains in `cache` that are
     /// still their task's are taken from it instead (see `chains`).
     pub fn build_decoded(
-        handshake: &Handshake,
+        process: Process,
         snap: &Snapshot,
         round_trip_ns: u64,
         decoder: Option<&Plan>,
@@ -147,12 +160,8 @@ impl Dump {
             format: FORMAT.to_owned(),
             version: JSON_VERSION,
             process: Process {
-                pid: handshake.pid,
-                program: handshake.program.clone(),
-                agent_version: handshake.agent_version.clone(),
-                protocol_version: handshake.protocol_version,
-                start_time_unix_ms: handshake.start_time_unix_ms,
                 uptime_ns: snap.uptime_ns,
+                ..process
             },
             snapshot: snapshot_info(snap, round_trip_ns, &tasks),
             runtimes: listed.reports(snap, decoder, &decoding),
@@ -301,6 +310,7 @@ fn snapshot_info(snap: &Snapshot, round_trip_ns: u64, tasks: &[TaskView]) -> Sna
         running: count(State::Running),
         completed: count(State::Completed),
         tasks_spawned: snap.stats.tasks_spawned,
+        stopped: None,
     }
 }
 

@@ -43,6 +43,34 @@ pub fn maps(pid: u32) -> io::Result<String> {
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
 }
 
+/// When process `pid` started, in clock ticks after boot (`starttime` of `/proc/PID/stat`).
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the comm: state is field 3, starttime field 22.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The threads of process `pid`, by tid.
+pub fn threads(pid: u32) -> io::Result<Vec<u32>> {
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+/// The pid of the process tracing `pid` (`TracerPid` of its status), 0 when none.
+pub fn tracer(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("TracerPid:"))?;
+    line.trim().parse().ok()
+}
+
 /// Whether `path` names something under `/proc` (it means nothing once its process is gone).
 pub fn is_under(path: &std::path::Path) -> bool {
     path.starts_with("/proc")
@@ -60,6 +88,9 @@ mod tests {
         assert!(state(me).is_some_and(|s| "RSD".contains(s)));
         assert!(name(me).is_some_and(|n| !n.is_empty()));
         assert!(maps(me).unwrap().contains(" r-xp "));
+        assert!(start_ticks(me).is_some_and(|t| t > 0));
+        assert!(threads(me).unwrap().contains(&me));
+        assert_eq!(tracer(me), Some(0));
         assert_eq!(exe(me).canonicalize().ok(), std::env::current_exe().ok());
         assert!(!exists(u32::MAX), "no such pid");
     }

@@ -1,5 +1,6 @@
 //! `asyncdump ps`: every live agent of this user, found by scanning the socket directories; sockets whose
-//! process is gone or that nobody listens on are stale and removed.
+//! process is gone or that nobody listens on are stale and removed. Beside them, the tokio processes
+//! without an agent (found elsewhere, see [`Listing::without_agent`]).
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -22,9 +23,20 @@ pub struct Agent {
     pub socket: PathBuf,
 }
 
+/// A tokio process without an agent, which `dump PID` reads from its memory.
+#[derive(Debug, Serialize)]
+pub struct Plain {
+    pub pid: u32,
+    pub program: String,
+    pub uptime_ms: u64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Listing {
     pub agents: Vec<Agent>,
+    /// Tokio processes this user may read that have no agent (filled by the caller: finding them
+    /// reads executables, see `crate::agentless::processes`).
+    pub without_agent: Vec<Plain>,
     pub removed_stale: Vec<PathBuf>,
     /// Sockets that exist but could not be queried (e.g. another version), with the reason.
     pub unreadable: Vec<(PathBuf, String)>,
@@ -37,6 +49,7 @@ const AT_ONCE: usize = 32;
 pub fn scan(timeout: std::time::Duration) -> Listing {
     let mut listing = Listing {
         agents: Vec::new(),
+        without_agent: Vec::new(),
         removed_stale: Vec::new(),
         unreadable: Vec::new(),
     };
@@ -115,18 +128,21 @@ fn ask(pid: u32, path: &std::path::Path, timeout: std::time::Duration) -> Answer
     }
 }
 
+/// The PROGRAM column's width: its longest name, at least the heading's.
+fn program_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names
+        .map(|n| no_breaks(n).chars().count())
+        .max()
+        .unwrap_or(7)
+        .max(7)
+}
+
 pub fn render(l: &Listing) -> String {
     let mut out = String::new();
     if l.agents.is_empty() {
         out.push_str("no asyncdump agents running as this user\n");
     } else {
-        let width = l
-            .agents
-            .iter()
-            .map(|a| no_breaks(&a.program).chars().count())
-            .max()
-            .unwrap_or(7)
-            .max(7);
+        let width = program_width(l.agents.iter().map(|a| a.program.as_str()));
         let _ = writeln!(
             out,
             "{:>7}  {:<width$}  {:>6}  {:>8}  SOCKET",
@@ -141,6 +157,23 @@ pub fn render(l: &Listing) -> String {
                 a.tasks_live,
                 duration(a.uptime_ms * 1_000_000),
                 a.socket.display()
+            );
+        }
+    }
+    if !l.without_agent.is_empty() {
+        let width = program_width(l.without_agent.iter().map(|p| p.program.as_str()));
+        let _ = writeln!(
+            out,
+            "\ntokio processes without an agent (`asyncdump dump PID` reads their memory):"
+        );
+        let _ = writeln!(out, "{:>7}  {:<width$}  {:>8}", "PID", "PROGRAM", "UPTIME");
+        for p in &l.without_agent {
+            let _ = writeln!(
+                out,
+                "{:>7}  {:<width$}  {:>8}",
+                p.pid,
+                no_breaks(&p.program),
+                duration(p.uptime_ms * 1_000_000)
             );
         }
     }

@@ -126,6 +126,19 @@ pub struct Attach {
     /// ($XDG_CACHE_HOME/asyncdump/plans, by build-id).
     #[arg(long)]
     pub no_cache: bool,
+    /// Read the process's memory from outside even if it has an agent (a process without one is
+    /// read so anyway): needs ptrace access to it, gives no names, timings or spawn sites.
+    #[arg(long)]
+    pub no_agent: bool,
+    /// Read the process's memory with every thread stopped, for one consistent snapshot (implies
+    /// --no-agent). Threads are stopped with PTRACE_INTERRUPT, no signal, and always let go, also
+    /// when asyncdump is killed.
+    #[arg(long)]
+    pub stop: bool,
+    /// Without the agent: how many times a task list or chain that changed while it was read is
+    /// read again before it is reported as torn.
+    #[arg(long, value_name = "N", default_value_t = asyncdump::agentless::DEFAULT_RETRIES, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub retries: u32,
     #[command(flatten)]
     pub wait: Wait,
 }
@@ -138,6 +151,9 @@ impl Attach {
             timeout: std::time::Duration::from_nanos(self.wait.timeout),
             whole: false,
             cache: !self.no_cache,
+            no_agent: self.no_agent,
+            stop: self.stop,
+            retries: self.retries,
         }
     }
 }

@@ -69,9 +69,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
     }
 }
 
-/// `ps`: the agents of this user, as a table or JSON.
+/// `ps`: the agents of this user and the tokio processes without one, as a table or JSON.
 fn list(json: bool, timeout: Duration, out: &mut dyn Write) -> Result<(), Error> {
-    let listing = ps::scan(timeout);
+    let mut listing = ps::scan(timeout);
+    let with_agent: Vec<u32> = listing.agents.iter().map(|a| a.pid).collect();
+    listing.without_agent = asyncdump::agentless::processes::tokio_without_agent(&with_agent);
     if json {
         let doc =
             serde_json::to_string_pretty(&listing).map_err(|e| Error::Local(e.to_string()))?;

@@ -93,6 +93,9 @@ impl Plan {
                 "not decoded: its root future type is not in the binary's DWARF (another binary?)"
                     .into(),
             ),
+            Walk::Torn { tries } => Some(format!(
+                "not decoded: the task was polled during each of {tries} reads of its chain (raise --retries, or use --stop)"
+            )),
             Walk::Unsupported { errno } => Some(format!(
                 "not decoded: the process cannot read its own memory (process_vm_readv errno {errno}; seccomp?)"
             )),

@@ -128,6 +128,24 @@ pub fn build_id(path: &Path) -> Result<Option<String>, DwarfError> {
     Ok(obj.build_id().ok().flatten().map(hex))
 }
 
+/// Whether the executable at `path` links tokio's runtime: a symbol of `tokio::runtime` in its
+/// symbol table (legacy and v0 manglings both spell the path `5tokio7runtime`).
+pub fn links_tokio_runtime(path: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok((file, _)) = open_regular(path) else {
+        return false;
+    };
+    let cache = object::ReadCache::new(file);
+    let Ok(obj) = object::File::parse(&cache) else {
+        return false;
+    };
+    let named = |s: object::Symbol<'_, '_, _>| {
+        s.name_bytes()
+            .is_ok_and(|n| n.windows(14).any(|w| w == b"5tokio7runtime"))
+    };
+    obj.symbols().any(named) || obj.dynamic_symbols().any(named)
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");

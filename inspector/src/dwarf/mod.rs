@@ -18,7 +18,7 @@ mod parse;
 #[cfg(test)]
 pub(crate) mod synthetic;
 
-pub use load::{build_id, hex, load_bias};
+pub use load::{build_id, hex, links_tokio_runtime, load_bias};
 
 use std::path::PathBuf;
 

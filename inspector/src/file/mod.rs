@@ -13,7 +13,7 @@ pub mod recording;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::model::{Dump, FORMAT, JSON_VERSION};
+use crate::model::{Dump, FORMAT, JSON_VERSION, OLDEST_JSON_VERSION};
 use crate::output::{self, Existing};
 pub use recording::{RECORDING_FORMAT, RECORDING_VERSION, Recorder, Replay};
 
@@ -65,9 +65,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Opened, FileError> {
     };
     let format = head["format"].as_str().unwrap_or_default().to_owned();
     let version = head["version"].as_u64().unwrap_or(0);
-    let expect = match format.as_str() {
-        FORMAT => JSON_VERSION,
-        RECORDING_FORMAT => RECORDING_VERSION,
+    let (oldest, expect) = match format.as_str() {
+        FORMAT => (OLDEST_JSON_VERSION, JSON_VERSION),
+        RECORDING_FORMAT => (RECORDING_VERSION, RECORDING_VERSION),
         _ => {
             return Err(FileError::Damaged {
                 path: path.to_owned(),
@@ -77,7 +77,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Opened, FileError> {
             });
         }
     };
-    if version != u64::from(expect) {
+    if !(u64::from(oldest)..=u64::from(expect)).contains(&version) {
         return Err(FileError::Version {
             path: path.to_owned(),
             format,
@@ -206,6 +206,32 @@ mod tests {
         assert!(matches!(open(&path), Ok(Opened::Snapshot(_))));
     }
 
+    /// Version 3 wrote `null` for what only the agent knows, where 4 leaves it out.
+    #[test]
+    fn a_version_3_snapshot_with_nulls_reads_as_one_read_through_the_agent() {
+        let scratch = crate::testing::scratch();
+        let path = scratch.path().join("v3.json");
+        let mut doc: serde_json::Value =
+            serde_json::to_value(Dump::build(&handshake(), &sample(), 0)).unwrap();
+        doc["version"] = 3.into();
+        doc["process"].as_object_mut().unwrap().remove("read_from");
+        for t in doc["tasks"].as_array_mut().unwrap() {
+            for key in ["agent_id", "name", "polls", "spawned_at", "delegate"] {
+                t[key].take();
+            }
+        }
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let Ok(Opened::Snapshot(read)) = open(&path) else {
+            panic!("a version 3 snapshot opens");
+        };
+        assert_eq!(read.process.read_from, crate::model::ReadFrom::Agent);
+        assert!(
+            read.tasks
+                .iter()
+                .all(|t| t.agent_id.is_none() && t.polls.is_none())
+        );
+    }
+
     fn error_of(name: &str, content: &[u8]) -> String {
         let scratch = crate::testing::scratch();
         let dir = scratch.path();
@@ -224,10 +250,10 @@ mod tests {
         assert!(cut.contains("damaged or not an asyncdump file"), "{cut}");
         let other = error_of("other", br#"{"format": "something-else", "version": 1}"#);
         assert!(other.contains("\"something-else\""), "{other}");
-        let newer = doc.replacen("\"version\":3", "\"version\":99", 1);
+        let newer = doc.replacen("\"version\":4", "\"version\":99", 1);
         let newer = error_of("newer", newer.as_bytes());
         assert!(
-            newer.contains("version 99; this asyncdump reads version 3"),
+            newer.contains("version 99; this asyncdump reads version 4"),
             "{newer}"
         );
         let groups = Dump::build(&handshake(), &sample(), 0);

@@ -18,7 +18,10 @@ mod summary;
 pub use summary::{Summary, derived_name, is_own_code, summary};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
-pub const JSON_VERSION: u32 = 3;
+pub const JSON_VERSION: u32 = 4;
+/// The oldest version still read: version 3 wrote `null` where 4 leaves a field out (what only the
+/// agent knows, for a task it did not spawn), which reads the same.
+pub const OLDEST_JSON_VERSION: u32 = 3;
 /// The `format` of a `--json` document.
 pub const FORMAT: &str = "asyncdump-dump";
 
@@ -85,10 +88,41 @@ fn is_zero(n: &u64) -> bool {
 pub struct Process {
     pub pid: u32,
     pub program: String,
-    pub agent_version: String,
-    pub protocol_version: u32,
+    /// Where the dump was read from; files written before there was a choice were read through the
+    /// agent.
+    #[serde(default)]
+    pub read_from: ReadFrom,
+    /// The agent's, when the dump was read through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<u32>,
     pub start_time_unix_ms: u64,
     pub uptime_ns: u64,
+}
+
+/// Where a dump's bytes came from: what it can know follows from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadFrom {
+    /// The process's agent, over its socket: names given through it, timings, spawn sites.
+    #[default]
+    Agent,
+    /// The live process's memory, read from outside (no agent, or `--no-agent`).
+    LiveMemory,
+    /// A core file.
+    Core,
+}
+
+impl ReadFrom {
+    /// How the header says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReadFrom::Agent => "agent",
+            ReadFrom::LiveMemory => "live memory",
+            ReadFrom::Core => "core file",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -104,6 +138,19 @@ pub struct SnapshotInfo {
     pub running: usize,
     pub completed: usize,
     pub tasks_spawned: u64,
+    /// With `--stop`: how long the process's threads were held stopped for this snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StoppedView>,
+}
+
+/// How a snapshot taken with every thread stopped held them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppedView {
+    pub threads: usize,
+    /// Threads that did not stop in time (in an uninterruptible sleep): read while they ran.
+    pub unstopped: usize,
+    /// From the first thread stopped to the last let go.
+    pub held_ns: u64,
 }
 
 /// A task of the dump: one the agent records (spawned through it: name, spawn site, poll counts), one
@@ -115,9 +162,11 @@ pub struct TaskView {
     /// agent data, [`TOKIO_ONLY`] plus tokio's id for one without.
     pub id: u64,
     /// The agent's id, for a task spawned through the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<u64>,
     /// tokio's task id (`tokio::task::Id`), for a task listed from a registered runtime.
     pub tokio_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<Arc<str>>,
     /// For a task without a `name`: the one its chain gives it ([`derived_name`]: the innermost frame
     /// of the program's own code on the branch that matters, else its root type's last segment).
@@ -125,9 +174,11 @@ pub struct TaskView {
     pub derived_name: Option<Arc<str>>,
     pub state: State,
     /// OS thread running the task, when running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<Thread>,
     /// Time in the current state: suspended for (idle), running for, or completed for. Only the agent
     /// times tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_age_ns: Option<u64>,
     /// A lower bound of how long the task has been as it is now: every listing since this long ago saw
     /// it in this state with this chain (its decoded walk). Listings happen at snapshot time only, so it
@@ -136,12 +187,18 @@ pub struct TaskView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unchanged_ns: Option<u64>,
     /// Time since the task was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub age_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub polls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wakes: Option<u64>,
     /// Time since the last wake, if it was ever woken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_wake_ago_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawned_at: Option<Arc<Loc>>,
     pub root_type: Arc<str>,
     pub capture: CaptureView,
@@ -151,6 +208,7 @@ pub struct TaskView {
     /// Tasks whose JoinHandle the task root awaits directly (outside any frame).
     pub awaits_tasks: Vec<u64>,
     pub awaited_by: Option<AwaitedBy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegate: Option<DelegateView>,
     /// What decoded leaves say about the waker they keep (tokio oneshot receivers), when decoding is on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -71,6 +71,28 @@ impl Planner {
             },
             None => None,
         };
+        Planner::running(pid, running, binary, cache, Some(info))
+    }
+
+    /// A planner for process `pid` read without its agent: the running binary is the one
+    /// `/proc/PID/exe` opens (the image the process runs, even if the file was replaced on disk).
+    pub fn without_agent(pid: u32, binary: Option<&Path>, cache: bool) -> Result<Planner, String> {
+        let exe = crate::attach::procfs::exe(pid);
+        let running = dwarf::build_id(&exe)
+            .map_err(|e| format!("cannot read the running binary's build-id: {e}"))?;
+        Planner::running(pid, running, binary, cache, None)
+    }
+
+    /// A planner for process `pid`, which runs the build `running` (its build-id, hex), with
+    /// `binary` checked against it.
+    fn running(
+        pid: u32,
+        running: Option<String>,
+        binary: Option<&Path>,
+        cache: bool,
+        first_info: Option<WalkInfo>,
+    ) -> Result<Planner, String> {
+        let exe = crate::attach::procfs::exe(pid);
         if let (Some(path), Some(running)) = (binary, &running) {
             // A binary without type info is still checked by its own build-id: its separate debug
             // file is found by it.
@@ -92,7 +114,7 @@ impl Planner {
             build_id: running,
             cache,
             dwarf: None,
-            first_info: Some(info),
+            first_info,
         })
     }
 

@@ -1,6 +1,7 @@
 //! One attached target: a connection to its agent, kept with the DWARF plan for as many snapshots as the
 //! caller takes (`dump` takes one). The session drives the pipeline for it: attach, plan, and for each
-//! snapshot decode and assemble.
+//! snapshot decode and assemble. A process without an agent is read from its memory instead
+//! (`memory`, over [`crate::agentless`]), through the same stages.
 //!
 //! The walk plan covers every root future type of the binary, so a task of a root type first seen
 //! later needs no new plan; it comes from the plan cache when that has the running build's
@@ -24,8 +25,11 @@ use crate::error::TargetError;
 use crate::model::{DecodingInfo, Dump};
 use crate::plan::Plan;
 
+mod memory;
 mod mirror;
 use crate::plan::planner::Planner;
+pub use memory::MIN_INTERVAL as MEMORY_MIN_INTERVAL;
+use memory::MemorySession;
 pub use mirror::{Applied, COMPLETED_KEPT, Mirror, OutOfStep};
 
 /// How to attach.
@@ -42,6 +46,12 @@ pub struct SessionOptions {
     pub whole: bool,
     /// Read and keep walk plans in the plan cache (`false`: `--no-cache`).
     pub cache: bool,
+    /// Read the process's memory even if it has an agent (`--no-agent`).
+    pub no_agent: bool,
+    /// Read it with every thread stopped, for one consistent snapshot (`--stop`; implies `no_agent`).
+    pub stop: bool,
+    /// How many times a read torn by the running process is tried again, without the agent.
+    pub retries: u32,
 }
 
 impl Default for SessionOptions {
@@ -52,11 +62,23 @@ impl Default for SessionOptions {
             timeout: crate::attach::client::DEFAULT_TIMEOUT,
             whole: false,
             cache: true,
+            no_agent: false,
+            stop: false,
+            retries: crate::agentless::DEFAULT_RETRIES,
         }
     }
 }
 
-pub struct Session {
+/// One target, read through its agent or, without one, from its memory.
+pub struct Session(Link);
+
+enum Link {
+    Agent(Box<AgentSession>),
+    Memory(Box<MemorySession>),
+}
+
+/// A target read through its agent's socket.
+struct AgentSession {
     client: Client,
     /// `None` when not decoding.
     planner: Option<Planner>,
@@ -142,13 +164,89 @@ fn connect_when_free(path: &Path, patience: Patience) -> Result<Client, TargetEr
 }
 
 impl Session {
-    /// Connects, handshakes and, when decoding, checks which binary the target runs.
+    /// Connects to the target's agent, handshakes and, when decoding, checks which binary the
+    /// target runs. A process without an agent (or any, with `no_agent`) is read from its memory
+    /// instead.
     pub fn attach(target: &Target, options: &SessionOptions) -> Result<Session, TargetError> {
+        if options.no_agent || options.stop {
+            let pid = match target {
+                Target::Pid(pid) => *pid,
+                Target::Socket(path) => {
+                    return Err(TargetError::NoAgentNeedsPid { path: path.clone() });
+                }
+            };
+            let cannot = |why| TargetError::CannotWalk { pid, why };
+            return MemorySession::open(pid, options, cannot).map(|m| Session(Link::Memory(m)));
+        }
         let patience = match options.whole {
             true => Patience::whole(options.timeout),
             false => Patience::each(options.timeout),
         };
-        let mut client = connect(target, patience)?;
+        match connect(target, patience) {
+            Err(TargetError::NoAgent { pid, .. }) => {
+                let cannot = |why| TargetError::NoAgentNorWalk { pid, why };
+                MemorySession::open(pid, options, cannot).map(|m| Session(Link::Memory(m)))
+            }
+            // Another user's socket directory hides whether there is an agent at all; its memory
+            // is refused as well, and that error names the cause.
+            Err(TargetError::PermissionDenied { path }) => match target.pid() {
+                Some(pid) => {
+                    let cannot = |_| TargetError::PermissionDenied { path: path.clone() };
+                    MemorySession::open(pid, options, cannot).map(|m| Session(Link::Memory(m)))
+                }
+                None => Err(TargetError::PermissionDenied { path }),
+            },
+            Err(e) => Err(e),
+            Ok(client) => {
+                AgentSession::attach(client, options).map(|a| Session(Link::Agent(Box::new(a))))
+            }
+        }
+    }
+
+    /// What the agent said at the handshake; `None` without one.
+    pub fn handshake(&self) -> Option<&Handshake> {
+        match &self.0 {
+            Link::Agent(a) => Some(&a.client.handshake),
+            Link::Memory(_) => None,
+        }
+    }
+
+    /// One snapshot, decoded with the plan.
+    pub fn snapshot(&mut self, include_completed: bool) -> Result<Dump, TargetError> {
+        match &mut self.0 {
+            Link::Agent(a) => a.snapshot(include_completed),
+            Link::Memory(m) => m.snapshot(),
+        }
+    }
+
+    /// Takes a snapshot every `interval_ms` from now on (the agent sends what changed); read them
+    /// with [`Session::next_update`].
+    pub fn subscribe(
+        &mut self,
+        interval_ms: u32,
+        include_completed: bool,
+    ) -> Result<(), TargetError> {
+        match &mut self.0 {
+            Link::Agent(a) => a.subscribe(interval_ms, include_completed),
+            Link::Memory(m) => {
+                m.subscribe(interval_ms);
+                Ok(())
+            }
+        }
+    }
+
+    /// Waits for the subscription's next update and returns the whole state it leaves, with what it
+    /// changed.
+    pub fn next_update(&mut self) -> Result<(Dump, Applied), TargetError> {
+        match &mut self.0 {
+            Link::Agent(a) => a.next_update(),
+            Link::Memory(m) => m.next_update(),
+        }
+    }
+}
+
+impl AgentSession {
+    fn attach(mut client: Client, options: &SessionOptions) -> Result<AgentSession, TargetError> {
         let (planner, decoding) = if options.decode {
             let pid = client.handshake.pid;
             let info = client.walk_info()?;
@@ -160,7 +258,7 @@ impl Session {
             let note = "chains not decoded (--no-decode): annotated frames only".to_owned();
             (None, DecodingInfo::off(note))
         };
-        Ok(Session {
+        Ok(AgentSession {
             client,
             planner,
             decoder: None,
@@ -171,12 +269,8 @@ impl Session {
         })
     }
 
-    pub fn handshake(&self) -> &Handshake {
-        &self.client.handshake
-    }
-
     /// One snapshot, decoded with the plan (planned again first if a root type is new).
-    pub fn snapshot(&mut self, include_completed: bool) -> Result<Dump, TargetError> {
+    fn snapshot(&mut self, include_completed: bool) -> Result<Dump, TargetError> {
         self.plan_for_live_tasks()?;
         if self.live.is_none()
             && let Some(planner) = &mut self.planner
@@ -197,7 +291,7 @@ impl Session {
             return Err(TargetError::Inconsistent { detail });
         }
         Ok(Dump::build_decoded(
-            &self.client.handshake,
+            crate::assemble::process(&self.client.handshake),
             &snap,
             rtt.as_nanos() as u64,
             self.decoder.as_ref(),
@@ -207,11 +301,7 @@ impl Session {
     }
 
     /// Subscribes to updates every `interval_ms`; read them with [`Session::next_update`].
-    pub fn subscribe(
-        &mut self,
-        interval_ms: u32,
-        include_completed: bool,
-    ) -> Result<(), TargetError> {
+    fn subscribe(&mut self, interval_ms: u32, include_completed: bool) -> Result<(), TargetError> {
         self.plan_for_live_tasks()?;
         self.live = Some(Live {
             interval_ms,
@@ -243,9 +333,7 @@ impl Session {
         }
     }
 
-    /// Waits for the subscription's next update and returns the whole state it leaves, with what it
-    /// changed.
-    pub fn next_update(&mut self) -> Result<(Dump, Applied), TargetError> {
+    fn next_update(&mut self) -> Result<(Dump, Applied), TargetError> {
         loop {
             let update = self.client.update()?;
             let start = Instant::now();
@@ -271,7 +359,7 @@ impl Session {
             }
             let live = self.live.as_mut().expect("subscribed");
             let dump = Dump::build_decoded(
-                &self.client.handshake,
+                crate::assemble::process(&self.client.handshake),
                 &live.mirror.snap,
                 0,
                 self.decoder.as_ref(),
@@ -365,7 +453,7 @@ impl Session {
     }
 }
 
-fn not_decoded(note: String) -> DecodingInfo {
+pub(crate) fn not_decoded(note: String) -> DecodingInfo {
     DecodingInfo::off(format!("chains not decoded: {note}"))
 }
 

@@ -8,7 +8,7 @@ use std::fmt::{self, Display, Write};
 
 use crate::model::{
     CaptureView, CensusView, DecodingInfo, Dump, FastMap, FoundBy, FrameInfo, FrameNode, Group,
-    Loc, RuntimeView, Source, State, TOKIO_ONLY, TaskView,
+    Loc, ReadFrom, RuntimeView, Source, State, TOKIO_ONLY, TaskView,
 };
 use crate::names::display_name;
 use crate::names::{base_name, short, short_path};
@@ -222,15 +222,14 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
 
 fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     let (p, s) = (&d.process, &d.snapshot);
-    let _ = writeln!(
-        out,
-        "pid {} ({}) · agent {} · protocol {} · up {}",
-        p.pid,
-        no_breaks(&p.program),
-        no_breaks(&p.agent_version),
-        p.protocol_version,
-        Dur(p.uptime_ns)
-    );
+    let _ = write!(out, "pid {} ({}) · ", p.pid, no_breaks(&p.program));
+    let _ = match (&p.agent_version, p.protocol_version) {
+        (Some(agent), Some(protocol)) => {
+            write!(out, "agent {} · protocol {protocol}", no_breaks(agent))
+        }
+        _ => write!(out, "read from {}, no agent", p.read_from.describe()),
+    };
+    let _ = writeln!(out, " · up {}", Dur(p.uptime_ns));
     let _ = write!(
         out,
         "{} {}: {} idle, ",
@@ -249,10 +248,25 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         Dur(s.capture_ns),
     );
     // A subscription's updates come unasked: they have no round trip.
-    let _ = match s.round_trip_ns {
-        0 => writeln!(out),
-        rtt => writeln!(out, " (round trip {})", Dur(rtt)),
-    };
+    if s.round_trip_ns > 0 {
+        let _ = write!(out, " (round trip {})", Dur(s.round_trip_ns));
+    }
+    if let Some(st) = &s.stopped {
+        let _ = write!(
+            out,
+            " · {} threads stopped for {}",
+            st.threads,
+            Dur(st.held_ns)
+        );
+        if st.unstopped > 0 {
+            let _ = write!(
+                out,
+                " ({} did not stop in time: read running)",
+                st.unstopped
+            );
+        }
+    }
+    let _ = writeln!(out);
     runtimes(out, &d.runtimes);
     // Said when it found or missed something; the JSON document always has it.
     if let Some(c) = d.census.as_ref().filter(|c| {
@@ -264,7 +278,14 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     let _ = writeln!(out, "showing {} of {} tasks", d.tasks.len(), s.tasks_total);
     // What a task without the agent's record lacks, said once rather than on each.
     let plain = d.tasks.iter().filter(|t| t.agent_id.is_none()).count();
-    if plain > 0 {
+    if p.read_from != ReadFrom::Agent {
+        let _ = writeln!(
+            out,
+            "without the agent: no given names (in parentheses, a name from the chain), no timings \
+             (`unchanged for ≥` is a lower bound), no spawn sites (`defined at` is where the root \
+             future is written); link asyncdump-agent for them"
+        );
+    } else if plain > 0 {
         let _ = writeln!(
             out,
             "{plain} of them not spawned through the agent: no given name (in parentheses, a name from \

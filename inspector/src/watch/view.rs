@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Table
 
 use super::input::BINDINGS;
 use super::state::{App, Attention, Column, Link};
-use crate::model::{FrameNode, TaskView, summary};
+use crate::model::{FrameNode, ReadFrom, TaskView, summary};
 use crate::names::{short, short_path};
 use crate::view::text::{self, state_word};
 use crate::view::{Dur, duration};
@@ -327,6 +327,15 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
         parts.push(format!("pid {} ({})", d.process.pid, d.process.program));
     }
     parts.push(link_word(&app.link));
+    if app
+        .dump()
+        .is_some_and(|d| d.process.read_from == ReadFrom::LiveMemory)
+    {
+        parts.push(format!(
+            "no agent: its memory read every ≥{}",
+            Dur(crate::session::MEMORY_MIN_INTERVAL.as_nanos() as u64)
+        ));
+    }
     // What changes what is shown comes first: a narrow terminal cuts the end.
     shown_parts(app, &mut parts);
     let (cycles, deadlocked, stuck) = app.attention_counts();

@@ -377,9 +377,11 @@ fn a_big_decoded_dump_leaves_the_hosts_memory_where_it_was() {
     // Without that, glibc kept about 9 MB of it here (and 82 MB at 100,000 tasks).
     assert!(after < rest + 4_000, "RSS {rest} -> {after} kB");
     // The answer is encoded as it is written, never held whole: the peak is the snapshot itself.
-    // Holding the encoding too, it rose by 30.9 MB here (23.8 MB streamed).
+    // Holding the encoding too, it rose by 30.9 MB here when streaming rose by 23.8 MB; streaming
+    // now rises by 26.8 to 27.8 MB (the same at the commit before the census moved into the walker),
+    // so holding it would be about 34 MB.
     assert!(
-        peak < peak_before + 27_000,
+        peak < peak_before + 30_500,
         "peak {peak_before} -> {peak} kB"
     );
 }

@@ -106,6 +106,9 @@ pub enum Walk {
     /// The memory could not be read at all (`process_vm_readv` refused: permission, seccomp, or not
     /// Linux).
     Unsupported { errno: i32 },
+    /// Read from outside while the process ran: each of `tries` walks was torn by a poll (the task's
+    /// state moved during it), so none is shown as if it were consistent.
+    Torn { tries: u32 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,8 +25,6 @@ pub struct Discovery {
     blocking: Vec<u64>,
     last: Option<(Instant, CensusReport)>,
     resume: Option<u64>,
-    /// The scan's chunk buffer, kept across scans.
-    buf: Vec<u8>,
 }
 
 /// What discovery knows at one listing (see [`Discovery::known`]).
@@ -46,7 +44,6 @@ impl Discovery {
             blocking: Vec::new(),
             last: None,
             resume: None,
-            buf: Vec::new(),
         }
     }
 
@@ -64,7 +61,8 @@ impl Discovery {
                 .is_none_or(|(at, _)| self.max_age.is_zero() || at.elapsed() >= self.max_age);
         if due {
             let regions = from(&regions(), self.resume.unwrap_or(0));
-            let scan = census(mem, rp, &regions, deadline, &mut self.buf);
+            // A chunk buffer per scan, not kept: an agent's host gets its megabyte back.
+            let scan = census(mem, rp, &regions, deadline, &mut Vec::new());
             for list in scan.found {
                 if !self.lists.contains(&list) {
                     self.lists.push(list);

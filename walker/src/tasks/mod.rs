@@ -30,13 +30,13 @@ pub use ages::Ages;
 pub use census::{CENSUS_CHUNK, Census, FoundList, MAX_BLOCKING, census, from};
 pub use discovery::{Discovery, Known, list_known};
 pub use list::{list_found, list_local_set, list_runtime, read_blocking};
-pub use stages::walk_tasks;
+pub use stages::{walk_tasks, walk_tasks_retrying};
 
 /// Tasks whose futures are walked together, sharing reads.
 const WALK_BATCH: usize = 64;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::memory::ImageMemory;
     use crate::plan::{
         FlavorLayout, HeaderLayout, OwnedLayout, RuntimeFlavor, RuntimePlan, RuntimeReport, Shards,
@@ -54,7 +54,7 @@ mod tests {
         m
     }
 
-    fn plan(header: HeaderLayout, trailer: TrailerLayout) -> RuntimePlan {
+    pub(crate) fn plan(header: HeaderLayout, trailer: TrailerLayout) -> RuntimePlan {
         RuntimePlan {
             handle_discr: None,
             flavors: vec![FlavorLayout {

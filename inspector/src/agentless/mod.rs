@@ -1,0 +1,274 @@
+//! Dumps without the agent: the walker pointed at another live process's memory.
+//!
+//! The same plan and walker the agent uses on itself, over `process_vm_readv` on the target: its
+//! runtimes and `LocalSet`s found by the walker's census (`asyncdump_walker::tasks::Discovery`,
+//! which needs no thread registers), their task lists followed and their idle tasks' futures walked,
+//! into the same protocol [`Snapshot`] an agent sends, so every later stage (decode, assemble, every
+//! view) is the agent path's. What only an agent knows (names given through its spawn helpers,
+//! timings, spawn sites) is absent, and the dump says it was read from live memory.
+//!
+//! The process keeps running while it is read: every header is validated as the agent's are, a
+//! task list that changed under the read is listed again, and a task polled while its chain was
+//! read is read again, up to `retries` times, then reported as torn (`Walk::Torn`) rather than
+//! shown as if consistent.
+//!
+//! - `access`: whether this user may read the process, and why not in one line.
+//! - `freeze`: `--stop`, every thread held still for one consistent snapshot, and always let go.
+//! - `processes`: which processes run tokio without an agent (for `ps`).
+//! - [`Reader`]: one target process, its discovery and ages kept from snapshot to snapshot.
+
+pub mod access;
+pub mod freeze;
+pub mod processes;
+
+use std::time::Instant;
+
+use asyncdump_protocol::{RuntimePlan, RuntimeReport, RuntimeTask, Snapshot};
+use asyncdump_walker::tasks::{self, Ages, Discovery};
+use asyncdump_walker::{Memory, ProcessMemory, Read, Walker};
+use nix::errno::Errno;
+
+use crate::attach::procfs;
+use crate::error::TargetError;
+use crate::model::{Process, ReadFrom};
+use crate::plan::Plan;
+
+/// How many times a torn read is tried again, by default (`--retries`).
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// One live process read from outside, across snapshots.
+pub struct Reader {
+    pid: u32,
+    mem: ProcessMemory,
+    /// Every snapshot scans again: from outside, a runtime made since the last one must be seen.
+    discovery: Discovery,
+    ages: Ages,
+    /// Listings taken: an age is known from the second on.
+    listings: u64,
+    retries: u32,
+    program: String,
+    start_ticks: Option<u64>,
+}
+
+impl Reader {
+    /// Opens process `pid` for reading, checking first that this user may read it and that it is
+    /// a program this asyncdump can read (64-bit, this machine's architecture).
+    pub fn open(pid: u32, retries: u32) -> Result<Reader, TargetError> {
+        if !procfs::exists(pid) {
+            return Err(TargetError::NoSuchProcess { pid });
+        }
+        let mem = ProcessMemory::of(pid as i32);
+        probe(pid, &mem)?;
+        check_architecture(pid)?;
+        let program = std::fs::read_link(procfs::exe(pid))
+            .ok()
+            .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+            .map(|n| n.trim_end_matches(" (deleted)").to_owned())
+            .or_else(|| procfs::name(pid))
+            .unwrap_or_default();
+        Ok(Reader {
+            pid,
+            mem,
+            discovery: Discovery::new(std::time::Duration::ZERO),
+            ages: Ages::default(),
+            listings: 0,
+            retries,
+            program,
+            start_ticks: procfs::start_ticks(pid),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The process, as the dump's header describes it.
+    pub fn process(&self) -> Process {
+        let uptime_ns = self.uptime_ns();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Process {
+            pid: self.pid,
+            program: self.program.clone(),
+            read_from: ReadFrom::LiveMemory,
+            agent_version: None,
+            protocol_version: None,
+            start_time_unix_ms: now_ms.saturating_sub(uptime_ns / 1_000_000),
+            uptime_ns,
+        }
+    }
+
+    /// How long the process has run, from its start time in `/proc` and the boot clock.
+    fn uptime_ns(&self) -> u64 {
+        let started = self
+            .start_ticks
+            .unwrap_or(0)
+            .saturating_mul(1_000_000_000 / clock_tick());
+        clock_ns(nix::time::ClockId::CLOCK_BOOTTIME).saturating_sub(started)
+    }
+
+    /// One snapshot: every runtime and `LocalSet` the census finds, their tasks listed and walked
+    /// with `plan` (which must carry a runtime plan), until `deadline`.
+    pub fn snapshot(
+        &mut self,
+        plan: &Plan,
+        deadline: Option<Instant>,
+    ) -> Result<Snapshot, TargetError> {
+        let pid = self.pid;
+        let Some(rp) = plan.walk.runtime.as_deref() else {
+            return Err(TargetError::CannotWalk {
+                pid,
+                why: "its DWARF describes no tokio runtime this asyncdump can follow".into(),
+            });
+        };
+        let start = Instant::now();
+        let now_ns = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+        let mut walker = Walker::default();
+        walker.set_deadline(deadline);
+        let (mut reports, census) = self.list(rp, deadline);
+        let mut all: Vec<&mut RuntimeTask> =
+            reports.iter_mut().flat_map(|r| &mut r.tasks).collect();
+        tasks::walk_tasks_retrying(
+            &self.mem,
+            &plan.walk,
+            rp,
+            &mut all,
+            &mut walker,
+            self.retries,
+        );
+        self.ages.observe(now_ns, &rp.state_bits, all);
+        if self.listings == 0 {
+            // Seen once, not yet unchanged for any time.
+            let tasks = reports.iter_mut().flat_map(|r| &mut r.tasks);
+            tasks.for_each(|t| t.unchanged_since_ns = None);
+        }
+        self.listings += 1;
+        if !procfs::exists(pid) {
+            return Err(TargetError::Exited { pid });
+        }
+        Ok(Snapshot {
+            now_ns,
+            capture_ns: start.elapsed().as_nanos() as u64,
+            uptime_ns: self.uptime_ns(),
+            runtimes: reports,
+            census: Some(census),
+            ..Snapshot::default()
+        })
+    }
+
+    /// Every task list the census finds, listed; a listing that met a header changing under it is
+    /// taken again, up to `retries` times.
+    fn list(
+        &mut self,
+        rp: &RuntimePlan,
+        deadline: Option<Instant>,
+    ) -> (Vec<RuntimeReport>, asyncdump_protocol::CensusReport) {
+        let mem = self.mem;
+        let regions = || mem.heap_regions().unwrap_or_default();
+        let known = self.discovery.known(&mem, rp, regions, deadline);
+        let mut tries = 0;
+        loop {
+            let mut reports = Vec::new();
+            let (census, stale) = tasks::list_known(&mem, rp, known.clone(), &[], &mut reports);
+            tries += 1;
+            let torn = reports.iter().any(|r| r.skipped > 0);
+            if !torn || tries > self.retries {
+                for list in stale {
+                    self.discovery.forget(list);
+                }
+                return (reports, census);
+            }
+        }
+    }
+}
+
+/// One read of the process's first mapping: whether this user may read its memory at all.
+fn probe(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
+    let denied = || TargetError::AccessDenied {
+        pid,
+        why: access::explain(&access::Facts::of(pid)),
+    };
+    let maps = match procfs::maps(pid) {
+        Ok(maps) => maps,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(denied()),
+        Err(_) => return Err(TargetError::NoSuchProcess { pid }),
+    };
+    let first = maps.lines().find_map(|l| {
+        let (range, perms) = l.split_once(' ')?;
+        perms.starts_with('r').then_some(())?;
+        u64::from_str_radix(range.split('-').next()?, 16).ok()
+    });
+    let Some(at) = first else {
+        // A zombie, or a process between exec and its first mapping.
+        return Err(TargetError::Exited { pid });
+    };
+    let mut word = [0u8; 8];
+    let mut reads = [Read::new(at, &mut word)];
+    match mem.read_many(&mut reads) {
+        Ok(()) => Ok(()),
+        Err(e) if e.errno == Errno::ESRCH as i32 => Err(TargetError::Exited { pid }),
+        Err(_) => Err(denied()),
+    }
+}
+
+/// The ELF machine this asyncdump reads (`e_machine`).
+const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
+    62
+} else if cfg!(target_arch = "aarch64") {
+    183
+} else {
+    0
+};
+
+/// Refuses a 32-bit or another architecture's executable: its layouts are not this build's.
+fn check_architecture(pid: u32) -> Result<(), TargetError> {
+    use std::io::Read as _;
+    let mut header = [0u8; 20];
+    let read = std::fs::File::open(procfs::exe(pid)).and_then(|mut f| f.read_exact(&mut header));
+    if read.is_err() {
+        // Gone, or a kernel thread (no executable): nothing to read either way.
+        return Err(match procfs::exists(pid) {
+            true => TargetError::CannotWalk {
+                pid,
+                why: "its executable cannot be opened (a kernel thread?)".into(),
+            },
+            false => TargetError::Exited { pid },
+        });
+    }
+    let why = match (&header[..4], header[4], header[5]) {
+        (b"\x7fELF", 2, 1) => {
+            let machine = u16::from_le_bytes([header[18], header[19]]);
+            (machine != OUR_MACHINE).then(|| {
+                format!("its executable is for another architecture (ELF machine {machine}); use an asyncdump built for it")
+            })
+        }
+        (b"\x7fELF", 1, _) => {
+            Some("it is a 32-bit program; asyncdump reads 64-bit ones".to_owned())
+        }
+        (b"\x7fELF", _, _) => Some("its executable is big-endian or damaged".to_owned()),
+        _ => Some("its executable is not an ELF file".to_owned()),
+    };
+    why.map_or(Ok(()), |why| Err(TargetError::CannotWalk { pid, why }))
+}
+
+fn clock_ns(clock: nix::time::ClockId) -> u64 {
+    nix::time::clock_gettime(clock)
+        .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// Clock ticks per second, as `/proc/PID/stat` counts them.
+fn clock_tick() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&t| t > 0)
+        .map_or(100, |t| t as u64)
+}
+
+/// How long process `pid` has run, or `None` when `/proc` does not say.
+pub fn uptime_ns(pid: u32) -> Option<u64> {
+    let started = procfs::start_ticks(pid)?.saturating_mul(1_000_000_000 / clock_tick());
+    Some(clock_ns(nix::time::ClockId::CLOCK_BOOTTIME).saturating_sub(started))
+}

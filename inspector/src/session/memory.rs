@@ -1,0 +1,134 @@
+//! A target without an agent (or read as if it had none): its memory read from outside by an
+//! [`agentless::Reader`], with the plan made once from its binary's DWARF. A live view gets a whole
+//! snapshot at each update, no more often than [`MIN_INTERVAL`].
+
+use std::time::{Duration, Instant};
+
+use crate::agentless::Reader;
+use crate::agentless::freeze::Frozen;
+use crate::assemble::ChainCache;
+use crate::error::TargetError;
+use crate::model::{DecodingInfo, Dump, StoppedView};
+use crate::plan::Plan;
+use crate::plan::planner::Planner;
+
+use super::{Applied, SessionOptions};
+
+/// The shortest interval between two snapshots of a live view without the agent: each is a whole
+/// listing of the process, read from outside.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(500);
+
+pub(super) struct MemorySession {
+    reader: Reader,
+    decoder: Plan,
+    decoding: DecodingInfo,
+    /// Each snapshot's deadline, from its start.
+    timeout: Duration,
+    /// Every thread stopped while a snapshot is read (`--stop`).
+    stop: bool,
+    /// A live view's interval and when its next snapshot is due.
+    every: Option<(Duration, Instant)>,
+    chains: ChainCache,
+}
+
+impl MemorySession {
+    /// Opens `pid` for reading and plans from its binary; what makes that impossible is `cannot`'s
+    /// error (access and a process gone have their own).
+    pub(super) fn open(
+        pid: u32,
+        options: &SessionOptions,
+        cannot: impl Fn(String) -> TargetError,
+    ) -> Result<Box<MemorySession>, TargetError> {
+        if !options.decode {
+            return Err(cannot(
+                "without the agent, chains come only from the binary's DWARF; drop --no-decode"
+                    .into(),
+            ));
+        }
+        let reader = Reader::open(pid, options.retries)?;
+        let mut planner = Planner::without_agent(pid, options.binary.as_deref(), options.cache)
+            .map_err(&cannot)?;
+        let planned = planner.plan(true).map_err(&cannot)?;
+        if planned.decoder.walk.runtime.is_none() {
+            return Err(cannot(
+                "its DWARF has no tokio runtime to follow (asyncdump reads tokio's tasks without the agent)".into(),
+            ));
+        }
+        Ok(Box::new(MemorySession {
+            reader,
+            decoder: planned.decoder,
+            decoding: planned.decoding,
+            timeout: options.timeout,
+            stop: options.stop,
+            every: None,
+            chains: ChainCache::one_off(),
+        }))
+    }
+
+    pub(super) fn snapshot(&mut self) -> Result<Dump, TargetError> {
+        let deadline = Instant::now() + self.timeout;
+        let frozen = match self.stop {
+            true => Some(Frozen::all(self.reader.pid())?),
+            false => None,
+        };
+        if let Some(ms) = frozen.as_ref().and(hold_stopped_ms()) {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        let snap = self.reader.snapshot(&self.decoder, Some(deadline));
+        // Let go before anything else: the threads wait for nothing of ours.
+        let stopped = frozen.map(|f| {
+            let held = (f.held_for(), f.threads(), f.unstopped);
+            drop(f);
+            held
+        });
+        let mut dump = Dump::build_decoded(
+            self.reader.process(),
+            &snap?,
+            0,
+            Some(&self.decoder),
+            self.decoding.clone(),
+            &mut self.chains,
+        );
+        if let Some((held, threads, unstopped)) = stopped {
+            dump.snapshot.stopped = Some(StoppedView {
+                threads,
+                unstopped,
+                held_ns: held.as_nanos() as u64,
+            });
+        }
+        Ok(dump)
+    }
+
+    /// Takes a snapshot every `interval_ms` (at least [`MIN_INTERVAL`]) from now on.
+    pub(super) fn subscribe(&mut self, interval_ms: u32) {
+        let every = Duration::from_millis(interval_ms.into()).max(MIN_INTERVAL);
+        self.every = Some((every, Instant::now()));
+        // Kept from snapshot to snapshot: the chains of tasks that did not move are not decoded again.
+        self.chains = ChainCache::default();
+    }
+
+    /// The next snapshot, when it is due.
+    pub(super) fn next_update(&mut self) -> Result<(Dump, Applied), TargetError> {
+        let (every, due) = self.every.unwrap_or((MIN_INTERVAL, Instant::now()));
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let start = Instant::now();
+        self.every = Some((every, start + every));
+        let dump = self.snapshot()?;
+        let applied = Applied {
+            full: true,
+            new: dump.tasks.len(),
+            build_ns: start.elapsed().as_nanos() as u64,
+            ..Applied::default()
+        };
+        Ok((dump, applied))
+    }
+}
+
+/// For the specs of the paths out of `--stop`: how long to hold the threads stopped before reading
+/// (`ASYNCDUMP_HOLD_STOPPED_MS`), so that a spec can kill the inspector while it holds them.
+fn hold_stopped_ms() -> Option<u64> {
+    std::env::var("ASYNCDUMP_HOLD_STOPPED_MS")
+        .ok()?
+        .parse()
+        .ok()
+}
