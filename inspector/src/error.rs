@@ -2,8 +2,9 @@
 //!
 //! A [`TargetError`] exits with status 1 (DESIGN.md: "target problem"), except two that need
 //! something else of the user: 5 when this user may not read the process's memory (ptrace access),
-//! 6 when the process cannot be dumped without its agent (no tokio or no debug info to walk by,
-//! another architecture). Usage errors exit with 2 (clap's, and `--no-agent` given a socket),
+//! 6 when the process (or a core's) cannot be dumped without its agent (no tokio or no debug info
+//! to walk by, another architecture, a core whose executable is missing or another build); a core
+//! file that cannot be read is 4, as any file. Usage errors exit with 2 (clap's, and `--no-agent` given a socket),
 //! failures on this side (an unbuilt demo fixture, an unwritable output) with 3, and a file that
 //! cannot be read back with 4.
 
@@ -113,6 +114,11 @@ pub enum TargetError {
     Traced { pid: u32, tracer: u32 },
     #[error("--no-agent reads a process's memory: give its pid, not a socket ({})", path.display())]
     NoAgentNeedsPid { path: PathBuf },
+    /// The core file itself: missing, damaged, not a core, another architecture's.
+    #[error("{} is not a core file this asyncdump reads: {detail}", path.display())]
+    CoreUnreadable { path: PathBuf, detail: String },
+    #[error("cannot dump the core {}: {why}", path.display())]
+    CoreCannotWalk { path: PathBuf, why: String },
 }
 
 impl TargetError {
@@ -122,6 +128,8 @@ impl TargetError {
             TargetError::AccessDenied { .. } => EXIT_ACCESS,
             TargetError::CannotWalk { .. } | TargetError::NoAgentNorWalk { .. } => EXIT_CANNOT_WALK,
             TargetError::NoAgentNeedsPid { .. } => EXIT_USAGE,
+            TargetError::CoreUnreadable { .. } => EXIT_FILE,
+            TargetError::CoreCannotWalk { .. } => EXIT_CANNOT_WALK,
             _ => EXIT_TARGET,
         }
     }

@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::support::{Fixture, asyncdump, asyncdump_ok, dump_json, has_root};
 
 /// The dump's task sections, each its lines, by their title's `tokio task N`.
-fn tasks_by_tokio_id(text: &str) -> BTreeMap<u64, Vec<String>> {
+pub fn tasks_by_tokio_id(text: &str) -> BTreeMap<u64, Vec<String>> {
     let mut out = BTreeMap::new();
     for block in text.split("\n\n") {
         let Some(title) = block.lines().next() else {
@@ -23,7 +23,7 @@ fn tasks_by_tokio_id(text: &str) -> BTreeMap<u64, Vec<String>> {
 }
 
 /// A section's chain: its frame and leaf lines, as decoding gives them whoever reads the memory.
-fn chain(section: &[String]) -> Vec<String> {
+pub fn chain(section: &[String]) -> Vec<String> {
     section
         .iter()
         .filter(|l| l.contains("[decoded]") || l.trim_start().starts_with("awaiting "))
@@ -32,7 +32,7 @@ fn chain(section: &[String]) -> Vec<String> {
 }
 
 /// Dumps until every task of `pid` is suspended at a decoded chain, or panics after 50 tries.
-fn dump_settled(pid: u32, args: &[&str], tasks: usize) -> String {
+pub fn dump_settled(pid: u32, args: &[&str], tasks: usize) -> String {
     let pid = pid.to_string();
     let mut all = vec!["dump", pid.as_str()];
     all.extend_from_slice(args);

@@ -7,6 +7,7 @@ mod agentless;
 mod axum_service;
 mod collections;
 mod containment;
+mod cores;
 mod decoded;
 mod deep_chains;
 mod dump_json;

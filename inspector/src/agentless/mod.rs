@@ -13,11 +13,13 @@
 //! shown as if consistent.
 //!
 //! - `access`: whether this user may read the process, and why not in one line.
+//! - `core_file`: an ELF core file as a memory source, with what its notes say of the process.
 //! - `freeze`: `--stop`, every thread held still for one consistent snapshot, and always let go.
 //! - `processes`: which processes run tokio without an agent (for `ps`).
 //! - [`Reader`]: one target process, its discovery and ages kept from snapshot to snapshot.
 
 pub mod access;
+pub mod core_file;
 pub mod freeze;
 pub mod processes;
 
@@ -213,7 +215,7 @@ fn probe(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
 }
 
 /// The ELF machine this asyncdump reads (`e_machine`).
-const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
+pub(crate) const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
     62
 } else if cfg!(target_arch = "aarch64") {
     183

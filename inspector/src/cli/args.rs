@@ -41,12 +41,16 @@ pub enum Command {
     /// Print every suspended chain of a process: annotated frames, and chains decoded from its DWARF.
     Dump {
         /// Process id, or the path of an agent socket.
-        #[arg(required_unless_present = "from")]
+        #[arg(required_unless_present_any = ["from", "core"])]
         target: Option<String>,
         /// Print a snapshot file (`dump -o`, `s` in watch) or a recording's last state instead, as if
         /// live.
-        #[arg(long, value_name = "FILE", conflicts_with = "target")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "core"])]
         from: Option<PathBuf>,
+        /// Dump an ELF core file (from a crash, or `gcore PID`) instead, read with the DWARF of the
+        /// executable it names, or of --exe.
+        #[arg(long, value_name = "FILE", conflicts_with = "target")]
+        core: Option<PathBuf>,
         #[command(flatten)]
         options: DumpOptions,
     },
@@ -67,12 +71,14 @@ pub enum Command {
         #[arg(long)]
         full_paths: bool,
     },
-    /// Watch a process's tasks and chains live in the terminal (`?` lists the keys).
+    /// Watch a process's tasks and chains live in the terminal (`?` lists the keys), or open a
+    /// snapshot file, a recording or a core file with --from.
     Watch {
         /// Process id, or the path of an agent socket.
         #[arg(required_unless_present = "from")]
         target: Option<String>,
-        /// Open a snapshot file, or replay a recording (←/→ step through it), instead of a process.
+        /// Open a snapshot file or a core file, or replay a recording (←/→ step through it), instead
+        /// of a process.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "record"])]
         from: Option<PathBuf>,
         #[command(flatten)]
@@ -115,10 +121,16 @@ pub struct Attach {
     /// Include running and recently completed tasks, not only suspended ones.
     #[arg(long)]
     pub all: bool,
-    /// Read the DWARF from this file instead of the process's own executable (it must have the same
-    /// build-id; a binary without type info is looked up as a separate debug file).
-    #[arg(long, value_name = "PATH")]
+    /// Read the DWARF from this file instead of the process's own executable, or the one a core
+    /// names (it must have the same build-id; a binary without type info is looked up as a
+    /// separate debug file).
+    #[arg(long, value_name = "PATH", visible_alias = "exe")]
     pub binary: Option<PathBuf>,
+    /// Read the DWARF from this separate debug file (`objcopy --only-keep-debug`; it must have the
+    /// executable's build-id). Without it, one is looked for by build-id under /usr/lib/debug (or
+    /// $ASYNCDUMP_DEBUG_DIR) and by the executable's .gnu_debuglink, as gdb does.
+    #[arg(long, value_name = "PATH")]
+    pub debug_file: Option<PathBuf>,
     /// Show annotated frames only: do not decode unannotated chains from DWARF.
     #[arg(long)]
     pub no_decode: bool,
@@ -147,6 +159,7 @@ impl Attach {
     pub fn session(&self) -> SessionOptions {
         SessionOptions {
             binary: self.binary.clone(),
+            debug_file: self.debug_file.clone(),
             decode: !self.no_decode,
             timeout: std::time::Duration::from_nanos(self.wait.timeout),
             whole: false,

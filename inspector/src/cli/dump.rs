@@ -33,6 +33,17 @@ pub fn from_file(path: &Path, o: &DumpOptions, out: &mut dyn Write) -> Result<()
     show(dump, o, out)
 }
 
+/// Prints a core file as `dump` prints a live process read without its agent.
+pub fn from_core(path: &Path, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
+    let options = asyncdump::session::core::CoreOptions {
+        exe: o.attach.binary.clone(),
+        debug_file: o.attach.debug_file.clone(),
+        cache: !o.attach.no_cache,
+    };
+    let dump = asyncdump::session::core::dump(path, &options)?;
+    show(dump, o, out)
+}
+
 /// Filters `dump` as asked, then prints it, or writes it to `-o FILE`.
 fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
     let filter = Filter {

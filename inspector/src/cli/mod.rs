@@ -26,6 +26,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
             ..
         } => dump::from_file(&path, &options, out),
         Command::Dump {
+            core: Some(path),
+            options,
+            ..
+        } => dump::from_core(&path, &options, out),
+        Command::Dump {
             target, options, ..
         } => {
             let target = target.ok_or_else(|| usage("a target or --from"))?;

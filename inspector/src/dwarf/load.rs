@@ -265,13 +265,36 @@ impl Debug {
     /// Loads the DWARF of the executable at `path`, or of its separate debug file when the executable
     /// itself has no type info. The debug file must have the executable's build-id.
     pub fn load(path: &Path) -> Result<Debug, DwarfError> {
+        Debug::load_with(path, None)
+    }
+
+    /// [`Debug::load`], with the DWARF from `debug_file` when one is given (`--debug-file`): it
+    /// must have the executable's build-id.
+    pub fn load_with(path: &Path, debug_file: Option<&Path>) -> Result<Debug, DwarfError> {
         let bytes = read(path)?;
         let obj = parse(path, &bytes)?;
         let build_id = obj.build_id().ok().flatten().map(hex);
         let at_zero = vaddr_at_zero(&obj);
         let code_words = code_words(&obj);
         let waker_vtables = waker_vtables(&obj, &code_words);
-        let found = match from_object(path, &obj, build_id.clone()) {
+        let given = match debug_file {
+            Some(debug) => {
+                let dbytes = read(debug)?;
+                let dobj = parse(debug, &dbytes)?;
+                let found = dobj.build_id().ok().flatten().map(hex);
+                if found != build_id {
+                    return Err(DwarfError::WrongDebugFile {
+                        debug: debug.to_owned(),
+                        found,
+                        exe: path.to_owned(),
+                        wanted: build_id,
+                    });
+                }
+                Some(from_object(debug, &dobj, build_id.clone()))
+            }
+            None => None,
+        };
+        let found = match given.unwrap_or_else(|| from_object(path, &obj, build_id.clone())) {
             Err(DwarfError::NoTypes { .. }) => debug_file_candidates(path, &obj)
                 .iter()
                 .find_map(|candidate| {

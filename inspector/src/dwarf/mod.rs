@@ -37,10 +37,20 @@ pub enum DwarfError {
     #[error("malformed DWARF in {}: {detail}", path.display())]
     Dwarf { path: PathBuf, detail: String },
     #[error(
-        "{} has no type debug info (stripped, or built with `debug = \"line-tables-only\"`); build it with `debug = \"full\"` to decode async chains",
+        "{} has no type debug info (stripped, or built with `debug = \"line-tables-only\"`, which keeps lines but not the types chains are walked by), and no separate debug file was found by its build-id or .gnu_debuglink; build it with `debug = \"full\"` (`debug = 2`), or give its debug file with --debug-file",
         path.display()
     )]
     NoTypes { path: PathBuf },
+    #[error(
+        "{} (build-id {}) is not the debug file of {} (build-id {})",
+        debug.display(), found.as_deref().unwrap_or("none"), exe.display(), wanted.as_deref().unwrap_or("none")
+    )]
+    WrongDebugFile {
+        debug: PathBuf,
+        found: Option<String>,
+        exe: PathBuf,
+        wanted: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]

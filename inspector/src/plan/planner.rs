@@ -17,9 +17,11 @@ use crate::plan::cache::{Entry, Lookup, PlanCache};
 
 /// Plans for one attached process.
 pub struct Planner {
-    pid: u32,
+    placement: Placement,
     /// The file the DWARF is read from: `--binary`, else `/proc/PID/exe`.
     path: PathBuf,
+    /// The separate debug file to read it from instead (`--debug-file`).
+    debug_file: Option<PathBuf>,
     /// The running executable's build-id, hex: the cache's key.
     build_id: Option<String>,
     /// `Err`: why plans are not cached (no cache directory); `Err(None)`: `--no-cache`, said by the
@@ -29,6 +31,24 @@ pub struct Planner {
     dwarf: Option<Loaded>,
     /// What the agent said while the planner was made, for the first plan.
     pub first_info: Option<WalkInfo>,
+}
+
+/// Where the plan is placed: a live process (its load bias read from `/proc`), or a core's process
+/// (the address its executable's file offset 0 was mapped at, from the core's notes).
+#[derive(Debug, Clone, Copy)]
+enum Placement {
+    Process(u32),
+    Core { base: u64 },
+}
+
+impl Placement {
+    /// Who runs the binary, and the option that names another build, for messages.
+    fn runner(self) -> (String, &'static str) {
+        match self {
+            Placement::Process(pid) => (format!("process {pid} runs"), "--binary"),
+            Placement::Core { .. } => ("the core's process ran".to_owned(), "--exe"),
+        }
+    }
 }
 
 /// The binary's DWARF, loaded once.
@@ -71,7 +91,7 @@ impl Planner {
             },
             None => None,
         };
-        Planner::running(pid, running, binary, cache, Some(info))
+        Planner::running(Placement::Process(pid), running, binary, cache, Some(info))
     }
 
     /// A planner for process `pid` read without its agent: the running binary is the one
@@ -80,26 +100,42 @@ impl Planner {
         let exe = crate::attach::procfs::exe(pid);
         let running = dwarf::build_id(&exe)
             .map_err(|e| format!("cannot read the running binary's build-id: {e}"))?;
-        Planner::running(pid, running, binary, cache, None)
+        Planner::running(Placement::Process(pid), running, binary, cache, None)
+    }
+
+    /// A planner for the process of a core, whose executable is `exe` (its build-id, hex, as the
+    /// core recorded it: `running`), loaded with its file offset 0 at `base`.
+    pub fn for_core(
+        exe: &Path,
+        running: Option<String>,
+        base: u64,
+        cache: bool,
+    ) -> Result<Planner, String> {
+        Planner::running(Placement::Core { base }, running, Some(exe), cache, None)
     }
 
     /// A planner for process `pid`, which runs the build `running` (its build-id, hex), with
     /// `binary` checked against it.
     fn running(
-        pid: u32,
+        placement: Placement,
         running: Option<String>,
         binary: Option<&Path>,
         cache: bool,
         first_info: Option<WalkInfo>,
     ) -> Result<Planner, String> {
-        let exe = crate::attach::procfs::exe(pid);
+        let exe = match placement {
+            Placement::Process(pid) => crate::attach::procfs::exe(pid),
+            Placement::Core { .. } => binary.map(Path::to_owned).unwrap_or_default(),
+        };
         if let (Some(path), Some(running)) = (binary, &running) {
             // A binary without type info is still checked by its own build-id: its separate debug
             // file is found by it.
             let given = dwarf::build_id(path).map_err(|e| e.to_string());
             match given {
                 Ok(given) if given.as_ref() == Some(running) => {}
-                Ok(given) => return Err(not_running(path, given.as_deref(), running, pid)),
+                Ok(given) => {
+                    return Err(not_running(path, given.as_deref(), running, placement));
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -109,13 +145,20 @@ impl Planner {
             Err(None)
         };
         Ok(Planner {
-            pid,
+            placement,
             path: binary.map_or(exe, Path::to_owned),
+            debug_file: None,
             build_id: running,
             cache,
             dwarf: None,
             first_info,
         })
+    }
+
+    /// Reads the DWARF from `debug_file` (checked against the executable's build-id), when given.
+    pub fn with_debug_file(mut self, debug_file: Option<&Path>) -> Planner {
+        self.debug_file = debug_file.map(Path::to_owned);
+        self
     }
 
     /// A plan for every root future type, with the runtime plan if `runtimes`: from the cache if it
@@ -137,7 +180,12 @@ impl Planner {
         let loaded_now = self.dwarf.is_none();
         let loaded = match &mut self.dwarf {
             Some(loaded) => loaded,
-            none => none.insert(load(&self.path, self.build_id.as_deref(), self.pid)?),
+            none => none.insert(load(
+                &self.path,
+                self.debug_file.as_deref(),
+                self.build_id.as_deref(),
+                self.placement,
+            )?),
         };
         let plan_start = Instant::now();
         let decoder = Plan::for_every_root(&loaded.debug, runtimes);
@@ -186,7 +234,12 @@ impl Planner {
 
     /// `entry`'s plan moved to where the process loaded the executable.
     fn placed(&self, entry: Entry, start: Instant) -> Result<Planned, String> {
-        let bias = dwarf::load_bias(self.pid, entry.vaddr_at_zero).map_err(|e| e.to_string())?;
+        let bias = match self.placement {
+            Placement::Process(pid) => {
+                dwarf::load_bias(pid, entry.vaddr_at_zero).map_err(|e| e.to_string())?
+            }
+            Placement::Core { base } => base.saturating_sub(entry.vaddr_at_zero.unwrap_or(0)),
+        };
         let mut decoder = entry.decoder;
         decoder.rebase(bias);
         let decoding = DecodingInfo {
@@ -218,22 +271,33 @@ fn lasting_name(path: &Path) -> String {
     resolved.as_deref().unwrap_or(path).display().to_string()
 }
 
-fn not_running(path: &Path, given: Option<&str>, running: &str, pid: u32) -> String {
+fn not_running(path: &Path, given: Option<&str>, running: &str, placement: Placement) -> String {
+    let (runner, option) = placement.runner();
     format!(
-        "{} (build-id {}) is not the binary process {pid} runs (build-id {running}); pass the matching build with --binary",
+        "{} (build-id {}) is not the binary {runner} (build-id {running}); pass the matching build with {option}",
         path.display(),
         given.unwrap_or("none"),
     )
 }
 
 /// Loads the DWARF of `path`, checked against the running binary's build-id.
-fn load(path: &Path, running: Option<&str>, pid: u32) -> Result<Loaded, String> {
+fn load(
+    path: &Path,
+    debug_file: Option<&Path>,
+    running: Option<&str>,
+    placement: Placement,
+) -> Result<Loaded, String> {
     let start = Instant::now();
-    let debug = dwarf::Debug::load(path).map_err(|e| e.to_string())?;
+    let debug = dwarf::Debug::load_with(path, debug_file).map_err(|e| e.to_string())?;
     if let Some(running) = running
         && debug.build_id.as_deref() != Some(running)
     {
-        return Err(not_running(path, debug.build_id.as_deref(), running, pid));
+        return Err(not_running(
+            path,
+            debug.build_id.as_deref(),
+            running,
+            placement,
+        ));
     }
     Ok(Loaded {
         debug,

@@ -47,7 +47,8 @@ impl MemorySession {
         }
         let reader = Reader::open(pid, options.retries)?;
         let mut planner = Planner::without_agent(pid, options.binary.as_deref(), options.cache)
-            .map_err(&cannot)?;
+            .map_err(&cannot)?
+            .with_debug_file(options.debug_file.as_deref());
         let planned = planner.plan(true).map_err(&cannot)?;
         if planned.decoder.walk.runtime.is_none() {
             return Err(cannot(

@@ -1,7 +1,7 @@
 //! One attached target: a connection to its agent, kept with the DWARF plan for as many snapshots as the
 //! caller takes (`dump` takes one). The session drives the pipeline for it: attach, plan, and for each
 //! snapshot decode and assemble. A process without an agent is read from its memory instead
-//! (`memory`, over [`crate::agentless`]), through the same stages.
+//! (`memory`, over [`crate::agentless`]), and a core file ([`core`]), through the same stages.
 //!
 //! The walk plan covers every root future type of the binary, so a task of a root type first seen
 //! later needs no new plan; it comes from the plan cache when that has the running build's
@@ -25,6 +25,7 @@ use crate::error::TargetError;
 use crate::model::{DecodingInfo, Dump};
 use crate::plan::Plan;
 
+pub mod core;
 mod memory;
 mod mirror;
 use crate::plan::planner::Planner;
@@ -37,6 +38,8 @@ pub use mirror::{Applied, COMPLETED_KEPT, Mirror, OutOfStep};
 pub struct SessionOptions {
     /// Read the DWARF from this file instead of the process's own executable.
     pub binary: Option<PathBuf>,
+    /// Read it from this separate debug file (`--debug-file`).
+    pub debug_file: Option<PathBuf>,
     /// Decode unannotated chains from the DWARF (`false`: annotated frames only).
     pub decode: bool,
     /// How long to wait for the agent (`--timeout`): each reply to arrive whole, and with `whole`,
@@ -58,6 +61,7 @@ impl Default for SessionOptions {
     fn default() -> SessionOptions {
         SessionOptions {
             binary: None,
+            debug_file: None,
             decode: true,
             timeout: crate::attach::client::DEFAULT_TIMEOUT,
             whole: false,
@@ -251,7 +255,10 @@ impl AgentSession {
             let pid = client.handshake.pid;
             let info = client.walk_info()?;
             match Planner::new(pid, info, options.binary.as_deref(), options.cache) {
-                Ok(planner) => (Some(planner), DecodingInfo::default()),
+                Ok(planner) => (
+                    Some(planner.with_debug_file(options.debug_file.as_deref())),
+                    DecodingInfo::default(),
+                ),
                 Err(note) => (None, not_decoded(note)),
             }
         } else {

@@ -229,7 +229,11 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         }
         _ => write!(out, "read from {}, no agent", p.read_from.describe()),
     };
-    let _ = writeln!(out, " · up {}", Dur(p.uptime_ns));
+    // A core does not say when its process started.
+    let _ = match p.read_from {
+        ReadFrom::Core => writeln!(out),
+        _ => writeln!(out, " · up {}", Dur(p.uptime_ns)),
+    };
     let _ = write!(
         out,
         "{} {}: {} idle, ",

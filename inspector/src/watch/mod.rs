@@ -100,9 +100,19 @@ fn new_app(stuck_after: Duration) -> App {
     app
 }
 
-/// Opens a snapshot file, or replays a recording from its first update.
+/// Opens a snapshot file or a core file, or replays a recording from its first update.
 pub fn run_file(path: &std::path::Path, stuck_after: Duration) -> Result<(), WatchError> {
-    let opened = file::open(path)?;
+    let opened = match crate::agentless::core_file::is_core(path) {
+        // A core holds one state, like a snapshot file, read with its own executable's DWARF.
+        true => {
+            let options = crate::session::core::CoreOptions {
+                cache: true,
+                ..Default::default()
+            };
+            Opened::Snapshot(Box::new(crate::session::core::dump(path, &options)?))
+        }
+        false => file::open(path)?,
+    };
     terminal_or_refuse()?;
     // The name only: the status bar has little room, and the user knows where the file is.
     let name = path.file_name().map_or_else(

@@ -1,0 +1,103 @@
+//! A core file through the same stages as a live process without its agent: its memory walked by
+//! the walker's discovery and listing, planned from the executable the core names (or `--exe`),
+//! checked against the build-id the core holds. One dump; nothing in a core changes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use asyncdump_protocol::Snapshot;
+use asyncdump_walker::Walker;
+use asyncdump_walker::tasks::{self, Discovery};
+
+use crate::agentless::core_file::{CoreFile, build_id_at};
+use crate::assemble::ChainCache;
+use crate::error::TargetError;
+use crate::model::{Dump, Process, ReadFrom};
+use crate::plan::planner::Planner;
+
+/// How to read a core: the executable (default: the one the core names), its separate debug file,
+/// and whether to use the plan cache.
+#[derive(Debug, Clone, Default)]
+pub struct CoreOptions {
+    pub exe: Option<std::path::PathBuf>,
+    pub debug_file: Option<std::path::PathBuf>,
+    pub cache: bool,
+}
+
+/// Dumps the core at `path`, read with the DWARF of its executable.
+pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
+    let (exe, cache) = (options.exe.as_deref(), options.cache);
+    let core = CoreFile::open(path)?;
+    let cannot = |why: String| TargetError::CoreCannotWalk {
+        path: path.to_owned(),
+        why,
+    };
+    let Some((named, base)) = core.executable() else {
+        let why = match core.notes_cut {
+            true => {
+                "it is cut off before its notes (truncated?), which say which executable its process ran and where"
+            }
+            false => {
+                "it does not say which executable its process ran, or where (no NT_FILE or NT_AUXV note)"
+            }
+        };
+        return Err(cannot(why.into()));
+    };
+    let exe = exe.unwrap_or(Path::new(named));
+    if !exe.exists() {
+        return Err(cannot(format!(
+            "its executable {} is not on this machine; pass a copy of that build with --exe",
+            exe.display()
+        )));
+    }
+    let running = build_id_at(&core, base).map(|id| crate::dwarf::hex(&id));
+    let mut planner = Planner::for_core(exe, running.clone(), base, cache)
+        .map_err(&cannot)?
+        .with_debug_file(options.debug_file.as_deref());
+    let planned = planner.plan(true).map_err(&cannot)?;
+    let Some(rp) = planned.decoder.walk.runtime.as_deref() else {
+        return Err(cannot(
+            "its DWARF has no tokio runtime to follow (asyncdump reads tokio's tasks from a core)"
+                .into(),
+        ));
+    };
+    let start = Instant::now();
+    let known = Discovery::new(Duration::ZERO).known(&core, rp, || core.regions(), None);
+    let mut runtimes = Vec::new();
+    let (census, _) = tasks::list_known(&core, rp, known, &[], &mut runtimes);
+    let mut all: Vec<_> = runtimes.iter_mut().flat_map(|r| &mut r.tasks).collect();
+    tasks::walk_tasks(
+        &core,
+        &planned.decoder.walk,
+        rp,
+        &mut all,
+        &mut Walker::default(),
+    );
+    let snap = Snapshot {
+        capture_ns: start.elapsed().as_nanos() as u64,
+        runtimes,
+        census: Some(census),
+        ..Snapshot::default()
+    };
+    let mut decoding = planned.decoding;
+    if running.is_none() {
+        decoding.note = Some(format!(
+            "the core does not hold its executable's build-id (its first page was not dumped): {} is taken to be the build it ran",
+            exe.display()
+        ));
+    }
+    let process = Process {
+        pid: core.pid,
+        program: core.program.clone(),
+        read_from: ReadFrom::Core,
+        ..Process::default()
+    };
+    Ok(Dump::build_decoded(
+        process,
+        &snap,
+        0,
+        Some(&planned.decoder),
+        decoding,
+        &mut ChainCache::one_off(),
+    ))
+}
