@@ -26,7 +26,7 @@ pub fn tasks_by_tokio_id(text: &str) -> BTreeMap<u64, Vec<String>> {
 pub fn chain(section: &[String]) -> Vec<String> {
     section
         .iter()
-        .filter(|l| l.contains("[decoded]") || l.trim_start().starts_with("awaiting "))
+        .filter(|l| l.contains("[decoded]") || l.contains("awaiting "))
         .cloned()
         .collect()
 }
@@ -320,11 +320,7 @@ fn stop_reads_one_consistent_snapshot_with_every_thread_held_then_let_go() {
 #[test]
 fn a_killed_inspector_leaves_the_service_running_and_serving() {
     use std::io::{Read, Write};
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
     let mut inspector = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
         .args(["dump", &fx.pid.to_string(), "--stop"])
@@ -406,4 +402,110 @@ fn watch_reads_a_process_without_the_agent_snapshot_by_snapshot() {
             .any(|l| l.contains("query_database") && l.contains('≥'))
     });
     tmux.keys("q");
+}
+
+/// Every task's chain in a dump, whatever the task's title (the agent's `task N` or `tokio task N`),
+/// sorted: what two readings of one process must agree on.
+fn all_chains(text: &str) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = text
+        .split("\n\n")
+        .filter(|s| s.starts_with("task ") || s.starts_with("tokio task "))
+        .map(|s| chain(&s.lines().map(str::to_owned).collect::<Vec<_>>()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A chain 300 futures deep, in a task spawned through the agent: read without it, the agent's
+/// task root is followed into the future it wraps, and the chain is the agent's, frame for frame.
+#[test]
+fn a_deep_chain_reads_the_same_without_the_agent() {
+    let fx = Fixture::start("plain_chain", &["--depth", "300"]);
+    let pid = fx.pid.to_string();
+    let through_agent = asyncdump_ok(&["dump", &pid]);
+    let from_memory = asyncdump_ok(&["dump", &pid, "--no-agent"]);
+    let chains = all_chains(&from_memory);
+    assert!(chains.iter().any(|c| c.len() == 301), "{from_memory}");
+    assert_eq!(all_chains(&through_agent), chains);
+}
+
+/// A real service: axum's connection tasks, each through hyper, tower and axum's middleware down to
+/// its handler's leaf, the same read from memory as through the agent.
+#[test]
+fn an_axum_service_reads_the_same_without_the_agent() {
+    use std::io::Write;
+    let port = free_port();
+    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let _connections: Vec<std::net::TcpStream> = ["/mutex", "/sleep", "/mpsc", "/oneshot", "/peer"]
+        .iter()
+        .map(|path| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+            c
+        })
+        .collect();
+    let pid = fx.pid.to_string();
+    let leaves = [
+        "batch_semaphore::Acquire",
+        "sleep::Sleep",
+        "oneshot::Receiver<u32>",
+        "TcpStream>",
+    ];
+    let mut through_agent = String::new();
+    for _ in 0..50 {
+        through_agent = asyncdump_ok(&["dump", &pid]);
+        if leaves.iter().all(|l| through_agent.contains(l)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let from_memory = asyncdump_ok(&["dump", &pid, "--no-agent"]);
+    let chains = all_chains(&from_memory);
+    assert!(chains.len() >= 6, "{from_memory}");
+    assert_eq!(all_chains(&through_agent), chains);
+}
+
+/// A process that exits while it is read: every dump either shows it or says it is gone, in one
+/// line with status 1, never a panic or a half-made dump.
+#[test]
+fn a_process_exiting_under_repeated_dumps_is_shown_or_gone() {
+    let mut fx = Command::new(crate::support::bin("no_agent"))
+        .env("ASYNCDUMP_FIXTURE_TIMEOUT", "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = fx.id().to_string();
+    let (mut shown, mut gone) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        let out = asyncdump(&["dump", &pid, "--no-cache"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => shown += 1,
+            Some(1) => {
+                assert!(
+                    stderr.contains("exited during the dump") || stderr.contains("no such process"),
+                    "{stderr}"
+                );
+                assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+                gone += 1;
+                if stderr.contains("no such process") {
+                    break;
+                }
+            }
+            other => panic!("status {other:?}: {stderr}"),
+        }
+        // Reaped once it exits, so that the pid is gone for good.
+        if fx.try_wait().unwrap().is_some() && gone > 0 {
+            break;
+        }
+    }
+    let _ = fx.kill();
+    let _ = fx.wait();
+    assert!(shown > 0 && gone > 0, "shown {shown}, gone {gone}");
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }

@@ -18,6 +18,8 @@ pub const JOIN_HANDLE_TASK: &str = "task";
 /// `asyncdump_agent::Instrumented<F>`, a task root: its task's cell (`Arc<TaskCell>`).
 pub const INSTRUMENTED: &str = "asyncdump_agent::task::instrument::Instrumented";
 pub const INSTRUMENTED_TASK: &str = "task";
+/// Its `ManuallyDrop<F>` around the task's future.
+pub const INSTRUMENTED_INNER: &str = "inner";
 
 /// The vtable of the wakers the agent hands out to leaves: such a waker's data is an `Arc<TaskCell>`.
 pub const OWNED_WAKER_VTABLE: &str = "asyncdump_agent::task::waker::OWNED_VTABLE";

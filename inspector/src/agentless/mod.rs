@@ -59,6 +59,9 @@ impl Reader {
         if !procfs::exists(pid) {
             return Err(TargetError::NoSuchProcess { pid });
         }
+        if gone(pid) {
+            return Err(TargetError::Exited { pid });
+        }
         let mem = ProcessMemory::of(pid as i32);
         probe(pid, &mem)?;
         check_architecture(pid)?;
@@ -131,14 +134,9 @@ impl Reader {
         let (mut reports, census) = self.list(rp, deadline);
         let mut all: Vec<&mut RuntimeTask> =
             reports.iter_mut().flat_map(|r| &mut r.tasks).collect();
-        tasks::walk_tasks_retrying(
-            &self.mem,
-            &plan.walk,
-            rp,
-            &mut all,
-            &mut walker,
-            self.retries,
-        );
+        // No agent walks the tasks spawned through one: their futures are followed here.
+        let walk = plan.walk_without_agent();
+        tasks::walk_tasks_retrying(&self.mem, &walk, rp, &mut all, &mut walker, self.retries);
         self.ages.observe(now_ns, &rp.state_bits, all);
         if self.listings == 0 {
             // Seen once, not yet unchanged for any time.
@@ -146,7 +144,7 @@ impl Reader {
             tasks.for_each(|t| t.unchanged_since_ns = None);
         }
         self.listings += 1;
-        if !procfs::exists(pid) {
+        if gone(pid) {
             return Err(TargetError::Exited { pid });
         }
         Ok(Snapshot {
@@ -238,7 +236,14 @@ fn check_architecture(pid: u32) -> Result<(), TargetError> {
             false => TargetError::Exited { pid },
         });
     }
-    let why = match (&header[..4], header[4], header[5]) {
+    let why = architecture_problem(&header);
+    why.map_or(Ok(()), |why| Err(TargetError::CannotWalk { pid, why }))
+}
+
+/// What keeps an executable with this ELF header (its first 20 bytes) from being read by this
+/// build, if anything.
+fn architecture_problem(header: &[u8; 20]) -> Option<String> {
+    match (&header[..4], header[4], header[5]) {
         (b"\x7fELF", 2, 1) => {
             let machine = u16::from_le_bytes([header[18], header[19]]);
             (machine != OUR_MACHINE).then(|| {
@@ -250,14 +255,18 @@ fn check_architecture(pid: u32) -> Result<(), TargetError> {
         }
         (b"\x7fELF", _, _) => Some("its executable is big-endian or damaged".to_owned()),
         _ => Some("its executable is not an ELF file".to_owned()),
-    };
-    why.map_or(Ok(()), |why| Err(TargetError::CannotWalk { pid, why }))
+    }
 }
 
 fn clock_ns(clock: nix::time::ClockId) -> u64 {
     nix::time::clock_gettime(clock)
         .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
         .unwrap_or(0)
+}
+
+/// Whether process `pid` has exited: gone, or a zombie whose memory is gone already.
+pub fn gone(pid: u32) -> bool {
+    !procfs::exists(pid) || procfs::state(pid).is_none_or(|s| s == 'Z' || s == 'X')
 }
 
 /// Clock ticks per second, as `/proc/PID/stat` counts them.
@@ -273,4 +282,53 @@ fn clock_tick() -> u64 {
 pub fn uptime_ns(pid: u32) -> Option<u64> {
     let started = procfs::start_ticks(pid)?.saturating_mul(1_000_000_000 / clock_tick());
     Some(clock_ns(nix::time::ClockId::CLOCK_BOOTTIME).saturating_sub(started))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elf(class: u8, data: u8, machine: u16) -> [u8; 20] {
+        let mut h = [0u8; 20];
+        h[..4].copy_from_slice(b"\x7fELF");
+        (h[4], h[5]) = (class, data);
+        h[18..20].copy_from_slice(&machine.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn only_this_machines_64_bit_programs_are_read() {
+        assert_eq!(architecture_problem(&elf(2, 1, OUR_MACHINE)), None);
+        let other = if OUR_MACHINE == 62 { 183 } else { 62 };
+        let why = architecture_problem(&elf(2, 1, other)).unwrap();
+        assert!(
+            why.contains(&format!("another architecture (ELF machine {other})")),
+            "{why}"
+        );
+        let why = architecture_problem(&elf(1, 1, 3)).unwrap();
+        assert!(why.contains("32-bit"), "{why}");
+        assert!(
+            architecture_problem(&elf(2, 2, OUR_MACHINE))
+                .unwrap()
+                .contains("big-endian")
+        );
+        assert!(
+            architecture_problem(&[b'#'; 20])
+                .unwrap()
+                .contains("not an ELF file")
+        );
+    }
+
+    /// A process that is gone by the time it is opened is no such process; one that exits while
+    /// it is read is said to have exited.
+    #[test]
+    fn a_process_that_is_gone_says_so() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(matches!(
+            Reader::open(pid, 0),
+            Err(TargetError::NoSuchProcess { .. })
+        ));
+    }
 }

@@ -138,7 +138,7 @@ impl<'a> Merge<'a> {
             && n.status != NodeStatus::Null
             && !matches!(
                 kind,
-                Some(Kind::Transparent | Kind::Tuple | Kind::AgentRoot | Kind::SelectMask)
+                Some(Kind::Transparent | Kind::Tuple | Kind::AgentRoot { .. } | Kind::SelectMask)
             );
         self.placed.push(here);
     }
@@ -256,7 +256,7 @@ impl<'a> Merge<'a> {
             | Kind::OneshotSender
             | Kind::CellRef { .. }
             | Kind::HeaderRef
-            | Kind::AgentRoot => {}
+            | Kind::AgentRoot { .. } => {}
         }
     }
 

@@ -63,7 +63,7 @@ impl Plan {
     /// agent (its future is an `Instrumented`).
     pub fn agent_cell(&self, walk: &[WalkNode]) -> Option<u64> {
         walk.iter().enumerate().find_map(|(i, n)| {
-            if !matches!(self.kinds.get(n.ty as usize), Some(Kind::AgentRoot)) {
+            if !matches!(self.kinds.get(n.ty as usize), Some(Kind::AgentRoot { .. })) {
                 return None;
             }
             walk.iter().skip(i + 1).find_map(|c| {

@@ -66,8 +66,12 @@ pub(crate) enum Kind {
     /// A pointer to a tokio task header (in a tokio `JoinHandle`), in the discriminant.
     HeaderRef,
     /// `asyncdump_agent::Instrumented`, the root of a tokio task spawned through the agent: its child
-    /// (a [`Kind::CellRef`]) names the agent's task, whose own walk shows the chain.
-    AgentRoot,
+    /// (a [`Kind::CellRef`]) names the agent's task, whose own walk shows the chain. `inner` leads to
+    /// the future it wraps: followed only without the agent ([`Plan::walk_without_agent`]), which
+    /// would otherwise walk every agent task twice.
+    AgentRoot {
+        inner: Option<asyncdump_protocol::Edge>,
+    },
     /// `tokio::sync::oneshot::Receiver`: a leaf, whose shared state is read for the delegate only.
     Oneshot(Arc<FrameInfo>),
     /// The receiver's `Inner`: its state word in the discriminant.
@@ -172,6 +176,19 @@ impl Plan {
             runtime_note,
             task_types,
         }
+    }
+
+    /// The walk plan for reading a process without its agent: the agent's task roots
+    /// (`Kind::AgentRoot`) are followed into the futures they wrap, since no agent walks them.
+    pub fn walk_without_agent(&self) -> WalkPlan {
+        let mut walk = self.walk.clone();
+        for (ty, kind) in self.kinds.iter().enumerate() {
+            if let (Kind::AgentRoot { inner: Some(edge) }, Some(t)) = (kind, walk.types.get_mut(ty))
+            {
+                t.always.push(*edge);
+            }
+        }
+        walk
     }
 
     /// Moves every address in the plan by `bias`: a plan made at load bias 0 for a process whose

@@ -66,13 +66,9 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
     let mut runtimes = Vec::new();
     let (census, _) = tasks::list_known(&core, rp, known, &[], &mut runtimes);
     let mut all: Vec<_> = runtimes.iter_mut().flat_map(|r| &mut r.tasks).collect();
-    tasks::walk_tasks(
-        &core,
-        &planned.decoder.walk,
-        rp,
-        &mut all,
-        &mut Walker::default(),
-    );
+    // No agent walks the tasks spawned through one: their futures are followed here.
+    let walk = planned.decoder.walk_without_agent();
+    tasks::walk_tasks(&core, &walk, rp, &mut all, &mut Walker::default());
     let snap = Snapshot {
         capture_ns: start.elapsed().as_nanos() as u64,
         runtimes,

@@ -39,6 +39,11 @@ impl MemorySession {
         options: &SessionOptions,
         cannot: impl Fn(String) -> TargetError,
     ) -> Result<Box<MemorySession>, TargetError> {
+        // What fails because the process exited meanwhile says so, not what it tried.
+        let cannot = |why| match crate::agentless::gone(pid) {
+            true => TargetError::Exited { pid },
+            false => cannot(why),
+        };
         if !options.decode {
             return Err(cannot(
                 "without the agent, chains come only from the binary's DWARF; drop --no-decode"

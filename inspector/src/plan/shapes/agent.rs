@@ -45,12 +45,21 @@ pub(super) const JOIN_HANDLE: Rule = Rule {
     },
 };
 
-/// `Instrumented<F>`, a runtime task spawned through the agent: only which agent task it is is read.
+/// `Instrumented<F>`, a runtime task spawned through the agent: which agent task it is is read, and
+/// (without the agent only, see [`Kind::AgentRoot`]) the future it wraps, in its `ManuallyDrop`.
 pub(super) const INSTRUMENTED: Rule = Rule {
     name: "asyncdump_agent::Instrumented",
     matches: |t| is_agents(&t.name, names::INSTRUMENTED),
     plan: |b, t| match b.task_cell_path(t.die, names::INSTRUMENTED_TASK) {
-        Some(edge) => Verdict::Plan(plan(t.size, vec![edge]), Kind::AgentRoot),
+        Some(edge) => {
+            let inner = b
+                .member(t.die, &[names::INSTRUMENTED_INNER])
+                .and_then(|(off, wrapper)| {
+                    let (value, fut) = b.manually_dropped(wrapper)?;
+                    Some(inline(off + value, b.ty(fut)))
+                });
+            Verdict::Plan(plan(t.size, vec![edge]), Kind::AgentRoot { inner })
+        }
         None => Verdict::Leaf,
     },
 };
@@ -62,6 +71,23 @@ fn is_agents(name: &str, path: &'static str) -> bool {
 }
 
 impl Builder<'_> {
+    /// The value in a `ManuallyDrop<T>`: its offset and type, through the `MaybeDangling<T>` newer
+    /// standard libraries keep it in (its one member, of the type parameter).
+    fn manually_dropped(&self, die: u64) -> Option<(u64, u64)> {
+        let (off, value) = self.member(die, &["value"])?;
+        match self.wrapped(value) {
+            Some(inner) => {
+                let (within, _) = self
+                    .members(value)
+                    .into_iter()
+                    .next()
+                    .map(|(_, o, t)| (o, t))?;
+                Some((off + within, inner))
+            }
+            None => Some((off, value)),
+        }
+    }
+
     /// In the agent's `JoinHandle` and `Instrumented`: `field: Arc<TaskCell>` points at
     /// `ArcInner { .., data: TaskCell }`. The edge to a value that reads that pointer: the task's cell,
     /// compared with the snapshot's task cells, names the task without another read.

@@ -318,19 +318,43 @@ fn the_agents_join_handle_reads_the_joined_tasks_cell() {
     assert_eq!(shown(p.kind()), "asyncdump_agent::JoinHandle<u32>");
 }
 
+/// Through the agent, its task root names the agent's task, whose own walk shows the chain; without
+/// it, the future it wraps is followed too (in `ManuallyDrop`, itself around a `MaybeDangling` in newer
+/// standard libraries), and only then.
 #[test]
-fn a_task_root_of_the_agent_reads_only_which_task_it_is() {
+fn a_task_root_of_the_agent_reads_which_task_it_is_and_without_it_the_future_inside() {
     let mut t = Types::new();
     let cell = opaque(&mut t, "asyncdump_agent::task::cell::TaskCell");
     let task = arc(&mut t, cell);
+    let fut = t.structure("svc::F", 24);
+    let dangling = t.structure("core::mem::maybe_dangling::MaybeDangling<svc::F>", 24);
+    t.member(dangling, "__0", 0, fut)
+        .type_param(dangling, "P", fut);
+    let dropped = t.structure("core::mem::manually_drop::ManuallyDrop<svc::F>", 24);
+    t.member(dropped, "value", 0, dangling)
+        .type_param(dropped, "T", fut);
     let root = t.structure(
         "asyncdump_agent::task::instrument::Instrumented<svc::F>",
-        16,
+        32,
     );
-    t.member(root, "task", 0, task);
+    t.member(root, "inner", 8, dropped)
+        .member(root, "task", 0, task);
     let p = planned(t, root);
     assert_eq!(p.rule(root), "asyncdump_agent::Instrumented");
-    assert!(matches!(p.kind(), Kind::AgentRoot));
+    assert_eq!(
+        p.plan().always.len(),
+        1,
+        "through the agent: the task cell only"
+    );
+    let Kind::AgentRoot { inner: Some(inner) } = p.kind() else {
+        panic!("{:?}", p.kind());
+    };
+    assert_eq!(inner.offset, 8, "the future, inline in the root");
+    assert_eq!(
+        shown(p.kind_at(inner)),
+        "svc::F",
+        "the wrapped future itself"
+    );
 }
 
 #[test]
