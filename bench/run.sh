@@ -15,7 +15,9 @@
 #    the host's memory over time (~2 min);
 # 7. the census that finds unregistered runtimes: its throughput over a 200 MB heap, and 100,000 tasks
 #    over one runtime against 16 (~3 min);
-# 8. what remembering 100,000 tasks' ages costs a listing (criterion, ~30 s).
+# 8. what remembering 100,000 tasks' ages costs a listing (criterion, ~30 s);
+# 9. the agent, the process's memory from outside, and the same with every thread held, side by side,
+#    with a core of 100,000 tasks (needs gdb's gcore; ~3 min).
 # Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,3 +65,6 @@ for case in ("all unchanged", "all new"):
         median = json.load(f)["median"]["point_estimate"] / 1e6
     print(f"| {case} | {median:.1f} ms |")
 PY
+echo
+echo "## Three ways of reading a process"
+python3 bench/agentless.py

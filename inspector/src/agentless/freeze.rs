@@ -1,4 +1,6 @@
 //! `--stop`: every thread of the target held still for one consistent snapshot, then let go.
+//! The census runs before (it only finds the task lists, and a list gone meanwhile fails its check):
+//! the threads are held while the lists are read and the tasks walked, no longer.
 //!
 //! Each thread is attached with `PTRACE_SEIZE` (which, unlike `PTRACE_ATTACH`, sends no SIGSTOP) and
 //! stopped with `PTRACE_INTERRUPT`; threads made meanwhile are caught by listing again until a pass

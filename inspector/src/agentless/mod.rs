@@ -120,18 +120,42 @@ impl Reader {
         plan: &Plan,
         deadline: Option<Instant>,
     ) -> Result<Snapshot, TargetError> {
-        let pid = self.pid;
-        let Some(rp) = plan.walk.runtime.as_deref() else {
-            return Err(TargetError::CannotWalk {
-                pid,
-                why: "its DWARF describes no tokio runtime this asyncdump can follow".into(),
-            });
-        };
+        let found = self.discover(plan, deadline)?;
+        self.read(plan, found, deadline)
+    }
+
+    /// The census: the task lists of the process, found in its memory. The first half of a
+    /// snapshot, which `--stop` takes before it stops the threads: only listing and walking need
+    /// them still.
+    pub fn discover(
+        &mut self,
+        plan: &Plan,
+        deadline: Option<Instant>,
+    ) -> Result<Discovered, TargetError> {
+        let rp = runtime_plan(self.pid, plan)?;
+        let mem = self.mem;
+        let regions = || mem.heap_regions().unwrap_or_default();
+        let start = Instant::now();
+        let known = self.discovery.known(&mem, rp, regions, deadline);
+        Ok(Discovered {
+            known,
+            took: start.elapsed(),
+        })
+    }
+
+    /// The second half of a snapshot: the lists `found` listed, their idle tasks walked.
+    pub fn read(
+        &mut self,
+        plan: &Plan,
+        found: Discovered,
+        deadline: Option<Instant>,
+    ) -> Result<Snapshot, TargetError> {
+        let (pid, rp) = (self.pid, runtime_plan(self.pid, plan)?);
         let start = Instant::now();
         let now_ns = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
         let mut walker = Walker::default();
         walker.set_deadline(deadline);
-        let (mut reports, census) = self.list(rp, deadline);
+        let (mut reports, census) = self.list(rp, found.known);
         let mut all: Vec<&mut RuntimeTask> =
             reports.iter_mut().flat_map(|r| &mut r.tasks).collect();
         // No agent walks the tasks spawned through one: their futures are followed here.
@@ -149,7 +173,7 @@ impl Reader {
         }
         Ok(Snapshot {
             now_ns,
-            capture_ns: start.elapsed().as_nanos() as u64,
+            capture_ns: (start.elapsed() + found.took).as_nanos() as u64,
             uptime_ns: self.uptime_ns(),
             runtimes: reports,
             census: Some(census),
@@ -157,16 +181,14 @@ impl Reader {
         })
     }
 
-    /// Every task list the census finds, listed; a listing that met a header changing under it is
+    /// Every task list `known` holds, listed; a listing that met a header changing under it is
     /// taken again, up to `retries` times.
     fn list(
         &mut self,
         rp: &RuntimePlan,
-        deadline: Option<Instant>,
+        known: tasks::Known,
     ) -> (Vec<RuntimeReport>, asyncdump_protocol::CensusReport) {
         let mem = self.mem;
-        let regions = || mem.heap_regions().unwrap_or_default();
-        let known = self.discovery.known(&mem, rp, regions, deadline);
         let mut tries = 0;
         loop {
             let mut reports = Vec::new();
@@ -181,6 +203,23 @@ impl Reader {
             }
         }
     }
+}
+
+/// What a census found (see [`Reader::discover`]), and how long it took.
+pub struct Discovered {
+    known: tasks::Known,
+    took: std::time::Duration,
+}
+
+/// The plan's runtime plan, which a reading without the agent cannot do without.
+fn runtime_plan(pid: u32, plan: &Plan) -> Result<&RuntimePlan, TargetError> {
+    plan.walk
+        .runtime
+        .as_deref()
+        .ok_or_else(|| TargetError::CannotWalk {
+            pid,
+            why: "its DWARF describes no tokio runtime this asyncdump can follow".into(),
+        })
 }
 
 /// One read of the process's first mapping: whether this user may read its memory at all.

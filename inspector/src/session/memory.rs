@@ -73,6 +73,8 @@ impl MemorySession {
 
     pub(super) fn snapshot(&mut self) -> Result<Dump, TargetError> {
         let deadline = Instant::now() + self.timeout;
+        // The census first: the threads need be held only while the lists are read and walked.
+        let found = self.reader.discover(&self.decoder, Some(deadline))?;
         let frozen = match self.stop {
             true => Some(Frozen::all(self.reader.pid())?),
             false => None,
@@ -80,7 +82,7 @@ impl MemorySession {
         if let Some(ms) = frozen.as_ref().and(hold_stopped_ms()) {
             std::thread::sleep(Duration::from_millis(ms));
         }
-        let snap = self.reader.snapshot(&self.decoder, Some(deadline));
+        let snap = self.reader.read(&self.decoder, found, Some(deadline));
         // Let go before anything else: the threads wait for nothing of ours.
         let stopped = frozen.map(|f| {
             let held = (f.held_for(), f.threads(), f.unstopped);

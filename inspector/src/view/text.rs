@@ -283,11 +283,15 @@ fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     // What a task without the agent's record lacks, said once rather than on each.
     let plain = d.tasks.iter().filter(|t| t.agent_id.is_none()).count();
     if p.read_from != ReadFrom::Agent {
+        let timings = match p.read_from {
+            ReadFrom::Core => "no timings or ages",
+            _ => "no timings (`unchanged for ≥` is a lower bound)",
+        };
         let _ = writeln!(
             out,
-            "without the agent: no given names (in parentheses, a name from the chain), no timings \
-             (`unchanged for ≥` is a lower bound), no spawn sites (`defined at` is where the root \
-             future is written); link asyncdump-agent for them"
+            "without the agent: no given names (in parentheses, a name from the chain), {timings}, \
+             no spawn sites (`defined at` is where the root future is written); link \
+             asyncdump-agent for them"
         );
     } else if plain > 0 {
         let _ = writeln!(
