@@ -7,7 +7,8 @@
     snapshot's own time (`capture_ns`), how long `--stop` held the threads, and the worst poll delay
     the host's probe task saw while each kind of dump ran back to back for 3 s;
   - the `axum_service` fixture with 1,000 hanging requests: the same three;
-  - a core of the 100,000-task process (gdb's `gcore`): its size and `dump --core` end to end.
+  - a core of the 100,000-task process (gdb's `gcore`): its size and `dump --core` end to end;
+  - a core of over 1 GiB: 10,000 tasks beside 1,000 MB of other heap (`unregistered --heap 1000`).
 
 Median (min–max) of 10 runs each. Usage:
   cargo build --release -p asyncdump -p asyncdump-fixtures && python3 bench/agentless.py
@@ -100,6 +101,19 @@ def many_tasks():
         os.unlink(probe_file)
 
 
+def big_core():
+    fx = subprocess.Popen([f"{BIN}/unregistered", "--tasks", "10000", "--heap", "1000"],
+                          stdout=subprocess.PIPE, text=True, env={**os.environ, "ASYNCDUMP_FIXTURE_TIMEOUT": "900"})
+    try:
+        for line in fx.stdout:
+            if line.strip() == "ready":
+                break
+        core_of(fx.pid)
+    finally:
+        fx.kill()
+        fx.wait()
+
+
 def core_of(pid):
     d = tempfile.mkdtemp(prefix="asyncdump-bench-core-")
     try:
@@ -144,4 +158,5 @@ def axum():
 
 if __name__ == "__main__":
     many_tasks()
+    big_core()
     axum()
