@@ -509,3 +509,67 @@ fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// Dumps `pid` through its agent until `settled` holds, then without it: the two readings.
+fn both_readings(pid: u32, settled: impl Fn(&str) -> bool) -> (String, String) {
+    let pid = pid.to_string();
+    let mut through_agent = String::new();
+    for _ in 0..50 {
+        through_agent = asyncdump_ok(&["dump", &pid]);
+        if settled(&through_agent) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(settled(&through_agent), "never settled:\n{through_agent}");
+    (through_agent, asyncdump_ok(&["dump", &pid, "--no-agent"]))
+}
+
+/// Programs nobody here wrote, and tokio versions other than the workspace's: actix-web's hanging
+/// handlers, tokio 1.32 in both manglings, a tokio built without the multi-thread scheduler. Each
+/// reads the same from its memory as through its agent.
+#[test]
+fn other_runtimes_and_versions_read_the_same_without_the_agent() {
+    use crate::support::{Mangling, actix_service_bin, current_thread_only_bin, old_tokio_bin};
+    use std::io::Write;
+    let actix = Fixture::start_path(&actix_service_bin(), &[], &[]);
+    let port: u16 = actix.said[0]
+        .strip_prefix("port ")
+        .and_then(|p| p.parse().ok())
+        .expect("the fixture says its port");
+    let _requests: Vec<std::net::TcpStream> = ["sleep", "lock", "reply", "upstream"]
+        .iter()
+        .map(|path| {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            write!(conn, "GET /{path} HTTP/1.1\r\nhost: fixture\r\n\r\n").unwrap();
+            conn
+        })
+        .collect();
+    let (a, m) = both_readings(actix.pid, |t| {
+        [
+            "sleep::Sleep",
+            "batch_semaphore::Acquire",
+            "oneshot::Receiver<u32>",
+        ]
+        .iter()
+        .all(|l| t.contains(l))
+    });
+    assert!(all_chains(&m).len() >= 4, "{m}");
+    assert_eq!(all_chains(&a), all_chains(&m), "actix-web");
+    for (name, bin) in [
+        (
+            "tokio 1.32, legacy mangling",
+            old_tokio_bin(Mangling::Legacy),
+        ),
+        ("tokio 1.32, v0 mangling", old_tokio_bin(Mangling::V0)),
+        (
+            "tokio without the multi-thread scheduler",
+            current_thread_only_bin(),
+        ),
+    ] {
+        let fx = Fixture::start_path(&bin, &[], &[]);
+        let (a, m) = both_readings(fx.pid, |t| !t.contains("(not started;"));
+        assert!(all_chains(&m).iter().any(|c| c.len() >= 2), "{name}: {m}");
+        assert_eq!(all_chains(&a), all_chains(&m), "{name}");
+    }
+}
