@@ -125,15 +125,30 @@ fn flush(out: &mut String, segments: &mut Vec<&str>) {
 /// `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}` →
 /// `a::main::{async block#1}`.
 pub fn display_name(qualified: &str) -> String {
-    // Every pattern starts with `::{async` or `{async`: a name without one (most leaf and frame
-    // names) is copied as it is, without three scans.
-    if !qualified.contains("{async") {
-        return qualified.to_owned();
+    // One pass: a dump names every task's root with it, and three `replace`s each scanning the whole
+    // name were a tenth of a 100,000-task dump.
+    let mut out = String::with_capacity(qualified.len());
+    let mut rest = qualified;
+    while let Some(i) = rest.find("{async") {
+        let (head, tail) = rest.split_at(i);
+        let dropped = ["{async_fn_env#0}", "{async_fn#0}"]
+            .iter()
+            .find_map(|p| tail.strip_prefix(p).filter(|_| head.ends_with("::")));
+        if let Some(after) = dropped {
+            out.push_str(&head[..head.len() - 2]);
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("{async_block_env#") {
+            out.push_str(head);
+            out.push_str("{async block#");
+            rest = after;
+        } else {
+            out.push_str(head);
+            out.push_str("{async");
+            rest = &tail["{async".len()..];
+        }
     }
-    qualified
-        .replace("::{async_fn_env#0}", "")
-        .replace("::{async_fn#0}", "")
-        .replace("{async_block_env#", "{async block#")
+    out.push_str(rest);
+    out
 }
 
 /// A leaf's type as people write it: the std paths every Rust programmer knows, without the default
@@ -273,6 +288,43 @@ mod tests {
             display_name("tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn_env#0}<u32>"),
             "tokio::sync::mpsc::bounded::{impl#0}::recv<u32>"
         );
+    }
+
+    /// The one pass reads as the three replacements it stands for, on paths made of the segments
+    /// state machine names are made of.
+    #[test]
+    fn display_names_are_the_three_replacements_in_one_pass() {
+        let segments = [
+            "a",
+            "b<u32>",
+            "{async_fn_env#0}",
+            "{async_fn#0}",
+            "{async_block_env#1}",
+            "{async_block_env#2}<T>",
+            "{impl#0}",
+            "{async",
+            "{closure_env#0}",
+        ];
+        let replaced = |q: &str| {
+            q.replace("::{async_fn_env#0}", "")
+                .replace("::{async_fn#0}", "")
+                .replace("{async_block_env#", "{async block#")
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let len = 1 + next() % 6;
+            let path: Vec<&str> = (0..len)
+                .map(|_| segments[(next() % segments.len() as u64) as usize])
+                .collect();
+            let name = path.join("::");
+            assert_eq!(display_name(&name), replaced(&name), "{name}");
+        }
     }
 
     #[test]
