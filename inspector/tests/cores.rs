@@ -60,6 +60,12 @@ fn every_output_works_on_a_core() {
         serde_json::from_str(&asyncdump_ok(&["dump", "--core", core, "--json"])).unwrap();
     assert_eq!(doc["process"]["read_from"], "core");
     assert_eq!(doc["tasks"].as_array().unwrap().len(), 5);
+    let stats = asyncdump_ok(&["dump", "--core", core, "--stats"]);
+    assert!(stats.contains("5 suspended tasks"), "{stats}");
+    assert!(
+        stats.contains("(age unknown)"),
+        "a core keeps no ages: {stats}"
+    );
     let coalesced = asyncdump_ok(&["dump", "--core", core, "--coalesce"]);
     assert!(
         coalesced.contains("no_agent::query_database"),

@@ -1,6 +1,6 @@
 //! `asyncdump dump` text output on each fixture.
 
-use crate::support::{Fixture, asyncdump, asyncdump_ok, section, site};
+use crate::support::{Fixture, asyncdump, asyncdump_ok, at_line, section, site};
 
 /// Frame lines (`name at file:line:col`), with the indentation that shows depth.
 fn frame_lines(section: &[String]) -> Vec<String> {
@@ -330,4 +330,60 @@ fn a_reader_that_leaves_early_ends_the_dump_quietly() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "like `| head`: {:?}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+/// `--stats`: the overview before the detail. The no-agent fixture's five suspended tasks, counted
+/// by what they wait on, by root, by the await in its own code, and by age; the JSON document has
+/// the same counts and no tasks, and a file of it is not taken for a dump.
+#[test]
+fn stats_count_the_suspended_tasks_by_leaf_root_await_and_age() {
+    let fx = Fixture::start("no_agent", &[]);
+    let pid = fx.pid.to_string();
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = asyncdump_ok(&["dump", &pid, "--stats"]);
+        if text.contains("5 suspended tasks") {
+            break;
+        }
+    }
+    let leaves = text
+        .split("by what each waits on (the leaf that matters):\n")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .unwrap_or_else(|| panic!("{text}"));
+    let leaves: Vec<(usize, &str)> = leaves
+        .lines()
+        .map(|l| {
+            let (n, what) = l.trim_start().split_once("  ").unwrap();
+            (n.parse().unwrap(), what)
+        })
+        .collect();
+    assert_eq!(
+        leaves,
+        [
+            (2, "tokio::sync::oneshot::Receiver"),
+            (1, "tokio::sync::batch_semaphore::Acquire"),
+            (1, "tokio::sync::notify::Notified"),
+            (1, "tokio::time::sleep::Sleep"),
+        ]
+    );
+    let query = at_line("no_agent", "reply.await");
+    assert!(
+        text.contains(&format!("      1  {query}\n")),
+        "{query}: {text}"
+    );
+    assert!(!text.contains("tokio task 3"), "no task detail: {text}");
+    let doc = crate::support::dump_json(fx.pid, &["--stats"]);
+    assert!(doc.get("tasks").is_none());
+    assert_eq!(doc["stats"]["suspended"], 5);
+    assert_eq!(doc["stats"]["by_root"].as_array().unwrap().len(), 5);
+    // Read from outside once, nothing is known of how long they waited: said so, not zero.
+    assert_eq!(doc["stats"]["ages"][0]["tasks"], 5);
+    assert!(doc["stats"]["ages"][0]["to_ns"].is_null());
+    let dir = crate::support::tempdir();
+    let saved = dir.join("stats.json");
+    asyncdump_ok(&["dump", &pid, "--stats", "-o", saved.to_str().unwrap()]);
+    let out = asyncdump(&["dump", "--from", saved.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("was written with --stats"));
 }

@@ -192,6 +192,10 @@ pub struct DumpOptions {
     /// Group identical chains and print each group once with its count.
     #[arg(long)]
     pub coalesce: bool,
+    /// Print the overview instead of every task: the suspended tasks counted by what they wait on,
+    /// by root future, by the await in the program's own code, and by how long they have waited.
+    #[arg(long, conflicts_with_all = ["coalesce", "svg"])]
+    pub stats: bool,
     /// Keep only chains where a frame name (or the root future type) contains SUBSTR.
     #[arg(long = "type", value_name = "SUBSTR")]
     pub type_substr: Option<String>,

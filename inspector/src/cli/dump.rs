@@ -58,6 +58,9 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
     if let Some(path) = &o.svg {
         return flame_graph(&dump, path, o.weight.into(), style);
     }
+    if o.stats {
+        return stats(&dump, o, out);
+    }
     if o.format == Format::Folded {
         view::folded::write(out, &dump, o.weight.into(), style);
         return Ok(());
@@ -81,6 +84,30 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
     // The process ends next, and the kernel takes its memory back at once: freeing a dump of
     // 100,000 tasks allocation by allocation would be work for nothing.
     std::mem::forget((dump, groups));
+    Ok(())
+}
+
+/// `--stats`: the overview, as text, JSON, or a JSON file.
+fn stats(dump: &Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
+    let st = asyncdump::model::stats(&dump.tasks);
+    let to_file = o.output.as_deref().filter(|p| *p != Path::new("-"));
+    if let Some(path) = to_file {
+        file::write_atomically(
+            path,
+            view::stats::json(dump, &st).as_bytes(),
+            file::SNAPSHOT_MODE,
+        )?;
+        eprintln!(
+            "asyncdump: wrote the stats of pid {} to {}",
+            dump.process.pid,
+            path.display()
+        );
+    } else if o.json || o.format == Format::Json || o.output.is_some() {
+        out.write_str(&view::stats::json(dump, &st))
+            .map_err(|_| written())?;
+    } else {
+        view::stats::write(out, dump, &st);
+    }
     Ok(())
 }
 

@@ -39,6 +39,8 @@ pub enum FileError {
     },
     #[error("{} was written with --coalesce: its tasks are grouped away; save a dump without it", path.display())]
     Coalesced { path: PathBuf },
+    #[error("{} was written with --stats: it holds counts, not tasks; save a dump without it", path.display())]
+    StatsOnly { path: PathBuf },
 }
 
 /// What a file holds.
@@ -91,6 +93,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Opened, FileError> {
     }
     if head.get("groups").is_some() {
         return Err(FileError::Coalesced {
+            path: path.to_owned(),
+        });
+    }
+    if head.get("stats").is_some() {
+        return Err(FileError::StatsOnly {
             path: path.to_owned(),
         });
     }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub mod stats;
 mod summary;
+pub use stats::{AgeBucket, Count, Stats, stats};
 pub use summary::{Summary, derived_name, is_own_code, summary};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.

@@ -2,6 +2,7 @@
 
 pub mod folded;
 pub mod json;
+pub mod stats;
 pub mod text;
 
 /// Text renderers write to any `fmt::Write`; this one passes it on to an `io::Write` (standard output,

@@ -220,7 +220,7 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     }
 }
 
-fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
+pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     let (p, s) = (&d.process, &d.snapshot);
     let _ = write!(out, "pid {} ({}) · ", p.pid, no_breaks(&p.program));
     let _ = match (&p.agent_version, p.protocol_version) {

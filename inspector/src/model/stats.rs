@@ -1,0 +1,202 @@
+//! `--stats`: the overview before the detail. How the suspended tasks of a dump divide by what they
+//! wait on (the leaf that matters, see [`super::summary`]), by their root future, by the await in
+//! the program's own code where they wait, and by how long they have been suspended.
+
+use serde::{Deserialize, Serialize};
+
+use super::{TaskView, summary};
+use crate::names::{base_name, display_name};
+
+/// The counts of one dump (see the module docs). Each list is biggest first, then by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Tasks counted: the suspended ones (idle or scheduled).
+    pub suspended: usize,
+    /// By the type of the leaf that matters, without generic arguments.
+    pub by_leaf: Vec<Count>,
+    /// By root future, as the source names it.
+    pub by_root: Vec<Count>,
+    /// By the await in the program's own code the task waits at (`file:line`).
+    pub by_await: Vec<Count>,
+    /// How long each has been suspended.
+    pub ages: Vec<AgeBucket>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Count {
+    pub key: String,
+    pub tasks: usize,
+}
+
+/// Tasks suspended for at least `from_ns` and less than `to_ns` (`None`: no bound).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgeBucket {
+    pub from_ns: u64,
+    pub to_ns: Option<u64>,
+    pub tasks: usize,
+    /// Of them, those whose age is a lower bound (not timed by the agent): they may be older.
+    pub at_least: usize,
+}
+
+/// What a task without a decoded or annotated chain counts as.
+pub const NO_CHAIN: &str = "(no chain)";
+/// What a task whose chain has no frame of the program's own code counts as, by await.
+pub const NO_OWN_AWAIT: &str = "(no await in the program's own code)";
+/// What a task with no age counts as (neither timed nor seen before).
+pub const NO_AGE: &str = "(age unknown)";
+
+/// Bucket bounds: under 1 ms, 10 ms, 100 ms, 1 s, 10 s, 1 min, 10 min, and over.
+const BOUNDS_NS: [u64; 7] = [
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+    60_000_000_000,
+    600_000_000_000,
+];
+
+/// The stats of `tasks` (see the module docs).
+pub fn stats(tasks: &[TaskView]) -> Stats {
+    let mut leaf = Tally::default();
+    let mut root = Tally::default();
+    let mut await_at = Tally::default();
+    let mut ages: Vec<AgeBucket> = (0..=BOUNDS_NS.len())
+        .map(|i| AgeBucket {
+            from_ns: if i == 0 { 0 } else { BOUNDS_NS[i - 1] },
+            to_ns: BOUNDS_NS.get(i).copied(),
+            tasks: 0,
+            at_least: 0,
+        })
+        .collect();
+    let mut unknown_age = 0;
+    let mut suspended = 0;
+    for t in tasks.iter().filter(|t| t.state.suspended()) {
+        suspended += 1;
+        root.add(base_name(&display_name(&t.root_type)));
+        let s = summary(&t.frames);
+        leaf.add(s.map_or(NO_CHAIN, |s| base_name(&s.leaf.meta.name)));
+        let own = s
+            .and_then(|s| s.own)
+            .and_then(|f| f.meta.suspended_at.as_ref());
+        match own {
+            Some(at) => await_at.add(&format!("{}:{}", at.file, at.line)),
+            None => await_at.add(NO_OWN_AWAIT),
+        }
+        match t.waiting_ns() {
+            Some((ns, lower)) => {
+                let b = &mut ages[BOUNDS_NS.partition_point(|&b| b <= ns)];
+                b.tasks += 1;
+                b.at_least += usize::from(lower);
+            }
+            None => unknown_age += 1,
+        }
+    }
+    let mut ages: Vec<AgeBucket> = ages.into_iter().filter(|b| b.tasks > 0).collect();
+    if unknown_age > 0 {
+        // No bound at either end: said as unknown.
+        ages.push(AgeBucket {
+            from_ns: u64::MAX,
+            to_ns: None,
+            tasks: unknown_age,
+            at_least: 0,
+        });
+    }
+    Stats {
+        suspended,
+        by_leaf: leaf.sorted(),
+        by_root: root.sorted(),
+        by_await: await_at.sorted(),
+        ages,
+    }
+}
+
+#[derive(Default)]
+struct Tally(std::collections::HashMap<String, usize>);
+
+impl Tally {
+    fn add(&mut self, key: &str) {
+        match self.0.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                self.0.insert(key.to_owned(), 1);
+            }
+        }
+    }
+
+    fn sorted(self) -> Vec<Count> {
+        let mut out: Vec<Count> = (self.0.into_iter())
+            .map(|(key, tasks)| Count { key, tasks })
+            .collect();
+        out.sort_by(|a, b| b.tasks.cmp(&a.tasks).then_with(|| a.key.cmp(&b.key)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Dump;
+    use crate::testing::{handshake, sample};
+
+    #[test]
+    fn suspended_tasks_are_counted_by_leaf_root_await_and_age() {
+        let dump = Dump::build(&handshake(), &sample(), 0);
+        let st = stats(&dump.tasks);
+        let suspended = dump.tasks.iter().filter(|t| t.state.suspended()).count();
+        assert!(suspended > 0);
+        assert_eq!(st.suspended, suspended);
+        for list in [&st.by_leaf, &st.by_root, &st.by_await] {
+            assert_eq!(list.iter().map(|c| c.tasks).sum::<usize>(), suspended);
+            assert!(
+                list.windows(2).all(|w| w[0].tasks >= w[1].tasks),
+                "{list:?}"
+            );
+        }
+        assert_eq!(st.ages.iter().map(|b| b.tasks).sum::<usize>(), suspended);
+        assert!(
+            st.by_root.iter().all(|c| !c.key.ends_with('>')),
+            "no generics: {:?}",
+            st.by_root
+        );
+    }
+
+    #[test]
+    fn ages_fall_in_decade_buckets_and_a_lower_bound_is_counted_as_one() {
+        let dump = Dump::build(&handshake(), &sample(), 0);
+        let mut t = dump
+            .tasks
+            .iter()
+            .find(|t| t.state.suspended())
+            .unwrap()
+            .clone();
+        let aged = |state: Option<u64>, unchanged: Option<u64>| {
+            let mut t = t.clone();
+            (t.state_age_ns, t.unchanged_ns) = (state, unchanged);
+            t
+        };
+        let tasks = [
+            aged(Some(500_000), None),
+            aged(Some(2_000_000_000), None),
+            aged(None, Some(3_000_000_000)),
+            aged(None, None),
+        ];
+        let ages = stats(&tasks).ages;
+        let got: Vec<(u64, Option<u64>, usize, usize)> = ages
+            .iter()
+            .map(|b| (b.from_ns, b.to_ns, b.tasks, b.at_least))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Some(1_000_000), 1, 0),
+                (1_000_000_000, Some(10_000_000_000), 2, 1),
+                (u64::MAX, None, 1, 0),
+            ]
+        );
+        t.frames = std::sync::Arc::new(Vec::new());
+        let bare = stats(std::slice::from_ref(&t));
+        assert_eq!(bare.by_leaf[0].key, NO_CHAIN);
+        assert_eq!(bare.by_await[0].key, NO_OWN_AWAIT);
+    }
+}

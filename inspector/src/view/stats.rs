@@ -1,0 +1,88 @@
+//! `dump --stats`: the overview of a dump ([`crate::model::Stats`]), as text after the dump's
+//! header, or as a JSON document of its own.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::{Dur, no_breaks};
+use crate::model::{
+    AgeBucket, CensusView, Count, DecodingInfo, Dump, Process, RuntimeView, SnapshotInfo, Stats,
+};
+
+/// The header, then each count, biggest first.
+pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
+    super::text::header(out, dump);
+    let tasks = |n: usize| if n == 1 { "task" } else { "tasks" };
+    let _ = writeln!(
+        out,
+        "{} suspended {}, by what each waits on (the leaf that matters):",
+        st.suspended,
+        tasks(st.suspended)
+    );
+    counts(out, &st.by_leaf);
+    let _ = writeln!(out, "\nby root future:");
+    counts(out, &st.by_root);
+    let _ = writeln!(out, "\nby the await in the program's own code:");
+    counts(out, &st.by_await);
+    let _ = writeln!(out, "\nsuspended for:");
+    for b in &st.ages {
+        let _ = write!(out, "  {:<16} {:>7}", bucket(b), b.tasks);
+        if b.at_least > 0 {
+            let _ = write!(
+                out,
+                "  ({} of them at least: not timed by the agent)",
+                b.at_least
+            );
+        }
+        let _ = writeln!(out);
+    }
+}
+
+fn counts<W: Write + ?Sized>(out: &mut W, counts: &[Count]) {
+    for c in counts {
+        let _ = writeln!(out, "  {:>7}  {}", c.tasks, no_breaks(&c.key));
+    }
+}
+
+/// `< 1.00ms`, `1.00s – 10.00s`, `≥ 10m00s`, `unknown`.
+fn bucket(b: &AgeBucket) -> String {
+    match (b.from_ns, b.to_ns) {
+        (u64::MAX, None) => crate::model::stats::NO_AGE.to_owned(),
+        (0, Some(to)) => format!("< {}", Dur(to)),
+        (from, Some(to)) => format!("{} – {}", Dur(from), Dur(to)),
+        (from, None) => format!("≥ {}", Dur(from)),
+    }
+}
+
+/// The `--stats --json` document: the dump's header fields and the stats, no tasks.
+#[derive(Serialize)]
+struct Document<'a> {
+    format: &'a str,
+    version: u32,
+    process: &'a Process,
+    snapshot: &'a SnapshotInfo,
+    runtimes: &'a [RuntimeView],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    census: &'a Option<CensusView>,
+    decoding: &'a DecodingInfo,
+    stats: &'a Stats,
+}
+
+/// The `--stats --json` document, with its closing line break.
+pub fn json(dump: &Dump, st: &Stats) -> String {
+    let doc = Document {
+        format: &dump.format,
+        version: dump.version,
+        process: &dump.process,
+        snapshot: &dump.snapshot,
+        runtimes: &dump.runtimes,
+        census: &dump.census,
+        decoding: &dump.decoding,
+        stats: st,
+    };
+    // The model always serialises.
+    let mut text = serde_json::to_string(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
