@@ -23,7 +23,10 @@ import tempfile
 import time
 
 BIN = os.path.join(os.path.dirname(__file__), "..", "target", "release")
+import atexit
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="asyncdump-bench-cache-")
+# The run's own plan cache, gone with it.
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 RUNS = 10
 MODES = (("agent", []), ("--no-agent", ["--no-agent"]), ("--stop", ["--stop"]))
 
