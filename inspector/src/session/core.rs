@@ -56,10 +56,10 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         .with_debug_file(options.debug_file.as_deref());
     let planned = planner.plan(true).map_err(&cannot)?;
     let Some(rp) = planned.decoder.walk.runtime.as_deref() else {
-        return Err(cannot(
-            "its DWARF has no tokio runtime to follow (asyncdump reads tokio's tasks from a core)"
-                .into(),
-        ));
+        let why = planned.decoder.runtime_note.clone().unwrap_or_else(|| {
+            "its DWARF has no tokio runtime to follow (asyncdump reads tokio's tasks from a core)".into()
+        });
+        return Err(cannot(why));
     };
     let start = Instant::now();
     let known = Discovery::new(Duration::ZERO).known(&core, rp, || core.regions(), None);

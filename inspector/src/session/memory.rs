@@ -56,9 +56,11 @@ impl MemorySession {
             .with_debug_file(options.debug_file.as_deref());
         let planned = planner.plan(true).map_err(&cannot)?;
         if planned.decoder.walk.runtime.is_none() {
-            return Err(cannot(
-                "its DWARF has no tokio runtime to follow (asyncdump reads tokio's tasks without the agent)".into(),
-            ));
+            // The planner's own word on why, when it has one (a tokio whose layout it does not know).
+            let why = planned.decoder.runtime_note.clone().unwrap_or_else(|| {
+                "its DWARF has no tokio runtime to follow (asyncdump reads tokio's tasks without the agent)".into()
+            });
+            return Err(cannot(why));
         }
         Ok(Box::new(MemorySession {
             reader,
