@@ -30,7 +30,8 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// List processes of this user that run an asyncdump agent (and remove stale sockets).
+    /// List processes of this user that run an asyncdump agent (and remove stale sockets), then
+    /// the tokio processes without one.
     Ps {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -38,9 +39,10 @@ pub enum Command {
         #[command(flatten)]
         wait: Wait,
     },
-    /// Print every suspended chain of a process: annotated frames, and chains decoded from its DWARF.
+    /// Print every suspended chain of a process (through its agent, or from its memory when it has
+    /// none) or of a core file: annotated frames, and chains decoded from its DWARF.
     Dump {
-        /// Process id, or the path of an agent socket.
+        /// Process id (with or without an agent), or the path of an agent socket.
         #[arg(required_unless_present_any = ["from", "core"])]
         target: Option<String>,
         /// Print a snapshot file (`dump -o`, `s` in watch) or a recording's last state instead, as if
