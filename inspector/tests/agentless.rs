@@ -320,8 +320,7 @@ fn stop_reads_one_consistent_snapshot_with_every_thread_held_then_let_go() {
 #[test]
 fn a_killed_inspector_leaves_the_service_running_and_serving() {
     use std::io::{Read, Write};
-    let port = free_port();
-    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let (fx, port) = crate::support::axum_service(&[]);
     let mut inspector = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
         .args(["dump", &fx.pid.to_string(), "--stop"])
         .env("XDG_CACHE_HOME", crate::support::plan_cache_of_this_run())
@@ -434,8 +433,7 @@ fn a_deep_chain_reads_the_same_without_the_agent() {
 #[test]
 fn an_axum_service_reads_the_same_without_the_agent() {
     use std::io::Write;
-    let port = free_port();
-    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let (fx, port) = crate::support::axum_service(&[]);
     let _connections: Vec<std::net::TcpStream> = ["/mutex", "/sleep", "/mpsc", "/oneshot", "/peer"]
         .iter()
         .map(|path| {
@@ -503,11 +501,6 @@ fn a_process_exiting_under_repeated_dumps_is_shown_or_gone() {
     let _ = fx.kill();
     let _ = fx.wait();
     assert!(shown > 0 && gone > 0, "shown {shown}, gone {gone}");
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// Dumps `pid` through its agent until `settled` holds, then without it: the two readings.

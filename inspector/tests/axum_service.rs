@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-use crate::support::{Fixture, asyncdump_ok, at_line, dump_json};
+use crate::support::{asyncdump_ok, at_line, dump_json};
 
 /// Each route, the handler's await (a needle in the fixture's source) and the leaf it ends in.
 const ROUTES: [(&str, &str, &str, &str); 5] = [
@@ -42,14 +42,6 @@ const ROUTES: [(&str, &str, &str, &str); 5] = [
     ),
 ];
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The task sections of a text dump.
 fn sections(text: &str) -> Vec<Vec<String>> {
     text.split("\n\n")
@@ -60,8 +52,7 @@ fn sections(text: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn every_hanging_request_is_a_task_whose_chain_ends_at_its_handlers_leaf() {
-    let port = free_port();
-    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let (fx, port) = crate::support::axum_service(&[]);
     let _connections: Vec<TcpStream> = ROUTES
         .iter()
         .map(|(path, ..)| {
@@ -153,8 +144,7 @@ impl Drop for Clients {
 
 #[test]
 fn over_http2_every_request_is_a_stream_task_whose_chain_ends_at_its_handlers_leaf() {
-    let port = free_port();
-    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let (fx, port) = crate::support::axum_service(&[]);
     // hyper serves HTTP/2 (prior knowledge, as curl speaks it) with one task per request stream.
     let _clients = Clients(
         ROUTES
@@ -233,8 +223,7 @@ fn unchanged(doc: &serde_json::Value, handler: &str, needle: &str) -> Option<u64
 /// name, the shutdown branch's `Notified` as every row's leaf, no age, and the same note on each task.
 #[test]
 fn plain_request_tasks_are_named_by_their_handler_listed_at_its_wait_and_aged() {
-    let port = free_port();
-    let fx = Fixture::start("axum_service", &["--port", &port.to_string()]);
+    let (fx, port) = crate::support::axum_service(&[]);
     let paths = ROUTES.iter().map(|r| r.0).chain(["/steps"]);
     let _connections: Vec<TcpStream> = paths
         .map(|path| {

@@ -213,6 +213,19 @@ impl Drop for Fixture {
     }
 }
 
+/// The axum service fixture, on a port the system picked (`--port 0`), with `args`; and that port.
+pub fn axum_service(args: &[&str]) -> (Fixture, u16) {
+    let mut all = vec!["--port", "0"];
+    all.extend_from_slice(args);
+    let fx = Fixture::start("axum_service", &all);
+    let port = fx
+        .said
+        .iter()
+        .find_map(|l| l.strip_prefix("port ")?.parse().ok())
+        .expect("the fixture says its port");
+    (fx, port)
+}
+
 /// Where an agent of ours with this pid put its socket.
 pub fn socket_of(pid: u32) -> Option<PathBuf> {
     // SAFETY: geteuid cannot fail.
