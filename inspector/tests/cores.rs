@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::agentless::{chain, dump_settled, tasks_by_tokio_id};
+use crate::support::run_tool as run;
 use crate::support::{Fixture, Scratch, asyncdump, asyncdump_ok, bin, tempdir};
 
 /// A core of the live process `pid`, written by gdb's `gcore` into `dir`; the process runs on.
@@ -222,14 +223,6 @@ fn a_crashed_process_core_is_dumped_whole_and_cut_off() {
             .any(|l| l.starts_with("census:") && l.ends_with("MB unreadable")),
         "{text}"
     );
-}
-
-fn run(cmd: &str, args: &[&str]) {
-    let status = Command::new(cmd)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("{cmd} (binutils): {e}"));
-    assert!(status.success(), "{cmd} {args:?}");
 }
 
 /// A stripped executable with its DWARF kept apart, as distributions ship them: found by build-id

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::run_tool as run;
 use crate::support::{Fixture, asyncdump_ok, at_line, bin, dump_json, line_of, section, site};
 
 /// The chain lines of a section: everything after the `spawned` line, before the delegate line.
@@ -401,14 +402,6 @@ fn a_decoded_join_handle_edge_is_shown_once_in_a_deadlock() {
         s.contains(&indent(3, "awaiting asyncdump_agent::JoinHandle<()>")),
         "{s:#?}"
     );
-}
-
-fn run(cmd: &str, args: &[&str]) {
-    let status = Command::new(cmd)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("{cmd} (binutils): {e}"));
-    assert!(status.success(), "{cmd} {args:?}");
 }
 
 fn copy_of(fixture: &str, dir: &Path) -> std::path::PathBuf {

@@ -213,6 +213,15 @@ impl Drop for Fixture {
     }
 }
 
+/// Runs `cmd` (a binutils tool: strip, objcopy) and expects success.
+pub fn run_tool(cmd: &str, args: &[&str]) {
+    let status = Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd} (binutils): {e}"));
+    assert!(status.success(), "{cmd} {args:?}");
+}
+
 /// The axum service fixture, on a port the system picked (`--port 0`), with `args`; and that port.
 pub fn axum_service(args: &[&str]) -> (Fixture, u16) {
     let mut all = vec!["--port", "0"];
