@@ -15,7 +15,9 @@ hyperfine times the two inspectors alternately (warm-up 2, 10 runs each) on:
 Prints the means and NEW/OLD ratios. Needs hyperfine (Debian: `apt-get install hyperfine`).
 Usage: python3 bench/side_by_side.py OLD_TARGET_DIR NEW_TARGET_DIR [--own-fixtures]
 """
+import atexit
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -26,7 +28,12 @@ import time
 def start(exe, args):
     fx = subprocess.Popen([exe] + args, stdout=subprocess.PIPE, text=True,
                           env=dict(os.environ, ASYNCDUMP_FIXTURE_TIMEOUT="600"))
-    assert fx.stdout.readline().strip() == "ready", f"{exe} did not get ready"
+    # The axum fixture says which port it bound before it is ready.
+    for line in fx.stdout:
+        if line.strip() == "ready":
+            break
+    else:
+        raise AssertionError(f"{exe} did not get ready")
     time.sleep(1)
     return fx
 
@@ -50,6 +57,9 @@ def main():
     old_dir, new_dir = (os.path.abspath(os.path.join(d, "release")) for d in sys.argv[1:3])
     old, new = f"{old_dir}/asyncdump", f"{new_dir}/asyncdump"
     caches = {d: tempfile.mkdtemp(prefix="asyncdump-bench-") for d in ("old", "new")}
+    # Gone with the run, however it ends.
+    for c in caches.values():
+        atexit.register(shutil.rmtree, c, True)
     own = "--own-fixtures" in sys.argv[3:]
     print("| what (ms, mean ± sd of 10) | old | new | new/old |\n|---|---|---|---|")
     fn = start(f"{new_dir}/many_tasks", ["--tasks", "100000"])
@@ -77,8 +87,6 @@ def main():
     for a in {ao.pid: ao, an.pid: an}.values():
         a.kill()
         a.wait()
-    for c in caches.values():
-        subprocess.run(["rm", "-rf", c], check=True)
 
 
 if __name__ == "__main__":

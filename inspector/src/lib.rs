@@ -10,6 +10,7 @@
 //!   the plan cache and the planner that chooses between them);
 //! - [`decode`]: walks merged with annotated frames into frame trees, by what the plan says;
 //! - [`assemble`]: a protocol snapshot and its decoded chains into a [`model::Dump`];
+//! - [`values`]: the locals of decoded frames (`-v`), read by the plan's value shapes;
 //! - [`model`]: what a dump shows, and its queries (filter, search, coalesce, cycles);
 //! - [`view`] renders a dump as text, JSON or folded stacks, and [`watch`] is the live view.
 //!
@@ -33,6 +34,7 @@ pub mod names;
 pub mod output;
 pub mod plan;
 pub mod session;
+pub mod values;
 pub mod view;
 pub mod watch;
 

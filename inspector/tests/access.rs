@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::Command;
 
 use asyncdump_protocol::{
-    ClientHello, ErrorKind, Handshake, MAX_REPLY_BYTES, Reply, Request, SnapshotRequest, WalkPlan,
-    decode, encode, read_frame, write_frame,
+    ClientHello, ErrorKind, Handshake, MAX_REPLY_BYTES, ReadRequest, Reply, Request,
+    SnapshotRequest, WalkPlan, decode, encode, read_frame, write_frame,
 };
 
 use crate::support::{Fixture, asyncdump_ok};
@@ -36,15 +36,11 @@ fn a_host_that_allows_no_walks_is_dumped_undecoded_with_the_reason() {
 #[test]
 fn a_walk_plan_from_a_refused_client_is_refused_in_words() {
     let fx = host("off");
-    let mut s = std::os::unix::net::UnixStream::connect(fx.socket()).unwrap();
-    Handshake::from_bytes(&read_frame(&mut s, MAX_REPLY_BYTES).unwrap()).unwrap();
-    write_frame(&mut s, &ClientHello::new("test").to_bytes()).unwrap();
     let request = Request::Snapshot(SnapshotRequest {
         walk: Some(WalkPlan::default()),
         ..SnapshotRequest::default()
     });
-    write_frame(&mut s, &encode(&request).unwrap()).unwrap();
-    let reply = decode::<Reply>(&read_frame(&mut s, MAX_REPLY_BYTES).unwrap()).unwrap();
+    let reply = ask(&fx, &request);
     let Reply::Error(e) = reply else {
         panic!("expected a refusal, got {reply:?}")
     };
@@ -54,6 +50,54 @@ fn a_walk_plan_from_a_refused_client_is_refused_in_words() {
         "{}",
         e.message
     );
+}
+
+/// A connection to `fx`'s agent after the handshake, and the reply to one `request` on it.
+fn ask(fx: &Fixture, request: &Request) -> Reply {
+    let mut s = std::os::unix::net::UnixStream::connect(fx.socket()).unwrap();
+    Handshake::from_bytes(&read_frame(&mut s, MAX_REPLY_BYTES).unwrap()).unwrap();
+    write_frame(&mut s, &ClientHello::new("test").to_bytes()).unwrap();
+    write_frame(&mut s, &encode(request).unwrap()).unwrap();
+    decode::<Reply>(&read_frame(&mut s, MAX_REPLY_BYTES).unwrap()).unwrap()
+}
+
+#[test]
+fn a_memory_read_is_refused_to_whom_walks_are() {
+    let fx = host("off");
+    let request = Request::Read(ReadRequest {
+        ranges: vec![(0x1000, 8)],
+    });
+    let Reply::Error(e) = ask(&fx, &request) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(e.kind, ErrorKind::PermissionDenied);
+    assert!(
+        e.message.starts_with("memory read refused: process"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_memory_read_gives_each_range_or_none_and_a_read_too_large_is_refused() {
+    let fx = host("same-uid");
+    // The executable's first page holds its ELF header; address 8 is never mapped.
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", fx.pid)).unwrap();
+    let start = u64::from_str_radix(maps.split('-').next().unwrap(), 16).unwrap();
+    let request = Request::Read(ReadRequest {
+        ranges: vec![(start, 4), (8, 8)],
+    });
+    let Reply::Read(r) = ask(&fx, &request) else {
+        panic!("expected bytes")
+    };
+    assert_eq!(r.data, [Some(b"\x7fELF".to_vec()), None]);
+    let huge = Request::Read(ReadRequest {
+        ranges: vec![(start, u32::MAX), (start, u32::MAX)],
+    });
+    let Reply::Error(e) = ask(&fx, &huge) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(e.kind, ErrorKind::TooLarge, "{}", e.message);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::support::run_tool as run;
 use crate::support::{Fixture, Scratch, asyncdump, asyncdump_ok, bin, tempdir};
 
 /// A core of the live process `pid`, written by gdb's `gcore` into `dir`; the process runs on.
-fn gcore(pid: u32, dir: &Path) -> PathBuf {
+pub fn gcore(pid: u32, dir: &Path) -> PathBuf {
     let prefix = dir.join("core");
     let out = Command::new("gcore")
         .arg("-o")

@@ -25,4 +25,5 @@ mod ps;
 mod runtime_tasks;
 mod session;
 mod subscription;
+mod values;
 mod watch;

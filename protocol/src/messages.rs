@@ -25,6 +25,39 @@ pub enum Request {
     /// Updates at an interval from now on ([`Reply::Update`]), until the client closes the connection or
     /// sends another request (which ends the subscription; another `Subscribe` starts a new one).
     Subscribe(SubscribeRequest),
+    /// Bytes of the process's memory ([`Reply::Read`]): the values a walked frame holds. Like a walk,
+    /// it reads memory, so it is allowed to the clients a walk is. Added after version 7's first
+    /// agents, which answer it as malformed: a client then reads the memory itself, or goes without.
+    Read(ReadRequest),
+}
+
+/// See [`Request::Read`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    /// `(address, length)` of each range, read whole or not at all.
+    pub ranges: Vec<(u64, u32)>,
+}
+
+/// Most bytes one [`ReadRequest`] may ask for, all ranges together.
+pub const MAX_READ_BYTES: u64 = 32 << 20;
+
+impl ReadRequest {
+    /// Why the agent must not answer it, if it must not: more than [`MAX_READ_BYTES`] in all.
+    pub fn check(&self) -> Result<(), String> {
+        let total: u64 = self.ranges.iter().map(|&(_, len)| u64::from(len)).sum();
+        match total <= MAX_READ_BYTES {
+            true => Ok(()),
+            false => Err(format!(
+                "a read of {total} bytes, over the {MAX_READ_BYTES} one request may ask for"
+            )),
+        }
+    }
+}
+
+/// See [`Request::Read`]: per range, its bytes, or `None` where it could not be read whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadReply {
+    pub data: Vec<Option<Vec<u8>>>,
 }
 
 impl Request {
@@ -33,8 +66,13 @@ impl Request {
         match self {
             Request::Snapshot(r) => r.walk.as_ref(),
             Request::Subscribe(r) => r.walk.as_ref(),
-            Request::Stats | Request::WalkInfo => None,
+            Request::Stats | Request::WalkInfo | Request::Read(_) => None,
         }
+    }
+
+    /// Whether answering it reads the process's memory (a walk plan, or a read).
+    pub fn reads_memory(&self) -> bool {
+        self.walk_plan().is_some() || matches!(self, Request::Read(_))
     }
 }
 
@@ -68,6 +106,7 @@ pub enum Reply {
     WalkInfo(WalkInfo),
     /// One update of a subscription.
     Update(Update),
+    Read(ReadReply),
     /// The request (or the frame carrying it) was refused; the agent closes the connection after this.
     Error(ErrorReply),
 }

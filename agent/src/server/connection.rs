@@ -169,10 +169,19 @@ fn next_request(
         match decode::<Request>(&bytes) {
             Err(e) => (ErrorKind::Malformed, format!("malformed request: {e}")),
             Ok(request) => match (walks, request.walk_plan()) {
-                (Err(why), Some(_)) => (
+                (Err(why), plan) if request.reads_memory() => (
                     ErrorKind::PermissionDenied,
-                    format!("walk plan refused: {why}"),
+                    match plan {
+                        Some(_) => format!("walk plan refused: {why}"),
+                        None => format!("memory read refused: {why}"),
+                    },
                 ),
+                (Ok(()), None)
+                    if let Request::Read(r) = &request
+                        && let Err(e) = r.check() =>
+                {
+                    (ErrorKind::TooLarge, format!("read refused: {e}"))
+                }
                 // Refused before any work: a plan that does not hold together can only come from
                 // damage or malice (see `WalkPlan::validate`).
                 (Ok(()), Some(plan)) if let Err(e) = plan.validate() => (
@@ -226,10 +235,31 @@ fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
             kind: ErrorKind::Internal,
             message: "subscriptions are served by the connection loop".into(),
         }),
+        Request::Read(req) => Reply::Read(read_own(req)),
         Request::Snapshot(req) => Reply::Snapshot(with_capturer(|c| {
             let snapshot = c.capture(req);
             containment::inject(containment::Site::Snapshot);
             snapshot
         })),
+    }
+}
+
+/// The ranges `req` asks for, read from this process with `process_vm_readv` (a bad address fails
+/// the range, it never faults).
+fn read_own(req: &asyncdump_protocol::ReadRequest) -> asyncdump_protocol::ReadReply {
+    use asyncdump_walker::{Memory, ProcessMemory, Read};
+    let mut bufs: Vec<Vec<u8>> = (req.ranges.iter())
+        .map(|&(_, len)| vec![0; len as usize])
+        .collect();
+    let mut reads: Vec<Read<'_>> = (req.ranges.iter().zip(bufs.iter_mut()))
+        .map(|(&(addr, _), b)| Read::new(addr, b))
+        .collect();
+    let all = ProcessMemory::own().read_many(&mut reads).is_ok();
+    let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
+    drop(reads);
+    asyncdump_protocol::ReadReply {
+        data: (bufs.into_iter().zip(failed))
+            .map(|(b, failed)| (!failed).then_some(b))
+            .collect(),
     }
 }

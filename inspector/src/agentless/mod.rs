@@ -87,6 +87,11 @@ impl Reader {
         self.pid
     }
 
+    /// The process's memory, as this reader reads it.
+    pub fn memory(&self) -> &ProcessMemory {
+        &self.mem
+    }
+
     /// The process, as the dump's header describes it.
     pub fn process(&self) -> Process {
         let uptime_ns = self.uptime_ns();

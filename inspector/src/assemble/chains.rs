@@ -9,6 +9,7 @@
 
 use asyncdump_protocol::Capture;
 
+use crate::model::values::Wanted;
 use crate::model::{DecodedDelegate, FastMap, FrameNode};
 
 /// What a chain was built from.
@@ -41,6 +42,8 @@ pub struct ChainCache {
     /// A one-off dump's: keeps nothing, and its tasks get what only a live view uses (the text its `/`
     /// searches, frame ids that keep a selection) left out.
     one_off: bool,
+    /// The locals decoded frames carry, unread (`-v`, `--fields`).
+    pub(super) wanted: Wanted,
 }
 
 impl ChainCache {
@@ -52,6 +55,12 @@ impl ChainCache {
             one_off: true,
             ..ChainCache::default()
         }
+    }
+
+    /// Decoded frames built with this cache carry the `wanted` locals, for the values stage to read.
+    pub fn with_locals(mut self, wanted: Wanted) -> ChainCache {
+        self.wanted = wanted;
+        self
     }
 
     /// Whether chains built with this cache are for a live view: kept for later dumps, searchable, and

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
 
 use crate::decode::{AnnotatedFrame, TaskRefs};
+use crate::model::values::Wanted;
 use crate::model::{
     AwaitedBy, CaptureView, CensusView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT,
     FastMap, FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process, ReadFrom,
@@ -143,7 +144,7 @@ impl Dump {
         let listed = runtime::Listed::new(snap, decoder);
         let mut tasks = agent_tasks(snap, decoder, &listed, cache);
         cache.sweep();
-        tasks.extend(listed.views(decoder, cache.live()));
+        tasks.extend(listed.views(decoder, cache.live(), &cache.wanted));
         listed.join_edges(&mut tasks, decoder);
         // Edges only decoded frames can hold (a walked `JoinHandle`, a held sender); the agent's own
         // edges named their awaiter already.
@@ -361,7 +362,8 @@ fn task_view(
     let cached = cache.get(t.id, &key).cloned();
     let fresh = cached.is_none();
     let live = cache.live();
-    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, decoder, refs, live));
+    let wanted = &cache.wanted;
+    let chain = cached.unwrap_or_else(|| chain(shared, t, edges, (decoder, wanted), refs, live));
     let mut view = TaskView {
         id: t.id,
         agent_id: Some(t.id),
@@ -418,7 +420,7 @@ fn chain(
     shared: &Shared,
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
-    decoder: Option<&Plan>,
+    (decoder, wanted): (Option<&Plan>, &Wanted),
     refs: &TaskRefs,
     live: bool,
 ) -> Chain {
@@ -448,7 +450,7 @@ fn chain(
                     awaits: by_frame.get(&f.id).cloned().unwrap_or_default(),
                 })
                 .collect();
-            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, refs);
+            let (frames, delegates) = dec.merge(nodes, &annotated, &mut awaits_root, refs, wanted);
             decoded_delegates = delegates;
             (frames, Plan::note(walk))
         }
@@ -510,6 +512,7 @@ fn build_tree(
                 id: 0,
                 meta: shared.meta(f.meta),
                 awaits_tasks: edges_of.to_vec(),
+                locals: Vec::new(),
                 children: Vec::new(),
             },
         });

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use asyncdump_protocol::{RuntimeFlavor, RuntimeSource, RuntimeTask, Snapshot, StateBits, Walk};
 
 use crate::decode::TaskRefs;
+use crate::model::values::Wanted;
 use crate::model::{
     AwaitedBy, CaptureView, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, Source, State,
     TOKIO_ONLY, TaskView,
@@ -121,12 +122,17 @@ impl<'a> Listed<'a> {
 
     /// The listed tasks the agent has no record of, in the order of tokio's ids (the order of spawning).
     /// With `live`, each view gets what only a live view uses: its search text and frame ids.
-    pub(super) fn views(&self, decoder: Option<&Plan>, live: bool) -> Vec<TaskView> {
+    pub(super) fn views(
+        &self,
+        decoder: Option<&Plan>,
+        live: bool,
+        wanted: &Wanted,
+    ) -> Vec<TaskView> {
         let mut views: Vec<TaskView> = self
             .tasks
             .iter()
             .filter(|(_, key)| key & TOKIO_ONLY != 0)
-            .map(|&(t, key)| self.view(t, key, decoder, live))
+            .map(|&(t, key)| self.view(t, key, (decoder, wanted), live))
             .collect();
         views.sort_unstable_by_key(|v| v.id);
         views
@@ -138,12 +144,19 @@ impl<'a> Listed<'a> {
         Some(self.now_ns.saturating_sub(since)).filter(|&ns| ns > 0)
     }
 
-    fn view(&self, t: &RuntimeTask, key: u64, decoder: Option<&Plan>, live: bool) -> TaskView {
+    fn view(
+        &self,
+        t: &RuntimeTask,
+        key: u64,
+        (decoder, wanted): (Option<&Plan>, &Wanted),
+        live: bool,
+    ) -> TaskView {
         let state = self.state(t.state);
         let mut awaits_tasks = Vec::new();
         let (mut frames, decoded_delegates, decode_note) = match (decoder, &t.walk) {
             (Some(d), Some(walk @ Walk::Nodes { nodes, .. })) => {
-                let (frames, delegates) = d.merge(nodes, &[], &mut awaits_tasks, &self.refs);
+                let (frames, delegates) =
+                    d.merge(nodes, &[], &mut awaits_tasks, &self.refs, wanted);
                 (frames, delegates, Plan::note(walk))
             }
             (Some(_), Some(walk)) => (Vec::new(), Vec::new(), Plan::note(walk)),

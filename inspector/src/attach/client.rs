@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
-    ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Reply,
-    Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest, Update, WalkInfo, WalkPlan,
-    decode, encode, paths, read_frame_by, write_frame,
+    ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES,
+    ReadRequest, Reply, Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest, Update,
+    WalkInfo, WalkPlan, decode, encode, paths, read_frame_by, write_frame,
 };
 
 use crate::error::TargetError;
@@ -248,6 +248,18 @@ impl Client {
     pub fn walk_info(&mut self) -> Result<WalkInfo, TargetError> {
         match self.request(&Request::WalkInfo)? {
             Reply::WalkInfo(w) => Ok(w),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    /// Bytes of the process's memory, read by its agent: per range, its bytes or `None`.
+    pub fn read_memory(
+        &mut self,
+        ranges: Vec<(u64, u32)>,
+    ) -> Result<Vec<Option<Vec<u8>>>, TargetError> {
+        let n = ranges.len();
+        match self.request(&Request::Read(ReadRequest { ranges }))? {
+            Reply::Read(r) if r.data.len() == n => Ok(r.data),
             _ => Err(self.unexpected()),
         }
     }

@@ -3,6 +3,7 @@
 //! [`procfs`] is the one place that reads `/proc`.
 
 pub mod client;
+pub mod memory;
 pub mod procfs;
 pub mod ps;
 pub mod target;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use asyncdump::model::values::Wanted;
 use asyncdump::session::SessionOptions;
 use asyncdump::view;
 
@@ -169,6 +170,7 @@ impl Attach {
             no_agent: self.no_agent,
             stop: self.stop,
             retries: self.retries,
+            locals: Wanted::None,
         }
     }
 }
@@ -213,6 +215,25 @@ pub struct DumpOptions {
     /// standard output, and anything else (a symlink, a device, a FIFO) is refused.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Print the values each decoded frame holds across its await (its locals, named as in the
+    /// source): numbers, text, collections' lengths and first items, Option/Result, Box/Arc/Rc with
+    /// their counts, durations, instants as ages, socket addresses; other types by name and address.
+    #[arg(short = 'v', long = "values")]
+    pub values: bool,
+    /// Print only these locals of each decoded frame (implies --values).
+    #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
+    pub fields: Vec<String>,
+}
+
+impl DumpOptions {
+    /// Which locals to read: those `--fields` names, every one with `--values`, or none.
+    pub fn locals(&self) -> Wanted {
+        match (self.fields.is_empty(), self.values) {
+            (false, _) => Wanted::Named(self.fields.clone()),
+            (true, true) => Wanted::All,
+            (true, false) => Wanted::None,
+        }
+    }
 }
 
 #[derive(Args, Clone)]

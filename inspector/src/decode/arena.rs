@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::model::values::Local;
 use crate::model::{FrameInfo, FrameNode, MAX_CHAIN_DEPTH};
 
 /// Shown nodes, children always after their parent.
@@ -16,6 +17,8 @@ pub(super) struct ArenaNode {
     pub(super) parent: Option<usize>,
     pub(super) info: Arc<FrameInfo>,
     pub(super) awaits: Vec<u64>,
+    /// Its locals, still unread (see `crate::model::values`), when they were asked for.
+    pub(super) locals: Vec<Local>,
     pub(super) children: Vec<usize>,
 }
 
@@ -26,6 +29,7 @@ impl Arena {
             parent: under,
             info,
             awaits: Vec::new(),
+            locals: Vec::new(),
             children: Vec::new(),
         });
         match under {
@@ -54,7 +58,7 @@ impl Arena {
             match kept_at.get(i).copied().flatten() {
                 Some(k) if k != i => {
                     let awaits = node.awaits;
-                    let keeper: &mut Option<(Arc<FrameInfo>, Vec<u64>)> = &mut infos[k];
+                    let keeper: &mut Option<(Arc<FrameInfo>, Vec<u64>, Vec<Local>)> = &mut infos[k];
                     keeper
                         .as_mut()
                         .expect("a keeper comes first")
@@ -62,11 +66,11 @@ impl Arena {
                         .extend(awaits);
                     infos.push(None);
                 }
-                _ => infos.push(Some((node.info, node.awaits))),
+                _ => infos.push(Some((node.info, node.awaits, node.locals))),
             }
         }
         for i in (0..n).rev() {
-            let Some((meta, mut awaits_tasks)) = infos[i].take() else {
+            let Some((meta, mut awaits_tasks, locals)) = infos[i].take() else {
                 continue;
             };
             awaits_tasks.sort_unstable();
@@ -83,6 +87,7 @@ impl Arena {
                 id: 0,
                 meta,
                 awaits_tasks,
+                locals,
                 children,
             });
         }

@@ -11,6 +11,7 @@ use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
 
 use super::arena::Arena;
 use super::{AnnotatedFrame, TaskRefs};
+use crate::model::values::{Check, Local, Value, Wanted};
 use crate::model::{FastMap, FrameInfo, FrameNode, Source};
 use crate::names::base_name;
 use crate::plan::{Kind, Plan, StateView};
@@ -36,6 +37,8 @@ pub(super) struct Merge<'a> {
     walk: &'a [WalkNode],
     annotated: &'a [AnnotatedFrame],
     refs: &'a TaskRefs,
+    /// Which locals of decoded frames to give (unread, for the values stage).
+    wanted: &'a Wanted,
     /// Annotated frames by id.
     by_id: FastMap<u64, usize>,
     arena: Arena,
@@ -63,12 +66,14 @@ impl<'a> Merge<'a> {
         walk: &'a [WalkNode],
         annotated: &'a [AnnotatedFrame],
         refs: &'a TaskRefs,
+        wanted: &'a Wanted,
     ) -> Merge<'a> {
         Merge {
             plan,
             walk,
             annotated,
             refs,
+            wanted,
             by_id: (annotated.iter().enumerate())
                 .map(|(i, f)| (f.id, i))
                 .collect(),
@@ -282,7 +287,7 @@ impl<'a> Merge<'a> {
             self.arena.nodes[d].children.is_empty()
                 && is_own_block(&self.arena.nodes[d].info, &s.info)
         });
-        match at.folded_into.or(own_block) {
+        let line = match at.folded_into.or(own_block) {
             Some(d) => {
                 let merged = self.arena.nodes[d]
                     .info
@@ -293,9 +298,54 @@ impl<'a> Merge<'a> {
                 if at.folded_into.is_none() {
                     here.attach = Some(d);
                 }
+                d
             }
-            None => here.attach = self.line(at.under, s.info.clone()),
+            None => {
+                here.attach = self.line(at.under, s.info.clone());
+                match here.attach {
+                    Some(l) => l,
+                    None => return,
+                }
+            }
+        };
+        if self.wanted.any() && !s.locals.is_empty() {
+            let locals = self.locals(n, s);
+            self.arena.nodes[line].locals.extend(locals);
         }
+    }
+
+    /// The wanted locals of a state machine in state `s`, unread: each with where it is, and the
+    /// state to find again after reading it.
+    fn locals(&self, n: &WalkNode, s: &StateView) -> Vec<Local> {
+        let discr = self
+            .plan
+            .walk
+            .types
+            .get(n.ty as usize)
+            .and_then(|t| t.discr);
+        let check = match (discr, n.discr) {
+            (Some(d), Some(expected)) => Check {
+                addr: n.addr.wrapping_add(u64::from(d.offset)),
+                size: d.size,
+                expected,
+            },
+            _ => Check::default(),
+        };
+        let values = &self.plan.values;
+        (s.locals.iter())
+            .filter(|l| self.wanted.wants(&l.name))
+            .map(|l| Local {
+                name: l.name.clone(),
+                type_name: values
+                    .get(l.ty)
+                    .map_or_else(|| Arc::from(""), |t| t.name.clone()),
+                value: Value::Unread {
+                    shape: l.ty,
+                    addr: n.addr.wrapping_add(u64::from(l.offset)),
+                    check,
+                },
+            })
+            .collect()
     }
 
     /// The task a `JoinHandle`'s cell or header pointer names: the edge moves to the handle's line.

@@ -6,6 +6,7 @@ use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
 
 use super::merge::is_own_block;
 use super::{AnnotatedFrame, TaskRefs};
+use crate::model::values::Wanted;
 use crate::model::{FastMap, FrameInfo, FrameNode, Loc, Source};
 use crate::plan::{Kind, Plan, StateView};
 
@@ -27,6 +28,7 @@ fn async_fn(name: &str, line: u32) -> Kind {
     let view = |info: FrameInfo, done| StateView {
         info: Arc::new(info),
         done,
+        locals: Arc::from([]),
     };
     states.insert(3, view(suspended, false));
     states.insert(1, view(decoded(name), true));
@@ -74,7 +76,13 @@ fn lines(frames: &[FrameNode]) -> Vec<String> {
 }
 
 fn merged(plan: &Plan, walk: &[WalkNode], annotated: &[AnnotatedFrame]) -> Vec<String> {
-    let (frames, _) = plan.merge(walk, annotated, &mut Vec::new(), &TaskRefs::default());
+    let (frames, _) = plan.merge(
+        walk,
+        annotated,
+        &mut Vec::new(),
+        &TaskRefs::default(),
+        &Wanted::None,
+    );
     lines(&frames)
 }
 
@@ -176,7 +184,7 @@ fn a_join_handle_edge_moves_from_the_root_to_the_handles_line() {
     let mut refs = TaskRefs::default();
     refs.cells.insert(0x5000, 7);
     let mut root_awaits = vec![7];
-    let (frames, _) = p.merge(&walk, &[], &mut root_awaits, &refs);
+    let (frames, _) = p.merge(&walk, &[], &mut root_awaits, &refs, &Wanted::None);
     assert_eq!(lines(&frames), ["svc::main@5", "  JoinHandle<()> [7]"]);
     assert!(root_awaits.is_empty());
 }
@@ -267,7 +275,7 @@ fn a_sender_holder_is_a_leaf_as_a_future_and_state_as_a_field() {
     ];
     let mut refs = TaskRefs::default();
     refs.senders.insert(walk[5].addr, 77);
-    let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &refs);
+    let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &refs, &Wanted::None);
     assert_eq!(
         lines(&frames),
         ["svc::serve@9", "  oneshot::Receiver [77]"],
@@ -310,4 +318,60 @@ fn an_async_fn_awaiting_only_its_own_block_is_recognised_by_name() {
         &annotated,
         &decoded("svc::slept::{async block#0}")
     ));
+}
+
+#[test]
+fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() {
+    use crate::model::values::{Check, Value};
+    use crate::plan::values::{LocalPlan, Shape, ValueType};
+    let mut sm = async_fn("svc::handler", 12);
+    if let Kind::Coroutine(states) = &mut sm {
+        let s = states.get_mut(&3).unwrap();
+        s.locals = Arc::from([
+            LocalPlan {
+                name: "id".into(),
+                offset: 8,
+                ty: 0,
+            },
+            LocalPlan {
+                name: "name".into(),
+                offset: 16,
+                ty: 0,
+            },
+        ]);
+    }
+    let mut p = plan(vec![sm]);
+    p.walk.types = vec![asyncdump_protocol::TypePlan {
+        size: 32,
+        discr: Some(asyncdump_protocol::Discr { offset: 4, size: 1 }),
+        ..Default::default()
+    }];
+    p.values.types = vec![ValueType {
+        name: "u64".into(),
+        size: 8,
+        shape: Shape::Int { signed: false },
+    }];
+    let walk = [node(NO_PARENT, 0, Some(3))];
+    let locals = |wanted: &Wanted| {
+        let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &TaskRefs::default(), wanted);
+        frames[0].locals.clone()
+    };
+    assert!(locals(&Wanted::None).is_empty());
+    let only = locals(&Wanted::Named(vec!["name".into()]));
+    assert_eq!(only.len(), 1);
+    assert_eq!((&*only[0].name, &*only[0].type_name), ("name", "u64"));
+    let check = Check {
+        addr: 0x1004,
+        size: 1,
+        expected: 3,
+    };
+    assert_eq!(
+        only[0].value,
+        Value::Unread {
+            shape: 0,
+            addr: 0x1010,
+            check
+        }
+    );
+    assert_eq!(locals(&Wanted::All).len(), 2);
 }

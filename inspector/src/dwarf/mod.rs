@@ -106,6 +106,10 @@ pub struct State {
     /// machine, type DIE). Whoever holds a sender is who can wake its receiver.
     #[serde(skip)]
     pub senders: Vec<(u64, u64)>,
+    /// The locals that live across this await, as named in the source: (name, offset within the
+    /// whole state machine, type DIE). Compiler temporaries (`__N`) and the awaitee are not among them.
+    #[serde(skip)]
+    pub locals: Vec<(String, u64, u64)>,
 }
 
 /// The future a suspended state awaits.
@@ -504,6 +508,7 @@ fn machine(
                 is_sender.then(|| Some((base + f.member_offset?, t)))?
             })
             .collect();
+        let locals = locals(nodes, ty, base, awaitee.as_ref());
         states.push(State {
             discr: value.unwrap_or(0),
             name: nodes[ty].name.clone().unwrap_or_default(),
@@ -515,6 +520,7 @@ fn machine(
             line: member.decl_line.unwrap_or(0),
             awaitee,
             senders,
+            locals,
         });
     }
     let has = |name: &str| states.iter().any(|s| s.name == name);
@@ -529,4 +535,33 @@ fn machine(
         state_size: part.discr_size,
         states,
     })
+}
+
+/// The locals of a state's variant structure `ty` at `base`: named members, each once (rustc lists a
+/// local again for each scope it lives in), without the awaitee or what overlaps it (a local moved into
+/// the await).
+fn locals(
+    nodes: &[Node],
+    ty: usize,
+    base: u64,
+    awaitee: Option<&Awaitee>,
+) -> Vec<(String, u64, u64)> {
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for f in nodes[ty].children.iter().map(|&f| &nodes[f]) {
+        let (Some(name), Some(off), Some(t)) = (&f.name, f.member_offset, f.type_ref) else {
+            continue;
+        };
+        // `__N`: compiler temporaries; `_ref__x`: a second name of `x` (a `ref` binding's).
+        if f.tag != constants::DW_TAG_member || name.starts_with("__") || name.starts_with("_ref__")
+        {
+            continue;
+        }
+        let at = base + off;
+        if awaitee.is_some_and(|a| a.offset == at) || out.iter().any(|l| l.0 == *name && l.1 == at)
+        {
+            continue;
+        }
+        out.push((name.clone(), at, t));
+    }
+    out
 }

@@ -98,6 +98,12 @@ impl Types {
         self.nodes[i].offset
     }
 
+    /// A function type (`fn(u8) -> u8`), as a `fn` item or pointer points at.
+    pub(crate) fn subroutine(&mut self, name: &str) -> u64 {
+        let i = self.push(Some(0), constants::DW_TAG_subroutine_type, Some(name));
+        self.nodes[i].offset
+    }
+
     /// Adds a member `name` of type `ty` at `offset` to structure `of`.
     pub(crate) fn member(&mut self, of: u64, name: &str, offset: u64, ty: u64) -> &mut Types {
         let m = self.push(Some(Self::index(of)), constants::DW_TAG_member, Some(name));

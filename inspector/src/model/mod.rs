@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod stats;
 mod summary;
+pub mod values;
 pub use stats::{AgeBucket, Count, Stats, stats};
 pub use summary::{Summary, derived_name, is_own_code, summary};
 
@@ -282,6 +283,9 @@ pub struct FrameNode {
     pub meta: Arc<FrameInfo>,
     /// Tasks whose JoinHandle this frame awaits (cross-task edges).
     pub awaits_tasks: Vec<u64>,
+    /// The locals that live across its await, when asked for (`-v`, `--fields`): decoded frames only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locals: Vec<values::Local>,
     pub children: Vec<FrameNode>,
 }
 
@@ -292,6 +296,7 @@ impl FrameNode {
             id: 0,
             meta: Arc::new(FrameInfo::cut(n)),
             awaits_tasks: Vec::new(),
+            locals: Vec::new(),
             children: Vec::new(),
         }
     }

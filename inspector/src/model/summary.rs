@@ -175,6 +175,7 @@ mod tests {
             id: 0,
             meta: Arc::new(FrameInfo::new(name.into(), at, source)),
             awaits_tasks: Vec::new(),
+            locals: Vec::new(),
             children,
         }
     }

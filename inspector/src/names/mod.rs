@@ -7,4 +7,4 @@ mod types;
 
 pub use closures::closure_named;
 pub use paths::{in_unit, short_path};
-pub use types::{ARGS_MAX, NAME_MAX, base_name, display_name, short, short_type};
+pub use types::{ARGS_MAX, NAME_MAX, base_name, brief, display_name, short, short_type};

@@ -164,6 +164,45 @@ pub fn short_type(name: &str) -> String {
         .replace("core::pin::Pin<", "Pin<")
 }
 
+/// A local's type in a line of its own: every path cut to its last segment and the default allocator
+/// dropped (`alloc::sync::Arc<tokio::sync::mutex::Mutex<u64>, alloc::alloc::Global>` →
+/// `Arc<Mutex<u64>>`); a segment in braces (`{closure_env#0}`) keeps the one before it.
+pub fn brief(name: &str) -> String {
+    let name = name.replace(", alloc::alloc::Global>", ">");
+    let mut out = String::with_capacity(name.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let segments: Vec<&str> = word.split("::").collect();
+        let keep = match segments.as_slice() {
+            [.., before, last] if last.starts_with('{') => format!("{before}::{last}"),
+            [.., last] => (*last).to_owned(),
+            [] => String::new(),
+        };
+        out.push_str(&keep);
+        word.clear();
+    };
+    let mut braces = 0usize;
+    for c in name.chars() {
+        match c {
+            '{' => braces += 1,
+            '}' => braces = braces.saturating_sub(1),
+            _ => {}
+        }
+        let delimiter = matches!(
+            c,
+            '<' | '>' | ',' | ' ' | '(' | ')' | '[' | ']' | '&' | '*' | ';'
+        );
+        if delimiter && braces == 0 {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
 /// A path without its trailing generic arguments (`Mutex::lock<()>` → `Mutex::lock`); a qualified
 /// impl (`<F as Handler>::call`) keeps its own.
 pub fn base_name(name: &str) -> &str {
@@ -195,6 +234,24 @@ pub fn base_name(name: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_locals_type_keeps_each_paths_last_segment() {
+        use super::brief;
+        assert_eq!(
+            brief("alloc::sync::Arc<tokio::sync::mutex::Mutex<u64>, alloc::alloc::Global>"),
+            "Arc<Mutex<u64>>"
+        );
+        assert_eq!(brief("&[alloc::string::String]"), "&[String]");
+        assert_eq!(
+            brief("(u64, core::option::Option<&str>)"),
+            "(u64, Option<&str>)"
+        );
+        assert_eq!(
+            brief("app::run::{async block#1}::{closure_env#0}"),
+            "{async block#1}::{closure_env#0}"
+        );
+    }
+
     use super::*;
 
     #[test]

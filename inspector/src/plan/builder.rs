@@ -31,6 +31,8 @@ pub(super) struct Builder<'a> {
     pub(super) sender_only: FastSet<u64>,
     /// The same, by plan type.
     pub(super) sender_only_types: FastSet<u32>,
+    /// The value types of the locals of the state machines planned.
+    pub(super) values: super::values::ValueBuilder,
 }
 
 /// Deepest nesting of types classified one inside the other (each a stack frame of `classify`).
@@ -53,6 +55,7 @@ impl<'a> Builder<'a> {
             sender_only: FastSet::default(),
             sender_only_types: FastSet::default(),
             decided_by: FastMap::default(),
+            values: Default::default(),
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod cache;
 pub mod planner;
 mod runtime;
 mod shapes;
+pub mod values;
 
 use builder::Builder;
 pub use runtime::TaskTypes;
@@ -92,6 +93,8 @@ pub(crate) struct StateView {
     pub(crate) info: Arc<FrameInfo>,
     /// `Returned` or `Panicked`: a finished branch of a `select!`, not part of the chain.
     pub(crate) done: bool,
+    /// For a suspend state, the locals that live across its await.
+    pub(crate) locals: Arc<[values::LocalPlan]>,
 }
 
 /// A plan for one binary, and what its types mean. Serialized whole (at load bias 0) by the plan cache;
@@ -123,6 +126,8 @@ pub struct Plan {
     pub runtime_note: Option<String>,
     /// The future type of each task type a runtime can list, by its poll function.
     pub task_types: TaskTypes,
+    /// The types of the locals of every planned state machine's suspend states.
+    pub values: values::ValueTypes,
 }
 
 impl Plan {
@@ -175,6 +180,9 @@ impl Plan {
                 .collect(),
             runtime_note,
             task_types,
+            values: values::ValueTypes {
+                types: b.values.types,
+            },
         }
     }
 

@@ -22,6 +22,8 @@ pub struct CoreOptions {
     pub exe: Option<std::path::PathBuf>,
     pub debug_file: Option<std::path::PathBuf>,
     pub cache: bool,
+    /// The locals of decoded frames to read.
+    pub locals: crate::model::values::Wanted,
 }
 
 /// Dumps the core at `path`, read with the DWARF of its executable.
@@ -88,12 +90,15 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         read_from: ReadFrom::Core,
         ..Process::default()
     };
-    Ok(Dump::build_decoded(
+    let mut dump = Dump::build_decoded(
         process,
         &snap,
         0,
         Some(&planned.decoder),
         decoding,
-        &mut ChainCache::one_off(),
-    ))
+        &mut ChainCache::one_off().with_locals(options.locals.clone()),
+    );
+    // A core keeps no clock: instants show without an age.
+    crate::values::read_locals(&mut dump, &planned.decoder.values, &core, None);
+    Ok(dump)
 }

@@ -29,6 +29,8 @@ pub(super) struct MemorySession {
     /// A live view's interval and when its next snapshot is due.
     every: Option<(Duration, Instant)>,
     chains: ChainCache,
+    /// The locals a snapshot reads.
+    locals: crate::model::values::Wanted,
 }
 
 impl MemorySession {
@@ -69,7 +71,8 @@ impl MemorySession {
             timeout: options.timeout,
             stop: options.stop,
             every: None,
-            chains: ChainCache::one_off(),
+            chains: ChainCache::one_off().with_locals(options.locals.clone()),
+            locals: options.locals.clone(),
         }))
     }
 
@@ -85,12 +88,19 @@ impl MemorySession {
             std::thread::sleep(Duration::from_millis(ms));
         }
         let snap = self.reader.read(&self.decoder, found, Some(deadline));
-        // Let go before anything else: the threads wait for nothing of ours.
-        let stopped = frozen.map(|f| {
-            let held = (f.held_for(), f.threads(), f.unstopped);
-            drop(f);
-            held
-        });
+        let release = |f: Option<Frozen>| {
+            f.map(|f| {
+                let held = (f.held_for(), f.threads(), f.unstopped);
+                drop(f);
+                held
+            })
+        };
+        // Let go before anything else (the threads wait for nothing of ours), unless locals are
+        // to be read: then they are read held, as the chains were.
+        let (mut frozen, mut stopped) = match self.locals.any() {
+            true => (frozen, None),
+            false => (None, release(frozen)),
+        };
         let mut dump = Dump::build_decoded(
             self.reader.process(),
             &snap?,
@@ -99,6 +109,11 @@ impl MemorySession {
             self.decoding.clone(),
             &mut self.chains,
         );
+        let now = Some(dump.snapshot.now_ns);
+        crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
+        if frozen.is_some() {
+            stopped = release(frozen.take());
+        }
         if let Some((held, threads, unstopped)) = stopped {
             dump.snapshot.stopped = Some(StoppedView {
                 threads,

@@ -55,6 +55,8 @@ pub struct SessionOptions {
     pub stop: bool,
     /// How many times a read torn by the running process is tried again, without the agent.
     pub retries: u32,
+    /// The locals of decoded frames a snapshot reads (`-v`, `--fields`).
+    pub locals: crate::model::values::Wanted,
 }
 
 impl Default for SessionOptions {
@@ -69,6 +71,7 @@ impl Default for SessionOptions {
             no_agent: false,
             stop: false,
             retries: crate::agentless::DEFAULT_RETRIES,
+            locals: crate::model::values::Wanted::None,
         }
     }
 }
@@ -95,6 +98,8 @@ struct AgentSession {
     decoding: DecodingInfo,
     /// The open subscription, if any.
     live: Option<Live>,
+    /// The locals a snapshot reads.
+    locals: crate::model::values::Wanted,
 }
 
 /// A subscription's parameters and the state its updates built.
@@ -273,6 +278,7 @@ impl AgentSession {
             anchors_seen: Vec::new(),
             decoding,
             live: None,
+            locals: options.locals.clone(),
         })
     }
 
@@ -297,14 +303,22 @@ impl AgentSession {
         if let Some(detail) = crate::assemble::inconsistency(&snap) {
             return Err(TargetError::Inconsistent { detail });
         }
-        Ok(Dump::build_decoded(
+        let mut dump = Dump::build_decoded(
             crate::assemble::process(&self.client.handshake),
             &snap,
             rtt.as_nanos() as u64,
             self.decoder.as_ref(),
             self.decoding.clone(),
-            &mut ChainCache::one_off(),
-        ))
+            &mut ChainCache::one_off().with_locals(self.locals.clone()),
+        );
+        if let Some(plan) = &self.decoder {
+            // Through the agent, as the walk was: the kernel may not let us read the process.
+            let pid = dump.process.pid;
+            let mem = crate::attach::memory::AgentMemory::new(&mut self.client, pid);
+            let now = Some(dump.snapshot.now_ns);
+            crate::values::read_locals(&mut dump, &plan.values, &mem, now);
+        }
+        Ok(dump)
     }
 
     /// Subscribes to updates every `interval_ms`; read them with [`Session::next_update`].

@@ -4,6 +4,7 @@ pub mod folded;
 pub mod json;
 pub mod stats;
 pub mod text;
+pub mod values;
 
 /// Text renderers write to any `fmt::Write`; this one passes it on to an `io::Write` (standard output,
 /// a file) as it goes, instead of building the whole text first. The first I/O error is kept for

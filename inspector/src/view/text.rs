@@ -688,6 +688,7 @@ fn frames<W: Write + ?Sized>(
     for &id in root_awaits {
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
+    let mut scratch = String::new();
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(Line<'_>, usize)> =
         nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();
@@ -708,6 +709,12 @@ fn frames<W: Write + ?Sized>(
         };
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
+        for l in &n.locals {
+            indent(out, pad + 4);
+            super::values::local_into(&mut scratch, l);
+            let _ = out.write_str(&scratch);
+            let _ = out.write_char('\n');
+        }
         for &id in &n.awaits_tasks {
             let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
         }

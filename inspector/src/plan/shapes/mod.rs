@@ -10,7 +10,8 @@
 //! future), which is last and matches everything.
 //!
 //! Adding a shape is adding one rule to its owner's file, one line to [`RULES`] and one unit spec on a
-//! synthetic type description (`crate::dwarf::synthetic`). Each rule fails safe: a type whose fields
+//! synthetic type description (`crate::dwarf::synthetic`). The values a suspended frame holds (`-v`)
+//! have a table of their own in `values` (specs in `value_tests`), made the same way. Each rule fails safe: a type whose fields
 //! are not the ones it knows is declined or made a leaf, never guessed at.
 
 mod agent;
@@ -18,6 +19,9 @@ mod any;
 mod futures;
 mod std;
 mod tokio;
+#[cfg(test)]
+mod value_tests;
+mod values;
 
 use ::std::sync::Arc;
 

@@ -176,7 +176,7 @@ pub(super) fn member(t: &Ty, names: &[&str]) -> Option<(u64, u64)> {
 impl Builder<'_> {
     /// Where a `Vec`'s data pointer is (`buf.inner.ptr`, through `Unique` and `NonNull`), and the
     /// pointer's type.
-    fn vec_data(&self, vec: u64) -> Option<(u64, u64)> {
+    pub(in crate::plan) fn vec_data(&self, vec: u64) -> Option<(u64, u64)> {
         let (mut off, mut ty) = (0, vec);
         for _ in 0..8 {
             let node = self.debug.node(ty)?;
@@ -208,7 +208,11 @@ impl Builder<'_> {
             }
             let done = matches!(s.name.as_str(), "Returned" | "Panicked");
             let info = Arc::new(info);
-            states.insert(s.discr, StateView { info, done });
+            let locals = match s.name.starts_with("Suspend") {
+                true => self.locals(&s.locals),
+                false => Arc::from([]),
+            };
+            states.insert(s.discr, StateView { info, done, locals });
             if let Some(a) = &s.awaitee {
                 let mut edges = vec![inline(a.offset, self.ty(a.type_die))];
                 for &(offset, die) in &s.senders {

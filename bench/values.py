@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""What `dump -v` costs over a plain dump, side by side in one run (release builds), at 10,000 tasks:
+
+  - `locals --tasks 10000 --agent`: each task suspended in one async fn holding 15 locals of every
+    kind `-v` formats (a struct, strings, a Vec, Option/Result, Box, Arc, Duration, Instant, ...);
+  - `many_tasks --plain --tasks 10000`: each task two frames deep, one oneshot receiver per frame
+    (the common case: few locals, most of them opaque).
+
+Each read through the agent and without it (`--no-agent`); text to /dev/null, the plan from the
+cache. Median (min–max) of 15 runs each, and the ratio of medians. Usage:
+  cargo build --release -p asyncdump -p asyncdump-fixtures && python3 bench/values.py
+"""
+import atexit
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+BIN = os.path.join(os.path.dirname(__file__), "..", "target", "release")
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="asyncdump-bench-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
+RUNS = 15
+
+
+def timed(args):
+    t = time.perf_counter()
+    subprocess.run(args, stdout=subprocess.DEVNULL, check=True)
+    return (time.perf_counter() - t) * 1e3
+
+
+def size(args):
+    return len(subprocess.run(args, capture_output=True, check=True).stdout)
+
+
+def fmt(xs):
+    return f"{statistics.median(xs):.1f} ({min(xs):.1f}–{max(xs):.1f})"
+
+
+def bench(title, fixture):
+    fx = subprocess.Popen([f"{BIN}/{fixture[0]}", *fixture[1:]], stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "ASYNCDUMP_FIXTURE_TIMEOUT": "600"})
+    try:
+        assert fx.stdout.readline().strip() == "ready"
+        time.sleep(1)
+        print(f"### {title}")
+        print()
+        print("| read | plain dump ms | `-v` ms | ratio | text bytes plain → `-v` |")
+        print("|---|---:|---:|---:|---:|")
+        for name, extra in (("agent", []), ("--no-agent", ["--no-agent"])):
+            dump = [f"{BIN}/asyncdump", "dump", str(fx.pid), *extra]
+            timed(dump + ["-v"])  # warms the plan cache
+            plain, values = [], []
+            for _ in range(RUNS):  # interleaved, so that drift hits both alike
+                plain.append(timed(dump))
+                values.append(timed(dump + ["-v"]))
+            ratio = statistics.median(values) / statistics.median(plain)
+            sizes = f"{size(dump):,} → {size(dump + ['-v']):,}"
+            print(f"| {name} | {fmt(plain)} | {fmt(values)} | {ratio:.2f}× | {sizes} |")
+        print()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+bench("10,000 tasks holding 15 locals each (`locals --tasks 10000 --agent`)",
+      ["locals", "--tasks", "10000", "--agent"])
+bench("10,000 tasks, two frames and one receiver each (`many_tasks --plain --tasks 10000`)",
+      ["many_tasks", "--plain", "--tasks", "10000"])

@@ -1,0 +1,76 @@
+//! A process's memory read by its agent ([`Request::Read`](asyncdump_protocol::Request::Read)), as a
+//! walker [`Memory`]: what a client may read when the kernel would not let it read the process
+//! itself, but the agent lets it walk. An agent that cannot (one older than the request) or will
+//! not answer is asked no more, and the process is read from outside instead, where that is allowed.
+
+use std::cell::RefCell;
+
+use asyncdump_protocol::{MAX_READ_BYTES, MAX_REQUEST_BYTES};
+use asyncdump_walker::{Memory, ProcessMemory, Read, Unreadable};
+
+use super::client::Client;
+
+/// Most ranges asked for in one request: each takes at most 15 bytes of it, encoded.
+const MAX_RANGES: usize = MAX_REQUEST_BYTES / 16;
+
+/// Reads through the agent's socket while it answers, then from outside.
+pub struct AgentMemory<'a> {
+    agent: RefCell<Option<&'a mut Client>>,
+    outside: ProcessMemory,
+}
+
+impl<'a> AgentMemory<'a> {
+    pub fn new(client: &'a mut Client, pid: u32) -> AgentMemory<'a> {
+        AgentMemory {
+            agent: RefCell::new(Some(client)),
+            outside: ProcessMemory::of(pid as i32),
+        }
+    }
+
+    /// Whether the agent answered every read so far.
+    pub fn through_agent(&self) -> bool {
+        self.agent.borrow().is_some()
+    }
+
+    /// One request's worth of `reads`, through the agent; `Err` if it did not answer.
+    fn ask(client: &mut Client, reads: &mut [Read<'_>]) -> Result<(), ()> {
+        let ranges = reads.iter().map(|r| (r.addr, r.dst.len() as u32)).collect();
+        let answers = client.read_memory(ranges).map_err(|_| ())?;
+        for (r, bytes) in reads.iter_mut().zip(answers) {
+            match bytes {
+                Some(b) if b.len() == r.dst.len() => r.dst.copy_from_slice(&b),
+                _ => r.failed = true,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Memory for AgentMemory<'_> {
+    fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), Unreadable> {
+        let mut agent = self.agent.borrow_mut();
+        let Some(client) = agent.as_deref_mut() else {
+            return self.outside.read_many(reads);
+        };
+        let mut start = 0;
+        while start < reads.len() {
+            // Requests stay under the agent's limits: ranges, and bytes all together.
+            let (mut end, mut bytes) = (start, 0u64);
+            while end < reads.len() && end - start < MAX_RANGES {
+                let len = reads[end].dst.len() as u64;
+                if end > start && bytes + len > MAX_READ_BYTES {
+                    break;
+                }
+                bytes += len;
+                end += 1;
+            }
+            if Self::ask(client, &mut reads[start..end]).is_err() {
+                *agent = None;
+                reads[start..].iter_mut().for_each(|r| r.failed = false);
+                return self.outside.read_many(&mut reads[start..]);
+            }
+            start = end;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! The values a suspended frame holds: each local that lives across its await ([`Local`]), as data
+//! ([`Value`]), which `--json` writes as it is and the text view formats.
+//!
+//! A value is read from a process that may keep running, so every value may also be
+//! [`Value::Unreadable`] (its memory could not be read) or [`Value::Changed`] (the frame moved to
+//! another await while it was read). Nothing here is a guess: a type with no known shape is
+//! [`Value::Opaque`], its type name and address.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// One local of a suspended frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Local {
+    /// As in the source.
+    pub name: Arc<str>,
+    /// Its type, shortened.
+    #[serde(rename = "type")]
+    pub type_name: Arc<str>,
+    pub value: Value,
+}
+
+/// A named part of a value: a struct's field, an enum variant's payload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Field {
+    pub name: Arc<str>,
+    pub value: Value,
+}
+
+/// A value as data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    /// Its IEEE bits (`f64`; an `f32` widened), so that values compare and hash.
+    Float(FloatBits),
+    /// A `char`; a word that is no `char` is [`Value::Unreadable`].
+    Char(char),
+    /// `String` and `&str`: the text read (at most a bounded prefix) and the length the value states.
+    Str {
+        text: String,
+        len: u64,
+    },
+    /// `Vec`, slices: the stated length and the first few items.
+    Seq {
+        len: u64,
+        items: Vec<Value>,
+    },
+    /// An enum's variant (`Option`, `Result`, ...) and its payload.
+    Variant {
+        name: Arc<str>,
+        fields: Vec<Field>,
+    },
+    /// A structure or tuple of the program's, field by field. `type_name` is empty for a tuple.
+    Struct {
+        type_name: Arc<str>,
+        fields: Vec<Field>,
+    },
+    /// `Box`, `&`, `Arc`, `Rc`: where it points, the counts of a counted pointer, and the pointee.
+    Pointer {
+        kind: PointerKind,
+        addr: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strong: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weak: Option<u64>,
+        to: Box<Value>,
+    },
+    Duration {
+        secs: u64,
+        nanos: u32,
+    },
+    /// A monotonic instant; `age_ns` is how long before the snapshot it was (negative: after it),
+    /// absent when the snapshot has no clock to compare with (a core file).
+    Instant {
+        monotonic_ns: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        age_ns: Option<i64>,
+    },
+    /// An IP socket address, as `127.0.0.1:8080` or `[::1]:8080`.
+    SocketAddr(String),
+    /// A type asyncdump has no shape for (or the limits left unread): its short name and address.
+    Opaque {
+        type_name: Arc<str>,
+        addr: u64,
+    },
+    /// A raw pointer: its address only.
+    Address(u64),
+    /// Its memory could not be read.
+    Unreadable,
+    /// The frame moved on while it was read: not shown, since it may be torn.
+    Changed,
+    /// Not read: a limit of depth, length or total size was reached.
+    Cut,
+    /// Not read yet: the reading stage fills these in, and none is left in a finished dump.
+    #[serde(skip)]
+    Unread {
+        shape: u32,
+        addr: u64,
+        check: Check,
+    },
+}
+
+/// How a frame's locals are checked after they are read: its state at `addr` (`size` bytes) must
+/// still be `expected`, or every local of it is [`Value::Changed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Check {
+    pub addr: u64,
+    pub size: u8,
+    pub expected: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointerKind {
+    Box,
+    Ref,
+    Arc,
+    Rc,
+}
+
+/// An `f64` kept as its bits; written and read as a JSON number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FloatBits(pub u64);
+
+impl FloatBits {
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl Serialize for FloatBits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.get();
+        // JSON has no NaN or infinity: those are written as text.
+        match v.is_finite() {
+            true => s.serialize_f64(v),
+            false => s.serialize_str(&v.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for FloatBits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Num(f64),
+            Text(String),
+        }
+        let v = match Either::deserialize(d)? {
+            Either::Num(v) => v,
+            Either::Text(t) => t.parse().map_err(serde::de::Error::custom)?,
+        };
+        Ok(FloatBits(v.to_bits()))
+    }
+}
+
+/// Which locals a dump reads: none (the default), every one (`-v`), or those named (`--fields`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Wanted {
+    #[default]
+    None,
+    All,
+    Named(Vec<String>),
+}
+
+impl Wanted {
+    pub fn any(&self) -> bool {
+        *self != Wanted::None
+    }
+
+    pub fn wants(&self, name: &str) -> bool {
+        match self {
+            Wanted::None => false,
+            Wanted::All => true,
+            Wanted::Named(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_written_as_data_not_text() {
+        let local = Local {
+            name: "user".into(),
+            type_name: "Option<String>".into(),
+            value: Value::Variant {
+                name: "Some".into(),
+                fields: vec![Field {
+                    name: "0".into(),
+                    value: Value::Str {
+                        text: "alice".into(),
+                        len: 5,
+                    },
+                }],
+            },
+        };
+        let json = serde_json::to_string(&local).unwrap();
+        assert_eq!(
+            json,
+            r#"{"name":"user","type":"Option<String>","value":{"variant":{"name":"Some","fields":[{"name":"0","value":{"str":{"text":"alice","len":5}}}]}}}"#
+        );
+        assert_eq!(serde_json::from_str::<Local>(&json).unwrap(), local);
+    }
+
+    #[test]
+    fn floats_are_numbers_and_non_finite_ones_text() {
+        let v = |f: f64| serde_json::to_string(&Value::Float(FloatBits(f.to_bits()))).unwrap();
+        assert_eq!(v(1.5), r#"{"float":1.5}"#);
+        assert_eq!(v(f64::INFINITY), r#"{"float":"inf"}"#);
+        let back: Value = serde_json::from_str(r#"{"float":"NaN"}"#).unwrap();
+        assert!(matches!(back, Value::Float(b) if b.get().is_nan()));
+    }
+
+    #[test]
+    fn fields_choose_locals_by_name() {
+        let w = Wanted::Named(vec!["id".into()]);
+        assert!(w.wants("id") && !w.wants("name"));
+        assert!(Wanted::All.wants("name") && !Wanted::None.wants("name"));
+    }
+}

@@ -1,0 +1,405 @@
+//! One spec per value rule, on type descriptions made by hand: which rule takes the type and the
+//! shape it gives (where the parts are, what they are).
+
+use asyncdump_protocol::Discr;
+
+use crate::dwarf::synthetic::Types;
+use crate::plan::builder::Builder;
+use crate::plan::values::{FieldShape, PointerKind, Shape, ValueType, VariantShape};
+
+/// What the value planner made of type `die`: its shape, the rule that took it, and every type.
+struct Planned {
+    types: Vec<ValueType>,
+    rule: &'static str,
+    top: u32,
+}
+
+fn planned(types: Types, die: u64) -> Planned {
+    let debug = types.build();
+    let mut b = Builder::new(&debug);
+    let top = b.value(die);
+    Planned {
+        rule: b
+            .values
+            .decided_by
+            .get(&die)
+            .copied()
+            .unwrap_or("(no rule)"),
+        types: b.values.types,
+        top,
+    }
+}
+
+impl Planned {
+    fn shape(&self) -> &Shape {
+        &self.types[self.top as usize].shape
+    }
+    fn name_of(&self, ty: u32) -> &str {
+        &self.types[ty as usize].name
+    }
+}
+
+/// `u64` and `usize`, as every layout below uses them.
+fn words(t: &mut Types) -> (u64, u64) {
+    (t.base("u64", 8), t.base("usize", 8))
+}
+
+#[test]
+fn a_zero_sized_type_is_a_unit() {
+    let mut t = Types::new();
+    let s = t.structure("core::marker::PhantomData<u8>", 0);
+    let p = planned(t, s);
+    assert_eq!((p.rule, p.shape()), ("zero-sized", &Shape::Unit));
+}
+
+#[test]
+fn base_types_are_integers_bools_chars_and_floats() {
+    for (name, size, shape) in [
+        ("u16", 2, Shape::Int { signed: false }),
+        ("isize", 8, Shape::Int { signed: true }),
+        ("bool", 1, Shape::Bool),
+        ("char", 4, Shape::Char),
+        ("f32", 4, Shape::Float),
+    ] {
+        let mut t = Types::new();
+        let b = t.base(name, size);
+        let p = planned(t, b);
+        assert_eq!((p.rule, p.shape()), ("base type", &shape), "{name}");
+    }
+}
+
+#[test]
+fn a_str_reference_is_its_data_pointer_and_length() {
+    let mut t = Types::new();
+    let u8_ = t.base("u8", 1);
+    let ptr = t.pointer("*const u8", u8_);
+    let (_, usize_) = words(&mut t);
+    let s = t.structure("&str", 16);
+    t.member(s, "data_ptr", 0, ptr)
+        .member(s, "length", 8, usize_);
+    let p = planned(t, s);
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("&str", &Shape::Str { ptr: 0, len: 8 })
+    );
+}
+
+/// `Vec<T>` as std lays it out: `buf: RawVec { inner: RawVecInner { ptr: Unique<u8>, cap } }, len`.
+fn vec_of(t: &mut Types, elem: u64, elem_name: &str) -> u64 {
+    let u8_ = t.base("u8", 1);
+    let (_, usize_) = words(t);
+    let raw = t.pointer("*const u8", u8_);
+    let unique = t.structure("core::ptr::unique::Unique<u8>", 8);
+    t.member(unique, "pointer", 0, raw);
+    let inner = t.structure("alloc::raw_vec::RawVecInner<alloc::alloc::Global>", 16);
+    t.member(inner, "ptr", 0, unique)
+        .member(inner, "cap", 8, usize_);
+    let buf = t.structure(
+        &format!("alloc::raw_vec::RawVec<{elem_name}, alloc::alloc::Global>"),
+        16,
+    );
+    t.member(buf, "inner", 0, inner);
+    let v = t.structure(
+        &format!("alloc::vec::Vec<{elem_name}, alloc::alloc::Global>"),
+        24,
+    );
+    t.member(v, "buf", 0, buf).member(v, "len", 16, usize_);
+    t.type_param(v, "T", elem);
+    v
+}
+
+#[test]
+fn a_vec_is_its_buffers_pointer_its_length_and_its_element_type() {
+    let mut t = Types::new();
+    let u32_ = t.base("u32", 4);
+    let v = vec_of(&mut t, u32_, "u32");
+    let p = planned(t, v);
+    let Shape::Seq {
+        ptr: 0,
+        len: 16,
+        elem,
+        stride: 4,
+    } = *p.shape()
+    else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!((p.rule, p.name_of(elem)), ("Vec", "u32"));
+}
+
+#[test]
+fn a_string_is_its_vecs_pointer_and_length() {
+    let mut t = Types::new();
+    let u8_ = t.base("u8", 1);
+    let v = vec_of(&mut t, u8_, "u8");
+    let s = t.structure("alloc::string::String", 24);
+    t.member(s, "vec", 0, v);
+    let p = planned(t, s);
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("String", &Shape::Str { ptr: 0, len: 16 })
+    );
+}
+
+#[test]
+fn a_slice_reference_is_a_sequence_of_what_its_pointer_points_at() {
+    let mut t = Types::new();
+    let (u64_, usize_) = words(&mut t);
+    let ptr = t.pointer("*const u64", u64_);
+    let s = t.structure("&[u64]", 16);
+    t.member(s, "data_ptr", 0, ptr)
+        .member(s, "length", 8, usize_);
+    let p = planned(t, s);
+    let Shape::Seq {
+        ptr: 0,
+        len: 8,
+        elem,
+        stride: 8,
+    } = *p.shape()
+    else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!((p.rule, p.name_of(elem)), ("slice", "u64"));
+}
+
+#[test]
+fn an_arc_shows_its_counts_and_its_value() {
+    let mut t = Types::new();
+    let (u64_, usize_) = words(&mut t);
+    let atomic = t.structure("core::sync::atomic::AtomicUsize", 8);
+    t.member(atomic, "v", 0, usize_);
+    let inner = t.structure("alloc::sync::ArcInner<u64>", 24);
+    t.member(inner, "strong", 0, atomic)
+        .member(inner, "weak", 8, atomic)
+        .member(inner, "data", 16, u64_);
+    let ptr = t.pointer("*const alloc::sync::ArcInner<u64>", inner);
+    let non_null = t.structure(
+        "core::ptr::non_null::NonNull<alloc::sync::ArcInner<u64>>",
+        8,
+    );
+    t.member(non_null, "pointer", 0, ptr);
+    let arc = t.structure("alloc::sync::Arc<u64, alloc::alloc::Global>", 8);
+    t.member(arc, "ptr", 0, non_null);
+    let p = planned(t, arc);
+    let Shape::Counted {
+        kind: PointerKind::Arc,
+        ptr: 0,
+        strong: 0,
+        weak: 8,
+        data: 16,
+        to,
+    } = *p.shape()
+    else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!((p.rule, p.name_of(to)), ("Arc/Rc", "u64"));
+}
+
+#[test]
+fn a_duration_is_its_seconds_and_nanoseconds() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let u32_ = t.base("u32", 4);
+    let nanos = t.structure("core::time::Nanoseconds", 4);
+    t.member(nanos, "__0", 0, u32_);
+    let d = t.structure("core::time::Duration", 16);
+    t.member(d, "secs", 0, u64_).member(d, "nanos", 8, nanos);
+    let p = planned(t, d);
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("Duration", &Shape::Duration { secs: 0, nanos: 8 })
+    );
+}
+
+#[test]
+fn an_instant_is_the_timespec_inside_it() {
+    let mut t = Types::new();
+    let i64_ = t.base("i64", 8);
+    let u32_ = t.base("u32", 4);
+    let ts = t.structure("std::sys::pal::unix::time::Timespec", 16);
+    t.member(ts, "tv_sec", 0, i64_)
+        .member(ts, "tv_nsec", 8, u32_);
+    let inner = t.structure("std::sys::pal::unix::time::Instant", 16);
+    t.member(inner, "t", 0, ts);
+    let i = t.structure("std::time::Instant", 16);
+    t.member(i, "__0", 0, inner);
+    let p = planned(t, i);
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("Instant", &Shape::Instant { secs: 0, nanos: 8 })
+    );
+}
+
+#[test]
+fn a_socket_address_is_its_octets_and_port() {
+    let mut t = Types::new();
+    let u16_ = t.base("u16", 2);
+    let u8_ = t.base("u8", 1);
+    let ip = t.structure("core::net::ip_addr::Ipv4Addr", 4);
+    t.member(ip, "octets", 0, u8_);
+    let a = t.structure("core::net::socket_addr::SocketAddrV4", 6);
+    t.member(a, "ip", 0, ip).member(a, "port", 4, u16_);
+    let p = planned(t, a);
+    let want = Shape::Socket {
+        v6: false,
+        ip: 0,
+        port: 4,
+    };
+    assert_eq!((p.rule, p.shape()), ("socket address", &want));
+}
+
+#[test]
+fn a_box_or_reference_shows_its_pointee_and_a_raw_pointer_its_address() {
+    let mut t = Types::new();
+    let i32_ = t.base("i32", 4);
+    let boxed = t.pointer("alloc::boxed::Box<i32, alloc::alloc::Global>", i32_);
+    let reference = t.pointer("&i32", i32_);
+    let raw = t.pointer("*mut i32", i32_);
+    let f = t.subroutine("fn(i32) -> i32");
+    let fn_item = t.pointer("fn(i32) -> i32", f);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let shapes: Vec<Shape> = [boxed, reference, raw, fn_item]
+        .iter()
+        .map(|&d| {
+            let ty = b.value(d);
+            b.values.types[ty as usize].shape.clone()
+        })
+        .collect();
+    let pointee = |s: &Shape| match s {
+        Shape::Pointer { kind, to } => (*kind, b.values.types[*to as usize].name.clone()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(pointee(&shapes[0]), (PointerKind::Box, "i32".into()));
+    assert_eq!(pointee(&shapes[1]), (PointerKind::Ref, "i32".into()));
+    // A fn item is zero-sized whatever its DWARF says: nothing is read of it.
+    assert_eq!(shapes[2..], [Shape::Address, Shape::Opaque]);
+    let boxed = b.value(boxed);
+    assert_eq!(b.values.types[boxed as usize].size, 8);
+}
+
+#[test]
+fn a_trait_object_shows_its_data_pointer() {
+    let mut t = Types::new();
+    let u8_ = t.base("u8", 1);
+    let data = t.pointer("*const dyn core::any::Any", u8_);
+    let vtable = t.pointer("&[usize; 3]", u8_);
+    let s = t.structure(
+        "alloc::boxed::Box<dyn core::any::Any, alloc::alloc::Global>",
+        16,
+    );
+    t.member(s, "pointer", 0, data)
+        .member(s, "vtable", 8, vtable);
+    let p = planned(t, s);
+    assert_eq!((p.rule, p.shape()), ("trait object", &Shape::Address));
+}
+
+/// A variant as the enum spec compares it: its value, name and fields' (name, offset).
+type Named<'a> = (Option<u64>, &'a str, Vec<(&'a str, u32)>);
+
+#[test]
+fn an_enum_is_its_discriminant_and_each_variants_fields() {
+    let mut t = Types::new();
+    let u32_ = t.base("u32", 4);
+    let some = t.structure("core::option::Option<u32>::Some", 8);
+    t.member(some, "__0", 4, u32_);
+    let none = t.structure("core::option::Option<u32>::None", 8);
+    let opt = t.structure("core::option::Option<u32>", 8);
+    t.variants(
+        opt,
+        ("tag", 0, 4, false),
+        &[(Some(0), "None", 0, none), (Some(1), "Some", 0, some)],
+    );
+    let p = planned(t, opt);
+    let Shape::Enum {
+        discr,
+        variants,
+        bare: false,
+    } = p.shape()
+    else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!(
+        (p.rule, *discr),
+        ("enum", Some(Discr { offset: 0, size: 4 }))
+    );
+    let named: Vec<Named<'_>> = variants
+        .iter()
+        .map(
+            |VariantShape {
+                 value,
+                 name,
+                 fields,
+             }| {
+                let f = fields
+                    .iter()
+                    .map(|FieldShape { name, offset, .. }| (&**name, *offset));
+                (*value, &**name, f.collect())
+            },
+        )
+        .collect();
+    assert_eq!(
+        named,
+        [(Some(0), "None", vec![]), (Some(1), "Some", vec![("0", 4)])]
+    );
+}
+
+#[test]
+fn an_enum_of_one_variant_keeps_no_discriminant() {
+    let mut t = Types::new();
+    let u32_ = t.base("u32", 4);
+    let waiting = t.structure("app::Phase::Waiting", 4);
+    t.member(waiting, "since_ms", 0, u32_);
+    let phase = t.structure("app::Phase", 4);
+    t.sole_variant(phase, "Waiting", 0, waiting);
+    let p = planned(t, phase);
+    let Shape::Enum {
+        discr: None,
+        variants,
+        ..
+    } = p.shape()
+    else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!(
+        (p.rule, variants.len(), variants[0].value),
+        ("enum", 1, None)
+    );
+}
+
+#[test]
+fn a_librarys_type_is_opaque_and_the_programs_own_is_shown_field_by_field() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let sem = t.structure("tokio::sync::batch_semaphore::Semaphore", 8);
+    t.member(sem, "permits", 0, u64_);
+    let mutex = t.structure("tokio_util::sync::Thing", 8);
+    t.member(mutex, "s", 0, sem);
+    let req = t.structure("app::Request", 16);
+    t.member(req, "id", 0, u64_).member(req, "lock", 8, mutex);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let top = b.value(req);
+    assert_eq!(b.values.decided_by.get(&req), Some(&"structure"));
+    assert_eq!(b.values.decided_by.get(&mutex), Some(&"library type"));
+    let Shape::Struct {
+        fields,
+        tuple: false,
+    } = &b.values.types[top as usize].shape
+    else {
+        panic!()
+    };
+    let lock = fields.iter().find(|f| &*f.name == "lock").unwrap();
+    assert_eq!(b.values.types[lock.ty as usize].shape, Shape::Opaque);
+}
+
+#[test]
+fn a_type_reached_through_its_own_pointer_is_planned_once() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let node = t.structure("app::Node", 16);
+    let next = t.pointer("alloc::boxed::Box<app::Node, alloc::alloc::Global>", node);
+    t.member(node, "value", 0, u64_)
+        .member(node, "next", 8, next);
+    let p = planned(t, node);
+    assert_eq!(p.types.len(), 3, "{:?}", p.types);
+}

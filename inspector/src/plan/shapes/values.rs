@@ -1,0 +1,418 @@
+//! The table of value shapes (see `crate::plan::values`): the rules of [`RULES`] are tried in order on a local's type, and the
+//! first that matches and does not decline gives its [`Shape`]. Filed as the future shapes are: the
+//! compiler's and the standard library's first, then any enum, then any structure of the program's.
+//! Adding a shape is one rule here, one line in [`RULES`] and one spec in `tests.rs`. A rule that meets
+//! a layout it does not know declines, and the type ends opaque.
+
+use gimli::constants;
+
+use std::sync::Arc;
+
+use crate::plan::builder::{Builder, is_generic};
+use crate::plan::values::{
+    FieldShape, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind, Shape, ValueType,
+    VariantShape,
+};
+
+/// What the rules look at: one type, read once.
+pub(super) struct VTy {
+    pub(super) die: u64,
+    pub(super) name: String,
+    pub(super) tag: constants::DwTag,
+    /// Whether the DWARF gives its size as zero (not merely none).
+    pub(super) zero: bool,
+    pub(super) pointee: Option<u64>,
+    pub(super) members: Vec<(String, u64, u64)>,
+}
+
+pub(super) struct ValueRule {
+    pub(super) name: &'static str,
+    pub(super) matches: fn(&VTy) -> bool,
+    /// `None`: declined, the next rule is tried.
+    pub(super) shape: fn(&mut Builder<'_>, &VTy) -> Option<Shape>,
+}
+
+pub(super) const RULES: &[&ValueRule] = &[
+    &ZERO_SIZED,
+    &BASE,
+    &STR,
+    &STRING,
+    &VEC,
+    &SLICE,
+    &COUNTED,
+    &DURATION,
+    &INSTANT,
+    &SOCKET,
+    &POINTER,
+    &FAT_POINTER,
+    &ENUM,
+    &LIBRARY,
+    &STRUCT,
+];
+
+/// `()`, `PhantomData<T>`, an empty closure: nothing to read.
+const ZERO_SIZED: ValueRule = ValueRule {
+    name: "zero-sized",
+    matches: |t| t.zero,
+    shape: |_, _| Some(Shape::Unit),
+};
+
+/// Integers, `bool`, `char`, floats.
+const BASE: ValueRule = ValueRule {
+    name: "base type",
+    matches: |t| t.tag == constants::DW_TAG_base_type,
+    shape: |_, t| match t.name.as_str() {
+        "bool" => Some(Shape::Bool),
+        "char" => Some(Shape::Char),
+        "f32" | "f64" => Some(Shape::Float),
+        "()" => Some(Shape::Unit),
+        n if n.starts_with('u') && n[1..].chars().all(|c| c.is_ascii_digit()) || n == "usize" => {
+            Some(Shape::Int { signed: false })
+        }
+        n if n.starts_with('i') && n[1..].chars().all(|c| c.is_ascii_digit()) || n == "isize" => {
+            Some(Shape::Int { signed: true })
+        }
+        _ => None,
+    },
+};
+
+/// `&str`: rustc's fat pointer structure, `data_ptr` and `length`.
+const STR: ValueRule = ValueRule {
+    name: "&str",
+    matches: |t| matches!(t.name.as_str(), "&str" | "&mut str"),
+    shape: |_, t| {
+        let (ptr, len) = (field(t, "data_ptr")?, field(t, "length")?);
+        Some(Shape::Str { ptr, len })
+    },
+};
+
+/// `String`: its `Vec<u8>`'s data pointer and length.
+const STRING: ValueRule = ValueRule {
+    name: "String",
+    matches: |t| t.name == "alloc::string::String",
+    shape: |b, t| {
+        let (at, vec) = t
+            .members
+            .iter()
+            .find(|m| m.0 == "vec")
+            .map(|m| (m.1, m.2))?;
+        let (ptr, _) = b.vec_data(b.strip(vec))?;
+        let (len, _) = b.member(b.strip(vec), &["len"])?;
+        Some(Shape::Str {
+            ptr: u32::try_from(at + ptr).ok()?,
+            len: u32::try_from(at + len).ok()?,
+        })
+    },
+};
+
+/// `Vec<T>`: its data pointer (through `RawVec`), its length, and `T` from its type parameter (the
+/// pointer itself may be a `u8` one).
+const VEC: ValueRule = ValueRule {
+    name: "Vec",
+    matches: |t| is_generic(&t.name, "alloc::vec::Vec"),
+    shape: |b, t| {
+        let (ptr, _) = b.vec_data(t.die)?;
+        let len = field(t, "len")?;
+        let elem = b.debug.type_param_of(t.die, "T")?;
+        seq(b, ptr, len, elem)
+    },
+};
+
+/// `&[T]`, `&mut [T]`: `data_ptr` (to `T`) and `length`.
+const SLICE: ValueRule = ValueRule {
+    name: "slice",
+    matches: |t| t.name.starts_with("&[") || t.name.starts_with("&mut ["),
+    shape: |b, t| {
+        let (ptr, len) = (field(t, "data_ptr")?, field(t, "length")?);
+        let data = t.members.iter().find(|m| m.0 == "data_ptr")?.2;
+        let elem = b.debug.node(b.strip(data))?.type_ref?;
+        seq(b, u64::from(ptr), len, elem)
+    },
+};
+
+/// `Arc<T>`, `Rc<T>`: the pointer to the shared block, whose counts and value are shown.
+const COUNTED: ValueRule = ValueRule {
+    name: "Arc/Rc",
+    matches: |t| is_generic(&t.name, "alloc::sync::Arc") || is_generic(&t.name, "alloc::rc::Rc"),
+    shape: |b, t| {
+        let kind = match t.name.starts_with("alloc::sync") {
+            true => PointerKind::Arc,
+            false => PointerKind::Rc,
+        };
+        let (ptr, inner) = b.pointer_to(t.die, "ptr")?;
+        let (strong, _) = b.member(inner, &["strong"])?;
+        let (weak, _) = b.member(inner, &["weak"])?;
+        let (data, ty) = b.member(inner, &["data", "value"])?;
+        Some(Shape::Counted {
+            kind,
+            ptr: u32::try_from(ptr).ok()?,
+            strong: u32::try_from(strong).ok()?,
+            weak: u32::try_from(weak).ok()?,
+            data: u32::try_from(data).ok()?,
+            to: b.value(ty),
+        })
+    },
+};
+
+/// `Duration`: whole seconds and nanoseconds (a `Nanoseconds(u32)` in newer std).
+const DURATION: ValueRule = ValueRule {
+    name: "Duration",
+    matches: |t| t.name == "core::time::Duration",
+    shape: |_, t| {
+        Some(Shape::Duration {
+            secs: field(t, "secs")?,
+            nanos: field(t, "nanos")?,
+        })
+    },
+};
+
+/// `std::time::Instant` and tokio's: a `timespec` of the monotonic clock, some layers down.
+const INSTANT: ValueRule = ValueRule {
+    name: "Instant",
+    matches: |t| {
+        matches!(
+            t.name.as_str(),
+            "std::time::Instant" | "tokio::time::instant::Instant"
+        )
+    },
+    shape: |b, t| {
+        Some(Shape::Instant {
+            secs: u32::try_from(b.find_member(t.die, "tv_sec", 6)?).ok()?,
+            nanos: u32::try_from(b.find_member(t.die, "tv_nsec", 6)?).ok()?,
+        })
+    },
+};
+
+/// `SocketAddrV4` / `SocketAddrV6`: the address's octets and the port.
+const SOCKET: ValueRule = ValueRule {
+    name: "socket address",
+    matches: |t| t.name.ends_with("::SocketAddrV4") || t.name.ends_with("::SocketAddrV6"),
+    shape: |b, t| {
+        Some(Shape::Socket {
+            v6: t.name.ends_with('6'),
+            ip: u32::try_from(b.find_member(t.die, "octets", 2)?).ok()?,
+            port: field(t, "port")?,
+        })
+    },
+};
+
+/// `Box<T>`, `&T`, `&mut T` (thin): the pointee; raw pointers: the address.
+const POINTER: ValueRule = ValueRule {
+    name: "pointer",
+    matches: |t| {
+        matches!(
+            t.tag,
+            constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type
+        )
+    },
+    shape: |b, t| {
+        let pointee = b.debug.node(b.strip(t.pointee?))?;
+        // A `fn` item is zero-sized however its DWARF reads: nothing of it is read.
+        if pointee.tag == constants::DW_TAG_subroutine_type {
+            return Some(Shape::Opaque);
+        }
+        let kind = if t.name.starts_with('*') {
+            return Some(Shape::Address);
+        } else if is_generic(&t.name, "alloc::boxed::Box") {
+            PointerKind::Box
+        } else {
+            PointerKind::Ref
+        };
+        Some(Shape::Pointer {
+            kind,
+            to: b.value(t.pointee?),
+        })
+    },
+};
+
+/// `Box<dyn Trait>`, `&dyn Trait`: a data pointer beside a vtable, shown as the address.
+const FAT_POINTER: ValueRule = ValueRule {
+    name: "trait object",
+    matches: |t| t.members.len() == 2 && t.members.iter().any(|m| m.0 == "vtable"),
+    shape: |_, t| (field(t, "pointer")? == 0).then_some(Shape::Address),
+};
+
+/// Any enum (`Option`, `Result`, the program's): its variant and that variant's fields.
+const ENUM: ValueRule = ValueRule {
+    name: "enum",
+    matches: |t| t.tag == constants::DW_TAG_structure_type && t.members.is_empty(),
+    shape: |b, t| {
+        let (discr, variants) = match b.variants(t.die) {
+            Some((discr, variants)) => (Some(discr), variants),
+            None => (None, vec![b.sole_variant(t.die)?]),
+        };
+        let variants = variants
+            .into_iter()
+            .map(|(value, name, die, at)| VariantShape {
+                value,
+                name: name.into(),
+                fields: fields(b, die, at),
+            })
+            .collect();
+        Some(Shape::Enum {
+            discr,
+            variants,
+            bare: t.name.ends_with("::SocketAddr"),
+        })
+    },
+};
+
+/// The standard library's and the runtime crates' other types: their insides are theirs (a `Mutex`'s
+/// semaphore, a `HashMap`'s table); shown by name and address.
+const LIBRARY: ValueRule = ValueRule {
+    name: "library type",
+    matches: |t| {
+        let krate = t.name.split("::").next().unwrap_or("");
+        LIBRARY_CRATES.iter().any(|l| {
+            krate
+                .strip_prefix(l)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+        })
+    },
+    shape: |_, _| Some(Shape::Opaque),
+};
+
+/// Crates (and their `_` siblings: `tokio_util`, `axum_core`) whose types are shown opaque unless a
+/// rule above knows them.
+const LIBRARY_CRATES: &[&str] = &[
+    "std",
+    "core",
+    "alloc",
+    "tokio",
+    "futures",
+    "hyper",
+    "h2",
+    "http",
+    "mio",
+    "bytes",
+    "tower",
+    "axum",
+    "tracing",
+    "parking_lot",
+    "crossbeam",
+    "hashbrown",
+    "indexmap",
+    "smallvec",
+    "serde",
+    "reqwest",
+    "tonic",
+    "pin_project",
+    "async_std",
+    "smol",
+];
+
+/// A structure or tuple of the program's, up to [`MAX_FIELDS`] fields.
+const STRUCT: ValueRule = ValueRule {
+    name: "structure",
+    matches: |t| t.tag == constants::DW_TAG_structure_type && t.members.len() <= MAX_FIELDS,
+    shape: |b, t| {
+        Some(Shape::Struct {
+            fields: fields(b, t.die, 0),
+            tuple: t.name.starts_with('('),
+        })
+    },
+};
+
+impl Builder<'_> {
+    /// The value type of DIE `die`, planned on first sight.
+    pub(in crate::plan) fn value(&mut self, die: u64) -> u32 {
+        let die = self.strip(die);
+        if let Some(&t) = self.values.by_die.get(&die) {
+            return t;
+        }
+        let t = self.values.types.len() as u32;
+        self.values.by_die.insert(die, t);
+        let name = Arc::from(crate::names::brief(&self.debug.qualified_name(die)));
+        let node = self.debug.node(die);
+        // rustc gives pointer types (`Box<T>` is one) no size.
+        let pointer = node.is_some_and(|n| n.tag == gimli::constants::DW_TAG_pointer_type);
+        let size = node
+            .and_then(|n| n.byte_size)
+            .unwrap_or(if pointer { 8 } else { 0 });
+        let size = u32::try_from(size).unwrap_or(0);
+        // A placeholder while planning, so that a type reached through its own pointer terminates.
+        let opaque = ValueType {
+            name,
+            size,
+            shape: Shape::Opaque,
+        };
+        self.values.types.push(opaque);
+        if self.values.types.len() > MAX_VALUE_TYPES || self.values.depth >= MAX_DEPTH {
+            return t;
+        }
+        self.values.depth += 1;
+        let shape = self.value_shape(die);
+        self.values.depth -= 1;
+        self.values.types[t as usize].shape = shape;
+        t
+    }
+
+    /// The locals of every suspend state, planned.
+    pub(in crate::plan) fn locals(&mut self, locals: &[(String, u64, u64)]) -> Arc<[LocalPlan]> {
+        locals
+            .iter()
+            .filter_map(|(name, offset, die)| {
+                Some(LocalPlan {
+                    name: Arc::from(name.as_str()),
+                    offset: u32::try_from(*offset).ok()?,
+                    ty: self.value(*die),
+                })
+            })
+            .collect()
+    }
+
+    /// The shape of value type `die`, by the first rule that takes it.
+    pub(super) fn value_shape(&mut self, die: u64) -> Shape {
+        let Some(node) = self.debug.node(die) else {
+            return Shape::Opaque;
+        };
+        let t = VTy {
+            die,
+            name: self.debug.qualified_name(die),
+            tag: node.tag,
+            zero: node.byte_size == Some(0),
+            pointee: node.type_ref,
+            members: self.members(die),
+        };
+        for rule in RULES {
+            if !(rule.matches)(&t) {
+                continue;
+            }
+            if let Some(shape) = (rule.shape)(self, &t) {
+                self.values.decided_by.insert(die, rule.name);
+                return shape;
+            }
+        }
+        Shape::Opaque
+    }
+}
+
+/// The offset of member `name`, if it fits the shape's offsets.
+fn field(t: &VTy, name: &str) -> Option<u32> {
+    let m = t.members.iter().find(|m| m.0 == name)?;
+    u32::try_from(m.1).ok()
+}
+
+fn seq(b: &mut Builder<'_>, ptr: u64, len: u32, elem: u64) -> Option<Shape> {
+    let stride = b.debug.node(b.strip(elem))?.byte_size?;
+    Some(Shape::Seq {
+        ptr: u32::try_from(ptr).ok()?,
+        len,
+        elem: b.value(elem),
+        stride: u32::try_from(stride).ok()?,
+    })
+}
+
+/// The fields of structure `die` placed `at` bytes into the value: tuple members `__0` named `0`.
+fn fields(b: &mut Builder<'_>, die: u64, at: u64) -> Vec<FieldShape> {
+    b.members(die)
+        .into_iter()
+        .filter_map(|(name, off, ty)| {
+            Some(FieldShape {
+                name: name.strip_prefix("__").unwrap_or(&name).into(),
+                offset: u32::try_from(at + off).ok()?,
+                ty: b.value(ty),
+            })
+        })
+        .collect()
+}

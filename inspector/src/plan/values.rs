@@ -1,0 +1,155 @@
+//! Value shapes: how the locals a suspended frame holds are read and shown.
+//!
+//! Every local of every planned state machine's suspend states is planned once, with the rest of
+//! the plan (and kept with it in the plan cache), as a [`ValueType`]: its short name, its size and
+//! its [`Shape`], which says where its parts are and what they are (an integer, a string's pointer
+//! and length, an `Arc`'s counts and pointee, an enum's variants, ...). The shape is decided by the
+//! rules of `rules.rs`, tried in order, each with a unit spec: the reading stage
+//! (`crate::values`) never sees DWARF, only these shapes and the bytes.
+//!
+//! A type no rule knows, a library's internals, or anything past the limits here is
+//! [`Shape::Opaque`]: shown as its name and address, never guessed at.
+
+use std::sync::Arc;
+
+use asyncdump_protocol::Discr;
+use serde::{Deserialize, Serialize};
+
+pub use crate::model::values::PointerKind;
+
+/// Most value types planned per binary; past it, every new type is opaque.
+pub(super) const MAX_VALUE_TYPES: usize = 50_000;
+
+/// Deepest nesting of value types planned one inside the other.
+pub(super) const MAX_DEPTH: usize = 12;
+
+/// Most fields of a structure shown one by one; a larger one is opaque.
+pub const MAX_FIELDS: usize = 16;
+
+/// One local of a suspend state: its name, its offset within the whole state machine, and its type
+/// (an index into [`ValueTypes::types`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalPlan {
+    pub name: Arc<str>,
+    pub offset: u32,
+    pub ty: u32,
+}
+
+/// Every value type of a plan.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ValueTypes {
+    pub types: Vec<ValueType>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueType {
+    /// Short: paths cut to their last segment (`Arc<Mutex<u64>>`).
+    pub name: Arc<str>,
+    /// Bytes of the value itself (not of what it points to).
+    pub size: u32,
+    pub shape: Shape,
+}
+
+/// What a value is, and where its parts are (offsets within the value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Shape {
+    /// A zero-sized value (`()`, `PhantomData`).
+    Unit,
+    Bool,
+    Char,
+    Int {
+        signed: bool,
+    },
+    Float,
+    /// `String`, `&str`: a pointer to UTF-8 bytes and their length.
+    Str {
+        ptr: u32,
+        len: u32,
+    },
+    /// `Vec<T>`, `&[T]`: a pointer to `len` items `stride` bytes apart, each of type `elem`.
+    Seq {
+        ptr: u32,
+        len: u32,
+        elem: u32,
+        stride: u32,
+    },
+    /// `Box<T>`, `&T`: a thin pointer at offset 0 to a `to`.
+    Pointer {
+        kind: PointerKind,
+        to: u32,
+    },
+    /// `Arc<T>`, `Rc<T>`: a pointer at `ptr` to the shared block, which holds the counts at
+    /// `strong` and `weak` and the value, of type `to`, at `data`.
+    Counted {
+        kind: PointerKind,
+        ptr: u32,
+        strong: u32,
+        weak: u32,
+        data: u32,
+        to: u32,
+    },
+    /// A raw pointer, or a pointer to what cannot be shown (`dyn Trait`): its address.
+    Address,
+    Duration {
+        secs: u32,
+        nanos: u32,
+    },
+    /// `std::time::Instant` (and tokio's): a monotonic `timespec`.
+    Instant {
+        secs: u32,
+        nanos: u32,
+    },
+    /// `SocketAddrV4`/`V6`: the address's octets at `ip`, the port at `port`.
+    Socket {
+        v6: bool,
+        ip: u32,
+        port: u32,
+    },
+    /// An enum: its discriminant (none for an enum of one variant) and its variants. `bare` shows
+    /// the payload alone (`SocketAddr`).
+    Enum {
+        discr: Option<Discr>,
+        variants: Vec<VariantShape>,
+        bare: bool,
+    },
+    /// A structure (or tuple, `tuple` set) shown field by field.
+    Struct {
+        fields: Vec<FieldShape>,
+        tuple: bool,
+    },
+    Opaque,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantShape {
+    /// `None`: the variant taken when no other's value matches (a niche layout's dataful one).
+    pub value: Option<u64>,
+    pub name: Arc<str>,
+    /// Offsets within the whole enum.
+    pub fields: Vec<FieldShape>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldShape {
+    pub name: Arc<str>,
+    pub offset: u32,
+    pub ty: u32,
+}
+
+impl ValueTypes {
+    pub fn get(&self, ty: u32) -> Option<&ValueType> {
+        self.types.get(ty as usize)
+    }
+}
+
+/// The value types a plan's builder has planned so far (the planning is `shapes/values.rs`'s).
+#[derive(Default)]
+pub(super) struct ValueBuilder {
+    pub(super) types: Vec<ValueType>,
+    pub(super) by_die: crate::model::FastMap<u64, u32>,
+    /// How many types are being planned, one inside the other.
+    pub(super) depth: usize,
+    /// The rule that decided each type, by DIE, for the unit specs.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) decided_by: crate::model::FastMap<u64, &'static str>,
+}

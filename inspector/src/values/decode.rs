@@ -1,0 +1,386 @@
+//! One value from the bytes read so far, by its shape: what is not read yet is asked for in `needs`
+//! and stands as [`Value::Cut`] until the next round.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use asyncdump_walker::memory::{Memory, Read};
+
+use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_TEXT};
+use crate::model::values::{Field, FloatBits, PointerKind, Value};
+use crate::plan::values::{FieldShape, Shape, ValueType, ValueTypes};
+
+/// Every run of bytes read so far (or `None` where its read failed), sorted by start.
+#[derive(Default)]
+pub(super) struct Bytes {
+    runs: Vec<(u64, u64, Option<Vec<u8>>)>,
+    pub(super) total: u64,
+    /// The run the last lookup found: a value's parts, and a frame's locals, lie together.
+    last: std::cell::Cell<usize>,
+}
+
+/// Most bytes read as one run.
+const MAX_RUN: u64 = 64 << 10;
+const PAGE: u64 = 4096;
+
+impl Bytes {
+    /// Reads `needs` in one batch: ranges not read yet, merged into runs where they overlap or share
+    /// a page (a page is mapped whole or not at all, so a merged read fails only where a part would
+    /// have), which the kernel then pins once each.
+    pub(super) fn read(&mut self, mem: &dyn Memory, mut needs: Vec<(u64, u32)>) {
+        needs.retain(|&(addr, len)| self.find(addr, len).is_none());
+        needs.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (addr, len) in needs {
+            let end = addr.saturating_add(u64::from(len));
+            match runs.last_mut() {
+                Some((start, run_end))
+                    if (addr < *run_end || addr / PAGE == (*run_end - 1) / PAGE)
+                        && end.max(*run_end) - *start <= MAX_RUN =>
+                {
+                    *run_end = end.max(*run_end)
+                }
+                _ => runs.push((addr, end)),
+            }
+        }
+        let mut bufs: Vec<Vec<u8>> = runs
+            .iter()
+            .map(|&(a, e)| vec![0; (e - a) as usize])
+            .collect();
+        let mut reads: Vec<Read<'_>> = (runs.iter().zip(bufs.iter_mut()))
+            .map(|(&(addr, _), b)| Read::new(addr, b))
+            .collect();
+        let all = mem.read_many(&mut reads).is_ok();
+        let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
+        drop(reads);
+        for (((start, end), buf), failed) in runs.into_iter().zip(bufs).zip(failed) {
+            self.total += end - start;
+            self.runs.push((start, end, (!failed).then_some(buf)));
+        }
+        self.runs.sort_unstable_by_key(|r| r.0);
+    }
+
+    /// The run holding `[addr, addr + len)`: runs of different rounds may overlap, so a few before
+    /// the last one starting at or below `addr` are looked at too.
+    fn find(&self, addr: u64, len: u32) -> Option<Option<&[u8]>> {
+        let end = addr.checked_add(u64::from(len))?;
+        let holds = |i: usize| {
+            let (start, run_end, _) = &self.runs[i];
+            *start <= addr && end <= *run_end
+        };
+        let i = match self.last.get() {
+            i if i < self.runs.len() && holds(i) => i,
+            _ => {
+                let at = self.runs.partition_point(|r| r.0 <= addr);
+                let i = (at.saturating_sub(8)..at).rev().find(|&i| holds(i))?;
+                self.last.set(i);
+                i
+            }
+        };
+        let (start, _, bytes) = &self.runs[i];
+        let from = (addr - start) as usize;
+        Some(bytes.as_deref().map(|b| &b[from..from + len as usize]))
+    }
+
+    /// `Ok(bytes)`, `Err(true)` if not read yet (now asked for), `Err(false)` if unreadable.
+    fn get(&self, needs: &mut Vec<(u64, u32)>, addr: u64, len: u32) -> Result<&[u8], bool> {
+        match self.find(addr, len) {
+            Some(Some(b)) => Ok(b),
+            Some(None) => Err(false),
+            None if addr == 0 => Err(false),
+            None => {
+                needs.push((addr, len));
+                Err(true)
+            }
+        }
+    }
+}
+
+/// The value of type `ty` at `addr`.
+pub(super) fn value(
+    types: &ValueTypes,
+    bytes: &Bytes,
+    needs: &mut Vec<(u64, u32)>,
+    ty: u32,
+    addr: u64,
+    now_ns: Option<u64>,
+) -> Value {
+    let mut d = Decoder {
+        types,
+        bytes,
+        needs,
+        now_ns,
+    };
+    d.value(ty, addr, 0)
+}
+
+struct Decoder<'a> {
+    types: &'a ValueTypes,
+    bytes: &'a Bytes,
+    needs: &'a mut Vec<(u64, u32)>,
+    now_ns: Option<u64>,
+}
+
+impl Decoder<'_> {
+    fn value(&mut self, ty: u32, addr: u64, depth: usize) -> Value {
+        let Some(t) = self.types.get(ty) else {
+            return Value::Unreadable;
+        };
+        let opaque = || Value::Opaque {
+            type_name: t.name.clone(),
+            addr,
+        };
+        match &t.shape {
+            Shape::Unit => return unit(t),
+            Shape::Opaque => return opaque(),
+            _ if t.size == 0 || t.size > MAX_INLINE => return opaque(),
+            _ if depth > MAX_DEPTH => return Value::Cut,
+            _ => {}
+        }
+        let own = match self.bytes.get(self.needs, addr, t.size) {
+            Ok(b) => b,
+            Err(later) => return pending(later),
+        };
+        self.shaped(t, own, addr, depth)
+            .unwrap_or(Value::Unreadable)
+    }
+
+    /// The value of `t` from its own bytes `b`; `None` where they hold no value of it.
+    fn shaped(&mut self, t: &ValueType, b: &[u8], addr: u64, depth: usize) -> Option<Value> {
+        Some(match &t.shape {
+            Shape::Bool => match *b.first()? {
+                0 => Value::Bool(false),
+                1 => Value::Bool(true),
+                _ => return None,
+            },
+            Shape::Char => Value::Char(char::from_u32(uint(b, 0, 4)? as u32)?),
+            Shape::Int { signed } => int(b, *signed)?,
+            Shape::Float => match b.len() {
+                4 => Value::Float(FloatBits(
+                    f64::from(f32::from_bits(uint(b, 0, 4)? as u32)).to_bits(),
+                )),
+                8 => Value::Float(FloatBits(uint(b, 0, 8)?)),
+                _ => return None,
+            },
+            Shape::Str { ptr, len } => self.text(word(b, *ptr)?, word(b, *len)?),
+            Shape::Seq {
+                ptr,
+                len,
+                elem,
+                stride,
+            } => self.items(word(b, *ptr)?, word(b, *len)?, *elem, *stride, depth),
+            Shape::Pointer { kind, to } => pointer(
+                *kind,
+                word(b, 0)?,
+                None,
+                self.value(*to, word(b, 0)?, depth + 1),
+            ),
+            Shape::Counted { .. } => self.counted(&t.shape, b, depth)?,
+            Shape::Address => Value::Address(word(b, 0)?),
+            Shape::Duration { secs, nanos } => Value::Duration {
+                secs: word(b, *secs)?,
+                nanos: uint(b, *nanos, 4)? as u32,
+            },
+            Shape::Instant { secs, nanos } => {
+                self.instant(word(b, *secs)? as i64, uint(b, *nanos, 4)?)?
+            }
+            Shape::Socket { v6, ip, port } => socket(b, *v6, *ip, *port)?,
+            Shape::Enum { .. } => self.variant(&t.shape, b, addr, depth)?,
+            Shape::Struct { fields, tuple } => Value::Struct {
+                type_name: if *tuple {
+                    Arc::from("")
+                } else {
+                    t.name.clone()
+                },
+                fields: self.fields(fields, addr, depth),
+            },
+            Shape::Unit | Shape::Opaque => return None,
+        })
+    }
+
+    /// An `Arc` or `Rc`: its counts, read from the shared block, and its value there.
+    fn counted(&mut self, shape: &Shape, b: &[u8], depth: usize) -> Option<Value> {
+        let Shape::Counted {
+            kind,
+            ptr,
+            strong,
+            weak,
+            data,
+            to,
+        } = *shape
+        else {
+            return None;
+        };
+        let p = word(b, ptr)?;
+        let (s, w) = match self.bytes.get(self.needs, p, strong.max(weak) + 8) {
+            Ok(c) => (word(c, strong)?, word(c, weak)?),
+            Err(later) => return Some(pending(later)),
+        };
+        let to = self.value(to, p.wrapping_add(u64::from(data)), depth + 1);
+        Some(pointer(kind, p, Some((s, w)), to))
+    }
+
+    /// An enum's variant, by its discriminant (or the one there is), with its fields.
+    fn variant(&mut self, shape: &Shape, b: &[u8], addr: u64, depth: usize) -> Option<Value> {
+        let Shape::Enum {
+            discr,
+            variants,
+            bare,
+        } = shape
+        else {
+            return None;
+        };
+        let d = match discr {
+            Some(d) => Some(uint(b, d.offset, u32::from(d.size))?),
+            None => None,
+        };
+        let v = (variants.iter().find(|v| d.is_some() && v.value == d))
+            .or_else(|| variants.iter().find(|v| v.value.is_none()))?;
+        let fields = self.fields(&v.fields, addr, depth);
+        Some(match (bare, fields.len()) {
+            (true, 1) => fields.into_iter().next()?.value,
+            _ => Value::Variant {
+                name: v.name.clone(),
+                fields,
+            },
+        })
+    }
+
+    fn fields(&mut self, fields: &[FieldShape], addr: u64, depth: usize) -> Vec<Field> {
+        (fields.iter())
+            .map(|f| Field {
+                name: f.name.clone(),
+                value: self.value(f.ty, addr.wrapping_add(u64::from(f.offset)), depth + 1),
+            })
+            .collect()
+    }
+
+    /// UTF-8 text of stated length `len` at `p`: at most [`MAX_TEXT`] bytes of it, cut at a whole
+    /// character.
+    fn text(&mut self, p: u64, len: u64) -> Value {
+        let n = len.min(MAX_TEXT as u64) as u32;
+        if n == 0 {
+            return Value::Str {
+                text: String::new(),
+                len,
+            };
+        }
+        match self.bytes.get(self.needs, p, n) {
+            Ok(b) => {
+                let text = match std::str::from_utf8(b) {
+                    Ok(s) => s.to_owned(),
+                    // Cut inside a character: up to it; anything else is no string.
+                    Err(e) if e.error_len().is_none() => {
+                        String::from_utf8_lossy(&b[..e.valid_up_to()]).into_owned()
+                    }
+                    Err(_) => return Value::Unreadable,
+                };
+                Value::Str { text, len }
+            }
+            Err(later) => pending(later),
+        }
+    }
+
+    fn items(&mut self, p: u64, len: u64, elem: u32, stride: u32, depth: usize) -> Value {
+        let shown = if stride == 0 {
+            0
+        } else {
+            len.min(MAX_ITEMS as u64)
+        };
+        let items = (0..shown)
+            .map(|i| self.value(elem, p.wrapping_add(i * u64::from(stride)), depth + 1))
+            .collect();
+        Value::Seq { len, items }
+    }
+
+    fn instant(&self, secs: i64, nanos: u64) -> Option<Value> {
+        let monotonic_ns = u64::try_from(secs)
+            .ok()?
+            .checked_mul(1_000_000_000)?
+            .checked_add(nanos)?;
+        let age_ns = self.now_ns.map(|now| now as i64 - monotonic_ns as i64);
+        Some(Value::Instant {
+            monotonic_ns,
+            age_ns,
+        })
+    }
+}
+
+/// A zero-sized value: a unit struct by its name, `()` as an empty tuple.
+fn unit(t: &ValueType) -> Value {
+    let type_name = match &*t.name {
+        "()" => Arc::from(""),
+        _ => t.name.clone(),
+    };
+    Value::Struct {
+        type_name,
+        fields: Vec::new(),
+    }
+}
+
+/// A value whose bytes are asked for (cut until they come, or for good past the last round), or
+/// could not be read.
+fn pending(later: bool) -> Value {
+    match later {
+        true => Value::Cut,
+        false => Value::Unreadable,
+    }
+}
+
+fn pointer(kind: PointerKind, addr: u64, counts: Option<(u64, u64)>, to: Value) -> Value {
+    Value::Pointer {
+        kind,
+        addr,
+        strong: counts.map(|c| c.0),
+        weak: counts.map(|c| c.1),
+        to: Box::new(to),
+    }
+}
+
+fn uint(b: &[u8], at: u32, size: u32) -> Option<u64> {
+    let s = b.get(at as usize..(at + size) as usize)?;
+    let mut w = [0u8; 8];
+    w.get_mut(..s.len())?.copy_from_slice(s);
+    Some(u64::from_le_bytes(w))
+}
+
+fn word(b: &[u8], at: u32) -> Option<u64> {
+    uint(b, at, 8)
+}
+
+fn int(b: &[u8], signed: bool) -> Option<Value> {
+    let size = b.len();
+    if size == 16 {
+        // A 128-bit integer shows when it fits in 64 bits.
+        let (lo, hi) = (word(b, 0)?, word(b, 8)?);
+        return match (signed, hi) {
+            (_, 0) if !signed || lo <= i64::MAX as u64 => Some(if signed {
+                Value::Int(lo as i64)
+            } else {
+                Value::Uint(lo)
+            }),
+            (true, u64::MAX) if lo > i64::MAX as u64 => Some(Value::Int(lo as i64)),
+            _ => None,
+        };
+    }
+    let v = uint(b, 0, size as u32).filter(|_| matches!(size, 1 | 2 | 4 | 8))?;
+    Some(match signed {
+        false => Value::Uint(v),
+        true => {
+            let shift = 64 - 8 * size as u32;
+            Value::Int(((v << shift) as i64) >> shift)
+        }
+    })
+}
+
+fn socket(b: &[u8], v6: bool, ip: u32, port: u32) -> Option<Value> {
+    let port = uint(b, port, 2)? as u16;
+    let text = if v6 {
+        let o: [u8; 16] = b.get(ip as usize..ip as usize + 16)?.try_into().ok()?;
+        format!("[{}]:{port}", Ipv6Addr::from(o))
+    } else {
+        let o: [u8; 4] = b.get(ip as usize..ip as usize + 4)?.try_into().ok()?;
+        format!("{}:{port}", Ipv4Addr::from(o))
+    };
+    Some(Value::SocketAddr(text))
+}

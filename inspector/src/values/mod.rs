@@ -1,0 +1,160 @@
+//! The values stage: the locals a dump's decoded frames carry unread ([`Value::Unread`], put there
+//! by the decode stage when `-v` or `--fields` asked for them) read from the target's memory, by the
+//! plan's value shapes ([`crate::plan::values`]).
+//!
+//! Reads go in rounds, each one batch over the [`Memory`] source: the first reads every local's own
+//! bytes; what they point to (a string's text, a box's pointee, an `Arc`'s counts) is read in the
+//! next, up to [`MAX_DEPTH`] pointers deep. Then each frame's state is read again: a frame that moved
+//! to another await meanwhile (the process kept running) has every local shown as
+//! [`Value::Changed`], never as a value that may be torn. Everything read is bounded: text and items by
+//! [`MAX_TEXT`] and [`MAX_ITEMS`], whatever length the value states, and a dump's reads by
+//! [`MAX_TOTAL_BYTES`].
+
+mod decode;
+#[cfg(test)]
+mod tests;
+
+use asyncdump_walker::memory::{Memory, Read};
+
+use crate::model::values::{Check, Local, Value};
+use crate::model::{Dump, FastMap, FrameNode};
+use crate::plan::values::ValueTypes;
+
+/// Most bytes of text shown per string.
+pub const MAX_TEXT: usize = 256;
+/// Most items shown per sequence.
+pub const MAX_ITEMS: usize = 8;
+/// Most pointers followed from a local.
+pub const MAX_DEPTH: usize = 4;
+/// Most bytes read for one dump's values; past them, values are [`Value::Cut`].
+pub const MAX_TOTAL_BYTES: u64 = 32 << 20;
+/// Most bytes of a value's own that are read (a larger one is opaque).
+const MAX_INLINE: u32 = 4096;
+/// Rounds of reads: one per pointer followed, and one more.
+const MAX_ROUNDS: usize = MAX_DEPTH + 2;
+
+/// What reading a dump's locals cost.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ValuesRead {
+    pub locals: usize,
+    pub bytes: u64,
+    pub rounds: usize,
+    /// Frames whose state moved while their locals were read.
+    pub changed_frames: usize,
+}
+
+/// Reads every unread local of `dump` from `mem`. `now_ns` is the snapshot's time on the monotonic
+/// clock, which an `Instant`'s age is measured from (`None`: no age, as for a core file).
+pub fn read_locals(
+    dump: &mut Dump,
+    types: &ValueTypes,
+    mem: &dyn Memory,
+    now_ns: Option<u64>,
+) -> ValuesRead {
+    let mut roots = Vec::new();
+    each_local(dump, &mut |l| {
+        if let Value::Unread { shape, addr, check } = l.value {
+            roots.push((shape, addr, check));
+        }
+    });
+    if roots.is_empty() {
+        return ValuesRead::default();
+    }
+    let mut bytes = decode::Bytes::default();
+    // Each frame's locals lie together in it: one read of the span they cover.
+    bytes.read(mem, frame_spans(types, &roots));
+    let mut values: Vec<Option<Value>> = vec![None; roots.len()];
+    let mut rounds = 1;
+    loop {
+        let mut needs = Vec::new();
+        // Only values still waiting for bytes are decoded again.
+        for (v, &(shape, addr, _)) in values.iter_mut().zip(&roots).filter(|(v, _)| v.is_none()) {
+            let before = needs.len();
+            let value = decode::value(types, &bytes, &mut needs, shape, addr, now_ns);
+            let last_round = rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES;
+            if needs.len() == before || last_round {
+                *v = Some(value);
+            }
+        }
+        if needs.is_empty() || values.iter().all(Option::is_some) {
+            break;
+        }
+        bytes.read(mem, needs);
+        rounds += 1;
+    }
+    let mut values: Vec<Value> = values
+        .into_iter()
+        .map(|v| v.unwrap_or(Value::Cut))
+        .collect();
+    let changed = changed_frames(mem, &roots);
+    for (v, (_, _, check)) in values.iter_mut().zip(&roots) {
+        if changed.get(check).copied().unwrap_or(false) {
+            *v = Value::Changed;
+        }
+    }
+    let mut values = values.into_iter();
+    each_local(dump, &mut |l| {
+        if matches!(l.value, Value::Unread { .. }) {
+            l.value = values.next().unwrap_or(Value::Unreadable);
+        }
+    });
+    ValuesRead {
+        locals: roots.len(),
+        bytes: bytes.total,
+        rounds,
+        changed_frames: changed.values().filter(|&&c| c).count(),
+    }
+}
+
+/// The bytes each frame's locals cover, by the state each is checked by.
+fn frame_spans(types: &ValueTypes, roots: &[(u32, u64, Check)]) -> Vec<(u64, u32)> {
+    let mut spans: FastMap<Check, (u64, u64)> = FastMap::default();
+    for &(shape, addr, check) in roots {
+        let size = types.get(shape).map_or(0, |t| t.size.min(MAX_INLINE));
+        let end = addr.saturating_add(u64::from(size));
+        let span = spans.entry(check).or_insert((addr, end));
+        *span = (span.0.min(addr), span.1.max(end));
+    }
+    (spans.into_values())
+        .filter_map(|(start, end)| Some((start, u32::try_from(end - start).ok()?)))
+        .filter(|&(_, len)| len > 0 && len <= 16 * MAX_INLINE)
+        .collect()
+}
+
+/// Each frame's state read again, after its locals: whether it moved (or can no longer be read).
+fn changed_frames(mem: &dyn Memory, roots: &[(u32, u64, Check)]) -> FastMap<Check, bool> {
+    let mut checks: Vec<Check> = roots.iter().map(|r| r.2).filter(|c| c.size > 0).collect();
+    checks.sort_unstable_by_key(|c| (c.addr, c.expected));
+    checks.dedup();
+    let mut words = vec![[0u8; 8]; checks.len()];
+    let mut reads: Vec<Read<'_>> = (checks.iter().zip(words.iter_mut()))
+        .map(|(c, w)| Read::new(c.addr, &mut w[..usize::from(c.size.min(8))]))
+        .collect();
+    let all = mem.read_many(&mut reads).is_ok();
+    let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
+    drop(reads);
+    (checks.into_iter().zip(words).zip(failed))
+        .map(|((c, w), failed)| (c, failed || u64::from_le_bytes(w) != c.expected))
+        .collect()
+}
+
+/// Calls `f` on every local of every frame of every task, in one fixed order.
+fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
+    fn frames(nodes: &mut [FrameNode], f: &mut dyn FnMut(&mut Local)) {
+        for n in nodes {
+            n.locals.iter_mut().for_each(&mut *f);
+            frames(&mut n.children, f);
+        }
+    }
+    for t in &mut dump.tasks {
+        if has_locals(&t.frames) {
+            frames(std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(), f);
+        }
+    }
+}
+
+fn has_locals(nodes: &[FrameNode]) -> bool {
+    nodes
+        .iter()
+        .any(|n| !n.locals.is_empty() || has_locals(&n.children))
+}

@@ -1,0 +1,190 @@
+//! The values stage over memory held here: what is read, what is bounded, and what a torn or bad
+//! read shows instead of a value.
+
+use std::sync::Arc;
+
+use asyncdump_walker::memory::ImageMemory;
+
+use super::{MAX_DEPTH, MAX_TEXT, read_locals};
+use crate::model::values::{Check, Local, PointerKind, Value};
+use crate::model::{Dump, FrameInfo, FrameNode, Source};
+use crate::plan::values::{FieldShape, Shape, ValueType, ValueTypes};
+
+/// The frame's state byte, which each local's check expects to read as 3.
+const STATE: u64 = 0x1000;
+
+fn ty(name: &str, size: u32, shape: Shape) -> ValueType {
+    ValueType {
+        name: name.into(),
+        size,
+        shape,
+    }
+}
+
+/// Types: 0 `u64`, 1 `String` (pointer at 0, length at 8), 2 `Vec<u64>`, 3 `bool`, 4 `Box<Node>`
+/// where 5 `Node { value: u64, next: Box<Node> }`.
+fn types() -> ValueTypes {
+    ValueTypes {
+        types: vec![
+            ty("u64", 8, Shape::Int { signed: false }),
+            ty("String", 24, Shape::Str { ptr: 0, len: 8 }),
+            ty(
+                "Vec<u64>",
+                24,
+                Shape::Seq {
+                    ptr: 0,
+                    len: 8,
+                    elem: 0,
+                    stride: 8,
+                },
+            ),
+            ty("bool", 1, Shape::Bool),
+            ty(
+                "Box<Node>",
+                8,
+                Shape::Pointer {
+                    kind: PointerKind::Box,
+                    to: 5,
+                },
+            ),
+            ty(
+                "Node",
+                16,
+                Shape::Struct {
+                    fields: vec![
+                        FieldShape {
+                            name: "value".into(),
+                            offset: 0,
+                            ty: 0,
+                        },
+                        FieldShape {
+                            name: "next".into(),
+                            offset: 8,
+                            ty: 4,
+                        },
+                    ],
+                    tuple: false,
+                },
+            ),
+        ],
+    }
+}
+
+/// Reads one local of type `shape` at `addr` from `mem` (whose state byte is at [`STATE`]).
+fn read_one(mem: &ImageMemory, shape: u32, addr: u64) -> Value {
+    let check = Check {
+        addr: STATE,
+        size: 1,
+        expected: 3,
+    };
+    let local = Local {
+        name: "x".into(),
+        type_name: "".into(),
+        value: Value::Unread { shape, addr, check },
+    };
+    let mut frame = FrameNode::cut(0);
+    frame.meta = Arc::new(FrameInfo::new("f".into(), None, Source::Decoded));
+    frame.locals = vec![local];
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    dump.tasks.truncate(1);
+    dump.tasks[0].frames = Arc::new(vec![frame]);
+    read_locals(&mut dump, &types(), mem, None);
+    dump.tasks[0].frames[0].locals[0].value.clone()
+}
+
+fn memory(regions: &[(u64, Vec<u8>)]) -> ImageMemory {
+    let mut m = ImageMemory::new();
+    assert!(m.insert(STATE, vec![3]));
+    for (at, bytes) in regions {
+        assert!(m.insert(*at, bytes.clone()));
+    }
+    m
+}
+
+fn words(ws: &[u64]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_string_is_read_to_its_length_and_no_further_than_the_cap() {
+    let text = "x".repeat(MAX_TEXT * 2);
+    let mem = memory(&[
+        (0x2000, words(&[0x3000, 5, 5])),
+        (0x3000, text.clone().into_bytes()),
+    ]);
+    assert_eq!(
+        read_one(&mem, 1, 0x2000),
+        Value::Str {
+            text: "xxxxx".into(),
+            len: 5
+        }
+    );
+    // A length of a terabyte reads MAX_TEXT bytes, and says how long it claims to be.
+    let mem = memory(&[
+        (0x2000, words(&[0x3000, 1 << 40, 0])),
+        (0x3000, text.into_bytes()),
+    ]);
+    let Value::Str { text, len } = read_one(&mem, 1, 0x2000) else {
+        panic!()
+    };
+    assert_eq!((text.len(), len), (MAX_TEXT, 1 << 40));
+}
+
+#[test]
+fn a_sequence_shows_its_length_and_first_items() {
+    let items: Vec<u64> = (1..=100).collect();
+    let mem = memory(&[
+        (0x2000, words(&[0x3000, 100, 100])),
+        (0x3000, words(&items)),
+    ]);
+    let Value::Seq { len, items } = read_one(&mem, 2, 0x2000) else {
+        panic!()
+    };
+    assert_eq!(len, 100);
+    assert_eq!(items, (1..=8).map(Value::Uint).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_frame_whose_state_moved_while_read_shows_changed_not_a_torn_value() {
+    let mut mem = ImageMemory::new();
+    assert!(mem.insert(STATE, vec![4]));
+    assert!(mem.insert(0x2000, words(&[7])));
+    assert_eq!(read_one(&mem, 0, 0x2000), Value::Changed);
+}
+
+#[test]
+fn a_pointer_to_memory_that_is_not_there_is_unreadable() {
+    let mem = memory(&[(0x2000, words(&[0xdead_0000, 5, 5]))]);
+    assert_eq!(read_one(&mem, 1, 0x2000), Value::Unreadable);
+    // And a local whose own bytes are gone.
+    assert_eq!(read_one(&mem, 0, 0x9000), Value::Unreadable);
+}
+
+#[test]
+fn bytes_that_are_no_value_of_the_type_are_unreadable_not_guessed() {
+    let mem = memory(&[
+        (0x2000, vec![7]),
+        (0x2100, words(&[0x3000, 2, 2])),
+        (0x3000, vec![0xff, 0xfe]),
+    ]);
+    assert_eq!(read_one(&mem, 3, 0x2000), Value::Unreadable);
+    assert_eq!(read_one(&mem, 1, 0x2100), Value::Unreadable);
+}
+
+#[test]
+fn a_list_that_points_at_itself_is_followed_only_to_the_depth_limit() {
+    // Node at 0x3000: value 1, next → itself.
+    let mem = memory(&[(0x2000, words(&[0x3000])), (0x3000, words(&[1, 0x3000]))]);
+    let mut v = read_one(&mem, 4, 0x2000);
+    let mut depth = 0;
+    loop {
+        match v {
+            Value::Pointer { to, .. } => v = *to,
+            Value::Struct { mut fields, .. } => v = fields.remove(1).value,
+            Value::Cut => break,
+            other => panic!("{other:?}"),
+        }
+        depth += 1;
+    }
+    assert!(depth <= 2 * (MAX_DEPTH + 1), "{depth}");
+}
