@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""What `dump -v` costs over a plain dump, side by side in one run (release builds), at 10,000 tasks:
+"""What `dump -v` costs over a plain dump, and what decoding each leaf's wait target costs over a
+dump without (`--no-targets`), side by side in one run (release builds), at 10,000 tasks:
 
   - `locals --tasks 10000 --agent`: each task suspended in one async fn holding 15 locals of every
     kind `-v` formats (a struct, strings, a Vec, Option/Result, Box, Arc, Duration, Instant, ...);
   - `many_tasks --plain --tasks 10000`: each task two frames deep, one oneshot receiver per frame
-    (the common case: few locals, most of them opaque).
+    (the common case: few locals, most of them opaque);
+  - `waiters --tasks 10000 --agent`, for the targets: every task's leaf is decoded (5,000 queue for
+    one held `Mutex`, 5,000 sleep), the worst case.
 
 Each read through the agent and without it (`--no-agent`); text to /dev/null, the plan from the
 cache. Median (min–max) of 15 runs each, and the ratio of medians. Usage:
@@ -38,7 +41,7 @@ def fmt(xs):
     return f"{statistics.median(xs):.1f} ({min(xs):.1f}–{max(xs):.1f})"
 
 
-def bench(title, fixture):
+def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms"):
     fx = subprocess.Popen([f"{BIN}/{fixture[0]}", *fixture[1:]], stdout=subprocess.PIPE, text=True,
                           env={**os.environ, "ASYNCDUMP_FIXTURE_TIMEOUT": "600"})
     try:
@@ -46,17 +49,18 @@ def bench(title, fixture):
         time.sleep(1)
         print(f"### {title}")
         print()
-        print("| read | plain dump ms | `-v` ms | ratio | text bytes plain → `-v` |")
+        print(f"| read | {header} | ratio | text bytes, the first → the second |")
         print("|---|---:|---:|---:|---:|")
         for name, extra in (("agent", []), ("--no-agent", ["--no-agent"])):
             dump = [f"{BIN}/asyncdump", "dump", str(fx.pid), *extra]
-            timed(dump + ["-v"])  # warms the plan cache
+            first, second = dump + list(base), dump + list(more)
+            timed(second)  # warms the plan cache
             plain, values = [], []
             for _ in range(RUNS):  # interleaved, so that drift hits both alike
-                plain.append(timed(dump))
-                values.append(timed(dump + ["-v"]))
+                plain.append(timed(first))
+                values.append(timed(second))
             ratio = statistics.median(values) / statistics.median(plain)
-            sizes = f"{size(dump):,} → {size(dump + ['-v']):,}"
+            sizes = f"{size(first):,} → {size(second):,}"
             print(f"| {name} | {fmt(plain)} | {fmt(values)} | {ratio:.2f}× | {sizes} |")
         print()
     finally:
@@ -68,3 +72,6 @@ bench("10,000 tasks holding 15 locals each (`locals --tasks 10000 --agent`)",
       ["locals", "--tasks", "10000", "--agent"])
 bench("10,000 tasks, two frames and one receiver each (`many_tasks --plain --tasks 10000`)",
       ["many_tasks", "--plain", "--tasks", "10000"])
+bench("10,000 tasks each at a decoded wait target (`waiters --tasks 10000 --agent`)",
+      ["waiters", "--tasks", "10000", "--agent"], base=("--no-targets",), more=(),
+      header="`--no-targets` ms | `dump` ms")

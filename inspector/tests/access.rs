@@ -66,6 +66,7 @@ fn a_memory_read_is_refused_to_whom_walks_are() {
     let fx = host("off");
     let request = Request::Read(ReadRequest {
         ranges: vec![(0x1000, 8)],
+        chases: Vec::new(),
     });
     let Reply::Error(e) = ask(&fx, &request) else {
         panic!("expected a refusal")
@@ -86,13 +87,18 @@ fn a_memory_read_gives_each_range_or_none_and_a_read_too_large_is_refused() {
     let start = u64::from_str_radix(maps.split('-').next().unwrap(), 16).unwrap();
     let request = Request::Read(ReadRequest {
         ranges: vec![(start, 4), (8, 8)],
+        chases: vec![(8, 0, 10)],
     });
     let Reply::Read(r) = ask(&fx, &request) else {
         panic!("expected bytes")
     };
     assert_eq!(r.data, [Some(b"\x7fELF".to_vec()), None]);
+    // A list whose first word cannot be read is followed no further, and says so.
+    assert_eq!(r.chased.len(), 1);
+    assert!(r.chased[0].failed && r.chased[0].nodes.is_empty());
     let huge = Request::Read(ReadRequest {
         ranges: vec![(start, u32::MAX), (start, u32::MAX)],
+        chases: Vec::new(),
     });
     let Reply::Error(e) = ask(&fx, &huge) else {
         panic!("expected a refusal")

@@ -14,6 +14,8 @@ fn chain_lines(section: &[String]) -> Vec<String> {
         .skip_while(|l| !l.starts_with("  spawned "))
         .skip(1)
         .filter(|l| !l.starts_with("  awaited by ") && !l.starts_with("  delegate"))
+        // What a leaf waits for is said under it, and is not part of the chain.
+        .filter(|l| !l.trim_start().starts_with("↳ "))
         .cloned()
         .collect()
 }
@@ -350,6 +352,13 @@ fn a_sleep_is_a_leaf_named_by_its_type() {
             frame(1, "sleeping", "tokio::time::sleep("),
             indent(2, "awaiting tokio::time::sleep::Sleep"),
         ]
+    );
+    // And what it waits for, under it: an hour-long sleep begun a moment ago.
+    assert!(
+        s.iter()
+            .any(|l| l.starts_with("      ↳ deadline in 59m")
+                || l.starts_with("      ↳ deadline in 1h")),
+        "{s:?}"
     );
 }
 

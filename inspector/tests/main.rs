@@ -26,4 +26,5 @@ mod runtime_tasks;
 mod session;
 mod subscription;
 mod values;
+mod wait_targets;
 mod watch;

@@ -38,7 +38,7 @@ fn chain(text: &str, name: &str) -> Vec<String> {
     lines
         .into_iter()
         .skip(2)
-        .filter(|l| !l.starts_with("  delegate"))
+        .filter(|l| !l.starts_with("  delegate") && !l.trim_start().starts_with("↳ "))
         .collect()
 }
 

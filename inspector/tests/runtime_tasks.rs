@@ -30,6 +30,7 @@ fn chain(section: &[String]) -> Vec<String> {
         .iter()
         .skip(2)
         .filter(|l| !l.starts_with("  awaited by ") && !l.starts_with("  delegate"))
+        .filter(|l| !l.trim_start().starts_with("↳ "))
         .cloned()
         .collect()
 }

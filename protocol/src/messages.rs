@@ -36,7 +36,14 @@ pub enum Request {
 pub struct ReadRequest {
     /// `(address, length)` of each range, read whole or not at all.
     pub ranges: Vec<(u64, u32)>,
+    /// Linked lists to follow where the memory is, one exchange for a list of any length:
+    /// `(at, next, max)` as `asyncdump_walker::Memory::chase` takes them, `max` at most
+    /// [`MAX_CHASE`].
+    pub chases: Vec<(u64, u32, u32)>,
 }
+
+/// Most nodes one chase of a [`ReadRequest`] follows.
+pub const MAX_CHASE: u32 = 4096;
 
 /// Most bytes one [`ReadRequest`] may ask for, all ranges together.
 pub const MAX_READ_BYTES: u64 = 32 << 20;
@@ -45,6 +52,13 @@ impl ReadRequest {
     /// Why the agent must not answer it, if it must not: more than [`MAX_READ_BYTES`] in all.
     pub fn check(&self) -> Result<(), String> {
         let total: u64 = self.ranges.iter().map(|&(_, len)| u64::from(len)).sum();
+        // A chase's nodes come back as words.
+        let chased: u64 = self
+            .chases
+            .iter()
+            .map(|&(_, _, max)| 8 * u64::from(max.min(MAX_CHASE)))
+            .sum();
+        let total = total + chased;
         match total <= MAX_READ_BYTES {
             true => Ok(()),
             false => Err(format!(
@@ -58,6 +72,8 @@ impl ReadRequest {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadReply {
     pub data: Vec<Option<Vec<u8>>>,
+    /// Per chase, the list as followed.
+    pub chased: Vec<asyncdump_walker::Chased>,
 }
 
 impl Request {

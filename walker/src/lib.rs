@@ -38,6 +38,6 @@ pub use bounds::{
 };
 #[cfg(feature = "process")]
 pub use memory::ProcessMemory;
-pub use memory::{ImageMemory, Memory, Read, Region, Unreadable};
+pub use memory::{Chased, ImageMemory, Memory, Read, Region, Unreadable};
 pub use plan::*;
 pub use walk::Walker;

@@ -255,11 +255,18 @@ fn read_own(req: &asyncdump_protocol::ReadRequest) -> asyncdump_protocol::ReadRe
         .map(|(&(addr, _), b)| Read::new(addr, b))
         .collect();
     let all = ProcessMemory::own().read_many(&mut reads).is_ok();
+    // The lists are followed after the ranges are read: a request's work is bounded by its size.
     let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
     drop(reads);
+    let own = ProcessMemory::own();
     asyncdump_protocol::ReadReply {
         data: (bufs.into_iter().zip(failed))
             .map(|(b, failed)| (!failed).then_some(b))
+            .collect(),
+        chased: (req.chases.iter())
+            .map(|&(at, next, max)| {
+                own.chase(at, next, max.min(asyncdump_protocol::MAX_CHASE) as usize)
+            })
             .collect(),
     }
 }

@@ -9,7 +9,7 @@
 
 use asyncdump_protocol::Capture;
 
-use crate::model::values::Wanted;
+use crate::model::values::Reading;
 use crate::model::{DecodedDelegate, FastMap, FrameNode};
 
 /// What a chain was built from.
@@ -42,8 +42,8 @@ pub struct ChainCache {
     /// A one-off dump's: keeps nothing, and its tasks get what only a live view uses (the text its `/`
     /// searches, frame ids that keep a selection) left out.
     one_off: bool,
-    /// The locals decoded frames carry, unread (`-v`, `--fields`).
-    pub(super) wanted: Wanted,
+    /// What decoded frames carry unread: locals (`-v`, `--fields`), wait targets.
+    pub(super) reading: Reading,
 }
 
 impl ChainCache {
@@ -57,9 +57,10 @@ impl ChainCache {
         }
     }
 
-    /// Decoded frames built with this cache carry the `wanted` locals, for the values stage to read.
-    pub fn with_locals(mut self, wanted: Wanted) -> ChainCache {
-        self.wanted = wanted;
+    /// Decoded frames built with this cache carry what `reading` asks for (locals, and leaves what
+    /// they wait for), unread: whoever builds with it reads them (`crate::values`).
+    pub fn reading(mut self, reading: Reading) -> ChainCache {
+        self.reading = reading;
         self
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use asyncdump_protocol::{Capture, FrameSource, Handshake, Snapshot, TaskState, Walk};
 
 use crate::decode::{AnnotatedFrame, TaskRefs};
-use crate::model::values::Wanted;
+use crate::model::values::Reading;
 use crate::model::{
     AwaitedBy, CaptureView, CensusView, DecodedDelegate, DecodingInfo, DelegateView, Dump, FORMAT,
     FastMap, FastSet, FrameInfo, FrameNode, JSON_VERSION, Loc, MAX_CHAIN_DEPTH, Process, ReadFrom,
@@ -144,7 +144,7 @@ impl Dump {
         let listed = runtime::Listed::new(snap, decoder);
         let mut tasks = agent_tasks(snap, decoder, &listed, cache);
         cache.sweep();
-        tasks.extend(listed.views(decoder, cache.live(), &cache.wanted));
+        tasks.extend(listed.views(decoder, cache.live(), &cache.reading));
         listed.join_edges(&mut tasks, decoder);
         // Edges only decoded frames can hold (a walked `JoinHandle`, a held sender); the agent's own
         // edges named their awaiter already.
@@ -362,7 +362,7 @@ fn task_view(
     let cached = cache.get(t.id, &key).cloned();
     let fresh = cached.is_none();
     let live = cache.live();
-    let wanted = &cache.wanted;
+    let wanted = &cache.reading;
     let chain = cached.unwrap_or_else(|| chain(shared, t, edges, (decoder, wanted), refs, live));
     let mut view = TaskView {
         id: t.id,
@@ -420,7 +420,7 @@ fn chain(
     shared: &Shared,
     t: &asyncdump_protocol::Task,
     edges: &[(Option<u64>, u64)],
-    (decoder, wanted): (Option<&Plan>, &Wanted),
+    (decoder, wanted): (Option<&Plan>, &Reading),
     refs: &TaskRefs,
     live: bool,
 ) -> Chain {
@@ -513,6 +513,7 @@ fn build_tree(
                 meta: shared.meta(f.meta),
                 awaits_tasks: edges_of.to_vec(),
                 locals: Vec::new(),
+                waits_on: None,
                 children: Vec::new(),
             },
         });

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use asyncdump_protocol::{RuntimeFlavor, RuntimeSource, RuntimeTask, Snapshot, StateBits, Walk};
 
 use crate::decode::TaskRefs;
-use crate::model::values::Wanted;
+use crate::model::values::Reading;
 use crate::model::{
     AwaitedBy, CaptureView, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, Source, State,
     TOKIO_ONLY, TaskView,
@@ -126,7 +126,7 @@ impl<'a> Listed<'a> {
         &self,
         decoder: Option<&Plan>,
         live: bool,
-        wanted: &Wanted,
+        wanted: &Reading,
     ) -> Vec<TaskView> {
         let mut views: Vec<TaskView> = self
             .tasks
@@ -148,7 +148,7 @@ impl<'a> Listed<'a> {
         &self,
         t: &RuntimeTask,
         key: u64,
-        (decoder, wanted): (Option<&Plan>, &Wanted),
+        (decoder, wanted): (Option<&Plan>, &Reading),
         live: bool,
     ) -> TaskView {
         let state = self.state(t.state);

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     ClientHello, FrameError, Handshake, HandshakeError, MAX_REPLY_BYTES, MAX_REQUEST_BYTES,
-    ReadRequest, Reply, Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest, Update,
-    WalkInfo, WalkPlan, decode, encode, paths, read_frame_by, write_frame,
+    ReadReply, ReadRequest, Reply, Request, Snapshot, SnapshotRequest, Stats, SubscribeRequest,
+    Update, WalkInfo, WalkPlan, decode, encode, paths, read_frame_by, write_frame,
 };
 
 use crate::error::TargetError;
@@ -252,14 +252,12 @@ impl Client {
         }
     }
 
-    /// Bytes of the process's memory, read by its agent: per range, its bytes or `None`.
-    pub fn read_memory(
-        &mut self,
-        ranges: Vec<(u64, u32)>,
-    ) -> Result<Vec<Option<Vec<u8>>>, TargetError> {
-        let n = ranges.len();
-        match self.request(&Request::Read(ReadRequest { ranges }))? {
-            Reply::Read(r) if r.data.len() == n => Ok(r.data),
+    /// Bytes of the process's memory, read by its agent: per range, its bytes or `None`; per chase,
+    /// the list as the agent followed it.
+    pub fn read_memory(&mut self, req: ReadRequest) -> Result<ReadReply, TargetError> {
+        let (ranges, chases) = (req.ranges.len(), req.chases.len());
+        match self.request(&Request::Read(req))? {
+            Reply::Read(r) if r.data.len() == ranges && r.chased.len() == chases => Ok(r),
             _ => Err(self.unexpected()),
         }
     }

@@ -5,8 +5,8 @@
 
 use std::cell::RefCell;
 
-use asyncdump_protocol::{MAX_READ_BYTES, MAX_REQUEST_BYTES};
-use asyncdump_walker::{Memory, ProcessMemory, Read, Unreadable};
+use asyncdump_protocol::{MAX_CHASE, MAX_READ_BYTES, MAX_REQUEST_BYTES, ReadRequest};
+use asyncdump_walker::{Chased, Memory, ProcessMemory, Read, Unreadable};
 
 use super::client::Client;
 
@@ -35,7 +35,11 @@ impl<'a> AgentMemory<'a> {
     /// One request's worth of `reads`, through the agent; `Err` if it did not answer.
     fn ask(client: &mut Client, reads: &mut [Read<'_>]) -> Result<(), ()> {
         let ranges = reads.iter().map(|r| (r.addr, r.dst.len() as u32)).collect();
-        let answers = client.read_memory(ranges).map_err(|_| ())?;
+        let req = ReadRequest {
+            ranges,
+            chases: Vec::new(),
+        };
+        let answers = client.read_memory(req).map_err(|_| ())?.data;
         for (r, bytes) in reads.iter_mut().zip(answers) {
             match bytes {
                 Some(b) if b.len() == r.dst.len() => r.dst.copy_from_slice(&b),
@@ -47,6 +51,23 @@ impl<'a> AgentMemory<'a> {
 }
 
 impl Memory for AgentMemory<'_> {
+    fn chase(&self, at: u64, next: u32, max: usize) -> Chased {
+        let mut agent = self.agent.borrow_mut();
+        if let Some(client) = agent.as_deref_mut() {
+            let max = max.min(MAX_CHASE as usize) as u32;
+            let req = ReadRequest {
+                ranges: Vec::new(),
+                chases: vec![(at, next, max)],
+            };
+            match client.read_memory(req) {
+                Ok(mut r) => return r.chased.pop().unwrap_or_default(),
+                Err(_) => *agent = None,
+            }
+        }
+        drop(agent);
+        self.outside.chase(at, next, max)
+    }
+
     fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), Unreadable> {
         let mut agent = self.agent.borrow_mut();
         let Some(client) = agent.as_deref_mut() else {

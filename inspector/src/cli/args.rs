@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use asyncdump::model::values::Wanted;
+use asyncdump::model::values::{Reading, Wanted};
 use asyncdump::session::SessionOptions;
 use asyncdump::view;
 
@@ -170,7 +170,7 @@ impl Attach {
             no_agent: self.no_agent,
             stop: self.stop,
             retries: self.retries,
-            locals: Wanted::None,
+            reading: Reading::default(),
         }
     }
 }
@@ -223,15 +223,24 @@ pub struct DumpOptions {
     /// Print only these locals of each decoded frame (implies --values).
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
     pub fields: Vec<String>,
+    /// Do not say what each leaf waits for (a sleep's deadline, a lock's queue): no read of the
+    /// process after its chains.
+    #[arg(long)]
+    pub no_targets: bool,
 }
 
 impl DumpOptions {
-    /// Which locals to read: those `--fields` names, every one with `--values`, or none.
-    pub fn locals(&self) -> Wanted {
-        match (self.fields.is_empty(), self.values) {
+    /// What to read after the chains: the locals `--fields` names, every one with `--values`, or
+    /// none; and what leaves wait for, unless `--no-targets`.
+    pub fn reading(&self) -> Reading {
+        let locals = match (self.fields.is_empty(), self.values) {
             (false, _) => Wanted::Named(self.fields.clone()),
             (true, true) => Wanted::All,
             (true, false) => Wanted::None,
+        };
+        Reading {
+            locals,
+            targets: !self.no_targets,
         }
     }
 }

@@ -17,7 +17,7 @@ pub fn live(target: &Target, o: &DumpOptions, out: &mut dyn Write) -> Result<(),
     // One dump: --timeout bounds every answer together.
     let options = SessionOptions {
         whole: true,
-        locals: o.locals(),
+        reading: o.reading(),
         ..o.attach.session()
     };
     let mut session = Session::attach(target, &options)?;
@@ -40,7 +40,7 @@ pub fn from_core(path: &Path, o: &DumpOptions, out: &mut dyn Write) -> Result<()
         exe: o.attach.binary.clone(),
         debug_file: o.attach.debug_file.clone(),
         cache: !o.attach.no_cache,
-        locals: o.locals(),
+        reading: o.reading(),
     };
     let dump = asyncdump::session::core::dump(path, &options)?;
     show(dump, o, out)

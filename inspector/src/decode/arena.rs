@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::model::values::Local;
+use crate::model::values::{Local, WaitOn};
 use crate::model::{FrameInfo, FrameNode, MAX_CHAIN_DEPTH};
+
+/// What a node keeps into its frame: its info, edges, locals and wait target.
+type Kept = (Arc<FrameInfo>, Vec<u64>, Vec<Local>, Option<WaitOn>);
 
 /// Shown nodes, children always after their parent.
 #[derive(Default)]
@@ -19,6 +22,8 @@ pub(super) struct ArenaNode {
     pub(super) awaits: Vec<u64>,
     /// Its locals, still unread (see `crate::model::values`), when they were asked for.
     pub(super) locals: Vec<Local>,
+    /// What its leaf waits for, unread.
+    pub(super) waits_on: Option<WaitOn>,
     pub(super) children: Vec<usize>,
 }
 
@@ -30,6 +35,7 @@ impl Arena {
             info,
             awaits: Vec::new(),
             locals: Vec::new(),
+            waits_on: None,
             children: Vec::new(),
         });
         match under {
@@ -52,13 +58,13 @@ impl Arena {
             false => (Vec::new(), Vec::new()),
         };
         let mut children_of: Vec<Vec<usize>> = Vec::with_capacity(n);
-        let mut infos = Vec::with_capacity(n);
+        let mut infos: Vec<Option<Kept>> = Vec::with_capacity(n);
         for (i, node) in self.nodes.into_iter().enumerate() {
             children_of.push(node.children);
             match kept_at.get(i).copied().flatten() {
                 Some(k) if k != i => {
                     let awaits = node.awaits;
-                    let keeper: &mut Option<(Arc<FrameInfo>, Vec<u64>, Vec<Local>)> = &mut infos[k];
+                    let keeper: &mut Option<Kept> = &mut infos[k];
                     keeper
                         .as_mut()
                         .expect("a keeper comes first")
@@ -66,11 +72,11 @@ impl Arena {
                         .extend(awaits);
                     infos.push(None);
                 }
-                _ => infos.push(Some((node.info, node.awaits, node.locals))),
+                _ => infos.push(Some((node.info, node.awaits, node.locals, node.waits_on))),
             }
         }
         for i in (0..n).rev() {
-            let Some((meta, mut awaits_tasks, locals)) = infos[i].take() else {
+            let Some((meta, mut awaits_tasks, locals, waits_on)) = infos[i].take() else {
                 continue;
             };
             awaits_tasks.sort_unstable();
@@ -88,6 +94,7 @@ impl Arena {
                 meta,
                 awaits_tasks,
                 locals,
+                waits_on,
                 children,
             });
         }

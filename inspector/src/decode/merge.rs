@@ -11,9 +11,10 @@ use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
 
 use super::arena::Arena;
 use super::{AnnotatedFrame, TaskRefs};
-use crate::model::values::{Check, Local, Value, Wanted};
+use crate::model::values::{Check, Local, Reading, Value, WaitKind, WaitOn};
 use crate::model::{FastMap, FrameInfo, FrameNode, Source};
 use crate::names::base_name;
+use crate::plan::values::TargetKind;
 use crate::plan::{Kind, Plan, StateView};
 
 /// Where the merge put one walk node.
@@ -37,8 +38,9 @@ pub(super) struct Merge<'a> {
     walk: &'a [WalkNode],
     annotated: &'a [AnnotatedFrame],
     refs: &'a TaskRefs,
-    /// Which locals of decoded frames to give (unread, for the values stage).
-    wanted: &'a Wanted,
+    /// Which locals of decoded frames, and whether leaves' wait targets, to give (unread, for the
+    /// values stage).
+    reading: &'a Reading,
     /// Annotated frames by id.
     by_id: FastMap<u64, usize>,
     arena: Arena,
@@ -66,14 +68,14 @@ impl<'a> Merge<'a> {
         walk: &'a [WalkNode],
         annotated: &'a [AnnotatedFrame],
         refs: &'a TaskRefs,
-        wanted: &'a Wanted,
+        reading: &'a Reading,
     ) -> Merge<'a> {
         Merge {
             plan,
             walk,
             annotated,
             refs,
-            wanted,
+            reading,
             by_id: (annotated.iter().enumerate())
                 .map(|(i, f)| (f.id, i))
                 .collect(),
@@ -238,13 +240,22 @@ impl<'a> Merge<'a> {
             Kind::Combinator(info) | Kind::Select(info) => {
                 here.attach = self.line(at.under, info.clone())
             }
-            Kind::Leaf(info) | Kind::Oneshot(info) => match at.folded_into {
-                Some(d) if self.arena.nodes[d].info.source != Source::Decoded => {
-                    let merged = self.arena.nodes[d].info.with_awaits_type(&info.name);
-                    self.arena.nodes[d].info = Arc::new(merged);
+            Kind::Leaf(info) | Kind::Oneshot(info) => {
+                let line = match at.folded_into {
+                    Some(d) if self.arena.nodes[d].info.source != Source::Decoded => {
+                        let merged = self.arena.nodes[d].info.with_awaits_type(&info.name);
+                        self.arena.nodes[d].info = Arc::new(merged);
+                        Some(d)
+                    }
+                    _ => {
+                        here.attach = self.line(at.under, info.clone());
+                        here.attach
+                    }
+                };
+                if let Some(line) = line.filter(|_| self.reading.targets) {
+                    self.arena.nodes[line].waits_on = self.wait_target(n, at.under);
                 }
-                _ => here.attach = self.line(at.under, info.clone()),
-            },
+            }
             Kind::JoinHandle(info) => {
                 here.attach = self.line(at.under, info.clone());
                 here.join = here.attach;
@@ -308,10 +319,40 @@ impl<'a> Merge<'a> {
                 }
             }
         };
-        if self.wanted.any() && !s.locals.is_empty() {
+        if self.reading.locals.any() && !s.locals.is_empty() {
             let locals = self.locals(n, s);
             self.arena.nodes[line].locals.extend(locals);
         }
+    }
+
+    /// What leaf `n` waits for, unread, if the plan knows its type. A semaphore's is named by the
+    /// frame that awaits it, `under` (`Mutex::acquire`: a `Mutex`).
+    fn wait_target(&self, n: &WalkNode, under: Option<usize>) -> Option<WaitOn> {
+        let target = self.plan.targets.get(&n.ty)?;
+        let kind = match target.kind {
+            TargetKind::Sleep => WaitKind::Sleep,
+            TargetKind::Permits => {
+                let above = under.map(|u| self.arena.nodes[u].info.name.as_str());
+                WaitKind::Permits {
+                    lock: Arc::from(lock_named(above.unwrap_or(""))),
+                }
+            }
+        };
+        let values = &self.plan.values;
+        let parts = (target.parts.iter())
+            .map(|p| Local {
+                name: p.name.clone(),
+                type_name: values
+                    .get(p.ty)
+                    .map_or_else(|| Arc::from(""), |t| t.name.clone()),
+                value: Value::Unread {
+                    shape: p.ty,
+                    addr: n.addr.wrapping_add(u64::from(p.offset)),
+                    check: Check::default(),
+                },
+            })
+            .collect();
+        Some(WaitOn { kind, parts })
     }
 
     /// The wanted locals of a state machine in state `s`, unread: each with where it is, and the
@@ -333,7 +374,7 @@ impl<'a> Merge<'a> {
         };
         let values = &self.plan.values;
         (s.locals.iter())
-            .filter(|l| self.wanted.wants(&l.name))
+            .filter(|l| self.reading.locals.wants(&l.name))
             .map(|l| Local {
                 name: l.name.clone(),
                 type_name: values
@@ -464,4 +505,17 @@ pub(super) fn is_own_block(parent: &FrameInfo, child: &FrameInfo) -> bool {
         .and_then(|rest| rest.strip_prefix("::{async block#"))
         .and_then(|rest| rest.strip_suffix('}'))
         .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// What a semaphore is to the frame `above` that awaits its acquire: the lock or channel built on it.
+fn lock_named(above: &str) -> &'static str {
+    const LOCKS: &[(&str, &str)] = &[
+        ("tokio::sync::mutex::", "Mutex"),
+        ("tokio::sync::rwlock::", "RwLock"),
+        ("tokio::sync::mpsc::", "channel"),
+        ("tokio::sync::semaphore::", "Semaphore"),
+    ];
+    (LOCKS.iter())
+        .find(|(path, _)| above.starts_with(path))
+        .map_or("semaphore", |(_, name)| name)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use asyncdump_protocol::{NodeStatus, WalkNode};
 
-use crate::model::values::Wanted;
+use crate::model::values::Reading;
 use crate::model::{DecodedDelegate, FastMap, FrameInfo, FrameNode};
 use crate::plan::{Kind, MAX_BYTES, MAX_NODES, Plan};
 
@@ -37,7 +37,8 @@ impl Plan {
     /// Annotated frames the walk reached replace the decoded node they wrap; the others hang under their
     /// own continuation (parent frame), so no annotated frame is ever lost. Tasks awaited through a
     /// decoded `JoinHandle` are moved from `root_awaits` to that handle's line. Decoded frames carry the
-    /// `wanted` locals of their state, unread (the values stage reads them). Also returns what the
+    /// locals of their state `reading` asks for, and leaves what they wait for, unread (the values
+    /// stage reads them). Also returns what the
     /// chain's oneshot receivers say about the waker (see `delegates`).
     pub fn merge(
         &self,
@@ -45,9 +46,9 @@ impl Plan {
         annotated: &[AnnotatedFrame],
         root_awaits: &mut Vec<u64>,
         refs: &TaskRefs,
-        wanted: &Wanted,
+        reading: &Reading,
     ) -> (Vec<FrameNode>, Vec<DecodedDelegate>) {
-        let (trees, receivers) = Merge::new(self, walk, annotated, refs, wanted).run(root_awaits);
+        let (trees, receivers) = Merge::new(self, walk, annotated, refs, reading).run(root_awaits);
         (trees, self.delegates(walk, &receivers, refs))
     }
 

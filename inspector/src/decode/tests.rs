@@ -6,7 +6,7 @@ use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
 
 use super::merge::is_own_block;
 use super::{AnnotatedFrame, TaskRefs};
-use crate::model::values::Wanted;
+use crate::model::values::{Reading, Wanted};
 use crate::model::{FastMap, FrameInfo, FrameNode, Loc, Source};
 use crate::plan::{Kind, Plan, StateView};
 
@@ -81,7 +81,7 @@ fn merged(plan: &Plan, walk: &[WalkNode], annotated: &[AnnotatedFrame]) -> Vec<S
         annotated,
         &mut Vec::new(),
         &TaskRefs::default(),
-        &Wanted::None,
+        &Reading::default(),
     );
     lines(&frames)
 }
@@ -184,7 +184,7 @@ fn a_join_handle_edge_moves_from_the_root_to_the_handles_line() {
     let mut refs = TaskRefs::default();
     refs.cells.insert(0x5000, 7);
     let mut root_awaits = vec![7];
-    let (frames, _) = p.merge(&walk, &[], &mut root_awaits, &refs, &Wanted::None);
+    let (frames, _) = p.merge(&walk, &[], &mut root_awaits, &refs, &Reading::default());
     assert_eq!(lines(&frames), ["svc::main@5", "  JoinHandle<()> [7]"]);
     assert!(root_awaits.is_empty());
 }
@@ -275,7 +275,7 @@ fn a_sender_holder_is_a_leaf_as_a_future_and_state_as_a_field() {
     ];
     let mut refs = TaskRefs::default();
     refs.senders.insert(walk[5].addr, 77);
-    let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &refs, &Wanted::None);
+    let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &refs, &Reading::default());
     assert_eq!(
         lines(&frames),
         ["svc::serve@9", "  oneshot::Receiver [77]"],
@@ -353,7 +353,11 @@ fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() 
     }];
     let walk = [node(NO_PARENT, 0, Some(3))];
     let locals = |wanted: &Wanted| {
-        let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &TaskRefs::default(), wanted);
+        let reading = Reading {
+            locals: wanted.clone(),
+            targets: false,
+        };
+        let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &TaskRefs::default(), &reading);
         frames[0].locals.clone()
     };
     assert!(locals(&Wanted::None).is_empty());

@@ -286,6 +286,9 @@ pub struct FrameNode {
     /// The locals that live across its await, when asked for (`-v`, `--fields`): decoded frames only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locals: Vec<values::Local>,
+    /// What this leaf waits for, decoded (a sleep's deadline, a lock's queue), where its type is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<values::WaitOn>,
     pub children: Vec<FrameNode>,
 }
 
@@ -297,6 +300,7 @@ impl FrameNode {
             meta: Arc::new(FrameInfo::cut(n)),
             awaits_tasks: Vec::new(),
             locals: Vec::new(),
+            waits_on: None,
             children: Vec::new(),
         }
     }

@@ -176,6 +176,7 @@ mod tests {
             meta: Arc::new(FrameInfo::new(name.into(), at, source)),
             awaits_tasks: Vec::new(),
             locals: Vec::new(),
+            waits_on: None,
             children,
         }
     }

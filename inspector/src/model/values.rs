@@ -21,6 +21,35 @@ pub struct Local {
     pub value: Value,
 }
 
+/// What a leaf future waits for, decoded: its kind, and the parts read to say so (each a value,
+/// named: a sleep's `deadline`; a semaphore acquire's `wanted` permits and `semaphore`, whose value
+/// holds its free permits, whether it is closed, and the waiter's place in its queue).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WaitOn {
+    pub kind: WaitKind,
+    pub parts: Vec<Local>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// `tokio::time::Sleep` (and so `sleep`, `interval`, `timeout`'s timer).
+    Sleep,
+    /// tokio's semaphore `Acquire`, under a `Mutex`, an `RwLock`, a `Semaphore` or a bounded
+    /// channel's send: `lock` names which, from the frame that awaits it.
+    Permits { lock: Arc<str> },
+}
+
+impl WaitOn {
+    /// The part named `name`.
+    pub fn part(&self, name: &str) -> Option<&Value> {
+        self.parts
+            .iter()
+            .find(|p| &*p.name == name)
+            .map(|p| &p.value)
+    }
+}
+
 /// A named part of a value: a struct's field, an enum variant's payload.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Field {
@@ -157,6 +186,15 @@ impl<'de> Deserialize<'de> for FloatBits {
         };
         Ok(FloatBits(v.to_bits()))
     }
+}
+
+/// What decoded frames carry unread for the values stage: the locals wanted, and whether leaves
+/// carry what they wait for (a one-off dump's, which the values stage then reads; not a live view's
+/// through the agent, which reads no memory after its updates).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub locals: Wanted,
+    pub targets: bool,
 }
 
 /// Which locals a dump reads: none (the default), every one (`-v`), or those named (`--fields`).

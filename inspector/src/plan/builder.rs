@@ -89,6 +89,11 @@ impl Builder<'_> {
             self.hand_written
                 .insert(t, Arc::new(FrameInfo::awaitee(name)));
         }
+        if matches!(kind, Kind::Leaf(_))
+            && let Some(target) = self.target(die)
+        {
+            self.values.targets.insert(t, target);
+        }
         self.types[t as usize] = plan;
         self.kinds[t as usize] = kind;
         t

@@ -126,8 +126,11 @@ pub struct Plan {
     pub runtime_note: Option<String>,
     /// The future type of each task type a runtime can list, by its poll function.
     pub task_types: TaskTypes,
-    /// The types of the locals of every planned state machine's suspend states.
+    /// The types of the locals of every planned state machine's suspend states, and of the parts
+    /// of wait targets.
     pub values: values::ValueTypes,
+    /// What each leaf future waits for, by plan type, where its type is known.
+    pub targets: FastMap<u32, values::TargetPlan>,
 }
 
 impl Plan {
@@ -183,6 +186,7 @@ impl Plan {
             values: values::ValueTypes {
                 types: b.values.types,
             },
+            targets: b.values.targets,
         }
     }
 

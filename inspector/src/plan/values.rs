@@ -117,7 +117,33 @@ pub enum Shape {
         fields: Vec<FieldShape>,
         tuple: bool,
     },
+    /// tokio's semaphore `Acquire`: the semaphore its pointer at `ptr` leads to (its permit word at
+    /// `permits`, its wait list's `tail`), and where this acquire's `node` is in that list, followed
+    /// from the tail (the next to be served) by each waiter's `prev`.
+    Semaphore {
+        ptr: u32,
+        permits: u32,
+        tail: u32,
+        node: u32,
+        prev: u32,
+    },
     Opaque,
+}
+
+/// What a leaf future of one plan type waits for, and the parts of it read to say so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetPlan {
+    pub kind: TargetKind,
+    /// Each at its offset within the leaf future.
+    pub parts: Arc<[LocalPlan]>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetKind {
+    /// A timer: part `deadline` (an instant).
+    Sleep,
+    /// A semaphore acquire: parts `wanted` (permits) and `semaphore` ([`Shape::Semaphore`]).
+    Permits,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,4 +178,6 @@ pub(super) struct ValueBuilder {
     /// The rule that decided each type, by DIE, for the unit specs.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) decided_by: crate::model::FastMap<u64, &'static str>,
+    /// What each leaf future waits for, by plan type, where a target rule knows its type.
+    pub(super) targets: crate::model::FastMap<u32, TargetPlan>,
 }

@@ -22,8 +22,8 @@ pub struct CoreOptions {
     pub exe: Option<std::path::PathBuf>,
     pub debug_file: Option<std::path::PathBuf>,
     pub cache: bool,
-    /// The locals of decoded frames to read.
-    pub locals: crate::model::values::Wanted,
+    /// What to read after the chains: locals of decoded frames, what leaves wait for.
+    pub reading: crate::model::values::Reading,
 }
 
 /// Dumps the core at `path`, read with the DWARF of its executable.
@@ -96,7 +96,7 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         0,
         Some(&planned.decoder),
         decoding,
-        &mut ChainCache::one_off().with_locals(options.locals.clone()),
+        &mut ChainCache::one_off().reading(options.reading.clone()),
     );
     // A core keeps no clock: instants show without an age.
     crate::values::read_locals(&mut dump, &planned.decoder.values, &core, None);

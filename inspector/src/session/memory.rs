@@ -29,8 +29,8 @@ pub(super) struct MemorySession {
     /// A live view's interval and when its next snapshot is due.
     every: Option<(Duration, Instant)>,
     chains: ChainCache,
-    /// The locals a snapshot reads.
-    locals: crate::model::values::Wanted,
+    /// What a snapshot reads after its chains.
+    reading: crate::model::values::Reading,
 }
 
 impl MemorySession {
@@ -71,8 +71,8 @@ impl MemorySession {
             timeout: options.timeout,
             stop: options.stop,
             every: None,
-            chains: ChainCache::one_off().with_locals(options.locals.clone()),
-            locals: options.locals.clone(),
+            chains: ChainCache::one_off().reading(options.reading.clone()),
+            reading: options.reading.clone(),
         }))
     }
 
@@ -97,7 +97,7 @@ impl MemorySession {
         };
         // Let go before anything else (the threads wait for nothing of ours), unless locals are
         // to be read: then they are read held, as the chains were.
-        let (mut frozen, mut stopped) = match self.locals.any() {
+        let (mut frozen, mut stopped) = match self.reading.locals.any() {
             true => (frozen, None),
             false => (None, release(frozen)),
         };
@@ -129,7 +129,7 @@ impl MemorySession {
         let every = Duration::from_millis(interval_ms.into()).max(MIN_INTERVAL);
         self.every = Some((every, Instant::now()));
         // Kept from snapshot to snapshot: the chains of tasks that did not move are not decoded again.
-        self.chains = ChainCache::default();
+        self.chains = ChainCache::default().reading(self.reading.clone());
     }
 
     /// The next snapshot, when it is due.

@@ -55,8 +55,9 @@ pub struct SessionOptions {
     pub stop: bool,
     /// How many times a read torn by the running process is tried again, without the agent.
     pub retries: u32,
-    /// The locals of decoded frames a snapshot reads (`-v`, `--fields`).
-    pub locals: crate::model::values::Wanted,
+    /// What a snapshot reads after its chains: the locals of decoded frames (`-v`, `--fields`), and
+    /// what leaves wait for (unless `--no-targets`).
+    pub reading: crate::model::values::Reading,
 }
 
 impl Default for SessionOptions {
@@ -71,7 +72,7 @@ impl Default for SessionOptions {
             no_agent: false,
             stop: false,
             retries: crate::agentless::DEFAULT_RETRIES,
-            locals: crate::model::values::Wanted::None,
+            reading: crate::model::values::Reading::default(),
         }
     }
 }
@@ -98,8 +99,8 @@ struct AgentSession {
     decoding: DecodingInfo,
     /// The open subscription, if any.
     live: Option<Live>,
-    /// The locals a snapshot reads.
-    locals: crate::model::values::Wanted,
+    /// What a snapshot reads after its chains.
+    reading: crate::model::values::Reading,
 }
 
 /// A subscription's parameters and the state its updates built.
@@ -278,7 +279,7 @@ impl AgentSession {
             anchors_seen: Vec::new(),
             decoding,
             live: None,
-            locals: options.locals.clone(),
+            reading: options.reading.clone(),
         })
     }
 
@@ -309,7 +310,7 @@ impl AgentSession {
             rtt.as_nanos() as u64,
             self.decoder.as_ref(),
             self.decoding.clone(),
-            &mut ChainCache::one_off().with_locals(self.locals.clone()),
+            &mut ChainCache::one_off().reading(self.reading.clone()),
         );
         if let Some(plan) = &self.decoder {
             // Through the agent, as the walk was: the kernel may not let us read the process.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use asyncdump_walker::memory::{Memory, Read};
 
-use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_TEXT};
+use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
 use crate::model::values::{Field, FloatBits, PointerKind, Value};
 use crate::plan::values::{FieldShape, Shape, ValueType, ValueTypes};
 
@@ -96,11 +96,64 @@ impl Bytes {
     }
 }
 
+/// A semaphore's wait list, followed from its tail: the waiters' addresses, at most [`MAX_QUEUE`].
+#[derive(Default)]
+pub(super) struct Queue {
+    nodes: Vec<u64>,
+    /// It was followed (by [`Queues::follow_all`]).
+    done: bool,
+    /// A read on the way failed: what was counted is not the list.
+    failed: bool,
+    /// More wait past the ones counted.
+    more: bool,
+    /// `nodes` by address: every waiter in it looks itself up.
+    index: crate::model::FastMap<u64, usize>,
+}
+
+impl Queue {
+    /// Where `node` is, counted from the tail (0: next to be served).
+    fn position(&mut self, node: u64) -> Option<usize> {
+        if self.index.is_empty() && !self.nodes.is_empty() {
+            self.index = (self.nodes.iter().enumerate())
+                .map(|(i, &n)| (n, i))
+                .collect();
+        }
+        self.index.get(&node).copied()
+    }
+}
+
+/// Queues met, by (tail pointer's address, `prev`'s offset): shared by every waiter in one, and
+/// followed once each, in one exchange where the source allows ([`Memory::chase`]).
+#[derive(Default)]
+pub(super) struct Queues {
+    lists: crate::model::FastMap<(u64, u32), Queue>,
+    /// How many times a value asked for a queue not followed yet: one that did waits for it.
+    pub(super) asked: usize,
+}
+
+impl Queues {
+    /// Whether a queue was met that is not followed yet.
+    pub(super) fn waiting(&self) -> bool {
+        self.lists.values().any(|q| !q.done)
+    }
+
+    pub(super) fn follow_all(&mut self, mem: &dyn Memory) {
+        for (&(tail, prev), q) in self.lists.iter_mut().filter(|(_, q)| !q.done) {
+            let chased = mem.chase(tail, prev, MAX_QUEUE as usize + 1);
+            q.more = chased.nodes.len() as u64 > MAX_QUEUE;
+            q.nodes = chased.nodes;
+            q.nodes.truncate(MAX_QUEUE as usize);
+            (q.done, q.failed) = (true, chased.failed);
+        }
+    }
+}
+
 /// The value of type `ty` at `addr`.
 pub(super) fn value(
     types: &ValueTypes,
     bytes: &Bytes,
     needs: &mut Vec<(u64, u32)>,
+    queues: &mut Queues,
     ty: u32,
     addr: u64,
     now_ns: Option<u64>,
@@ -109,6 +162,7 @@ pub(super) fn value(
         types,
         bytes,
         needs,
+        queues,
         now_ns,
     };
     d.value(ty, addr, 0)
@@ -118,6 +172,7 @@ struct Decoder<'a> {
     types: &'a ValueTypes,
     bytes: &'a Bytes,
     needs: &'a mut Vec<(u64, u32)>,
+    queues: &'a mut Queues,
     now_ns: Option<u64>,
 }
 
@@ -186,6 +241,7 @@ impl Decoder<'_> {
             }
             Shape::Socket { v6, ip, port } => socket(b, *v6, *ip, *port)?,
             Shape::Enum { .. } => self.variant(&t.shape, b, addr, depth)?,
+            Shape::Semaphore { .. } => self.semaphore(&t.shape, b, addr)?,
             Shape::Struct { fields, tuple } => Value::Struct {
                 type_name: if *tuple {
                     Arc::from("")
@@ -218,6 +274,60 @@ impl Decoder<'_> {
         };
         let to = self.value(to, p.wrapping_add(u64::from(data)), depth + 1);
         Some(pointer(kind, p, Some((s, w)), to))
+    }
+
+    /// A semaphore acquire's semaphore: its free permits, whether it is closed, how many wait in its
+    /// list (at most [`MAX_QUEUE`] counted) and where this acquire is among them, counted from the
+    /// tail, which tokio serves first. The list is followed once per dump, however many wait in it.
+    fn semaphore(&mut self, shape: &Shape, b: &[u8], addr: u64) -> Option<Value> {
+        let Shape::Semaphore {
+            ptr,
+            permits,
+            tail,
+            node,
+            prev,
+        } = *shape
+        else {
+            return None;
+        };
+        let sem = word(b, ptr)?;
+        let p = match self
+            .bytes
+            .get(self.needs, sem.wrapping_add(u64::from(permits)), 8)
+        {
+            Ok(w) => word(w, 0)?,
+            Err(later) => return Some(pending(later)),
+        };
+        let list = (sem.wrapping_add(u64::from(tail)), prev);
+        let queue = self.queues.lists.entry(list).or_default();
+        match (queue.done, queue.failed) {
+            (false, _) => {
+                self.queues.asked += 1;
+                return Some(Value::Cut);
+            }
+            (true, true) => return None,
+            (true, false) => {}
+        }
+        let me = addr.wrapping_add(u64::from(node));
+        let position = queue.position(me);
+        let field = |name: &str, value| Field {
+            name: name.into(),
+            value,
+        };
+        let mut fields = vec![
+            field("addr", Value::Address(sem)),
+            field("available", Value::Uint(p >> 1)),
+            field("closed", Value::Bool(p & 1 == 1)),
+            field("queued", Value::Uint(queue.nodes.len() as u64)),
+            field("more", Value::Bool(queue.more)),
+        ];
+        if let Some(pos) = position {
+            fields.push(field("position", Value::Uint(pos as u64 + 1)));
+        }
+        Some(Value::Struct {
+            type_name: "Semaphore".into(),
+            fields,
+        })
     }
 
     /// An enum's variant, by its discriminant (or the one there is), with its fields.

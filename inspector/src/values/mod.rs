@@ -1,6 +1,6 @@
 //! The values stage: the locals a dump's decoded frames carry unread ([`Value::Unread`], put there
-//! by the decode stage when `-v` or `--fields` asked for them) read from the target's memory, by the
-//! plan's value shapes ([`crate::plan::values`]).
+//! by the decode stage when `-v` or `--fields` asked for them), and the parts of what each leaf waits
+//! for, read from the target's memory, by the plan's value shapes ([`crate::plan::values`]).
 //!
 //! Reads go in rounds, each one batch over the [`Memory`] source: the first reads every local's own
 //! bytes; what they point to (a string's text, a box's pointee, an `Arc`'s counts) is read in the
@@ -30,7 +30,9 @@ pub const MAX_DEPTH: usize = 4;
 pub const MAX_TOTAL_BYTES: u64 = 32 << 20;
 /// Most bytes of a value's own that are read (a larger one is opaque).
 const MAX_INLINE: u32 = 4096;
-/// Rounds of reads: one per pointer followed, and one more.
+/// Most waiters counted in a semaphore's queue (one read each, in turn).
+pub const MAX_QUEUE: u64 = 1024;
+/// Rounds of reads: one per pointer followed, and one more. (A queue is followed within a round.)
 const MAX_ROUNDS: usize = MAX_DEPTH + 2;
 
 /// What reading a dump's locals cost.
@@ -64,22 +66,24 @@ pub fn read_locals(
     // Each frame's locals lie together in it: one read of the span they cover.
     bytes.read(mem, frame_spans(types, &roots));
     let mut values: Vec<Option<Value>> = vec![None; roots.len()];
+    let mut queues = decode::Queues::default();
     let mut rounds = 1;
     loop {
         let mut needs = Vec::new();
         // Only values still waiting for bytes are decoded again.
         for (v, &(shape, addr, _)) in values.iter_mut().zip(&roots).filter(|(v, _)| v.is_none()) {
-            let before = needs.len();
-            let value = decode::value(types, &bytes, &mut needs, shape, addr, now_ns);
+            let before = (needs.len(), queues.asked);
+            let value = decode::value(types, &bytes, &mut needs, &mut queues, shape, addr, now_ns);
             let last_round = rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES;
-            if needs.len() == before || last_round {
+            if (needs.len(), queues.asked) == before || last_round {
                 *v = Some(value);
             }
         }
-        if needs.is_empty() || values.iter().all(Option::is_some) {
+        if (needs.is_empty() && !queues.waiting()) || values.iter().all(Option::is_some) {
             break;
         }
         bytes.read(mem, needs);
+        queues.follow_all(mem);
         rounds += 1;
     }
     let mut values: Vec<Value> = values
@@ -143,6 +147,9 @@ fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
     fn frames(nodes: &mut [FrameNode], f: &mut dyn FnMut(&mut Local)) {
         for n in nodes {
             n.locals.iter_mut().for_each(&mut *f);
+            if let Some(w) = &mut n.waits_on {
+                w.parts.iter_mut().for_each(&mut *f);
+            }
             frames(&mut n.children, f);
         }
     }
@@ -156,5 +163,5 @@ fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
 fn has_locals(nodes: &[FrameNode]) -> bool {
     nodes
         .iter()
-        .any(|n| !n.locals.is_empty() || has_locals(&n.children))
+        .any(|n| !n.locals.is_empty() || n.waits_on.is_some() || has_locals(&n.children))
 }

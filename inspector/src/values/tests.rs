@@ -188,3 +188,79 @@ fn a_list_that_points_at_itself_is_followed_only_to_the_depth_limit() {
     }
     assert!(depth <= 2 * (MAX_DEPTH + 1), "{depth}");
 }
+
+/// A semaphore acquire at 0x2000 (its semaphore pointer at 0, its node at 8), the semaphore at
+/// 0x5000 (permits word at 0, the wait list's tail at 8), each waiter's `prev` at 0 of it: the
+/// semaphore type is number 6.
+fn semaphore_types() -> ValueTypes {
+    let mut t = types();
+    let shape = Shape::Semaphore {
+        ptr: 0,
+        permits: 0,
+        tail: 8,
+        node: 8,
+        prev: 0,
+    };
+    t.types.push(ty("Semaphore", 16, shape));
+    t
+}
+
+fn read_with(types: &ValueTypes, mem: &ImageMemory, shape: u32, addr: u64) -> Value {
+    let check = Check::default();
+    let local = Local {
+        name: "s".into(),
+        type_name: "".into(),
+        value: Value::Unread { shape, addr, check },
+    };
+    let mut frame = FrameNode::cut(0);
+    frame.locals = vec![local];
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    dump.tasks.truncate(1);
+    dump.tasks[0].frames = Arc::new(vec![frame]);
+    read_locals(&mut dump, types, mem, None);
+    dump.tasks[0].frames[0].locals[0].value.clone()
+}
+
+/// The fields of a semaphore's value, by name.
+fn fields(v: &Value) -> Vec<(String, Value)> {
+    let Value::Struct { fields, .. } = v else {
+        panic!("{v:?}")
+    };
+    fields
+        .iter()
+        .map(|f| (f.name.to_string(), f.value.clone()))
+        .collect()
+}
+
+#[test]
+fn a_waiter_knows_its_place_counted_from_the_tail_and_the_queues_length() {
+    // Tail 0x6000 → prev 0x2008 (this acquire's node) → prev 0x7000 → null: 3 waiting, this 2nd.
+    let mem = memory(&[
+        (0x2000, words(&[0x5000, 0x7000])),
+        (0x5000, words(&[4 << 1, 0x6000])),
+        (0x6000, words(&[0x2008])),
+        (0x7000, words(&[0])),
+    ]);
+    let f = fields(&read_with(&semaphore_types(), &mem, 6, 0x2000));
+    assert!(f.contains(&("available".into(), Value::Uint(4))));
+    assert!(f.contains(&("closed".into(), Value::Bool(false))));
+    assert!(f.contains(&("queued".into(), Value::Uint(3))));
+    assert!(f.contains(&("position".into(), Value::Uint(2))));
+    assert!(f.contains(&("more".into(), Value::Bool(false))));
+}
+
+#[test]
+fn a_wait_list_that_loops_is_counted_only_to_the_bound() {
+    // 0x6000 ↔ 0x7000 forever, as a list torn mid-change could read.
+    let mem = memory(&[
+        (0x2000, words(&[0x5000, 0])),
+        (0x5000, words(&[1, 0x6000])),
+        (0x6000, words(&[0x7000])),
+        (0x7000, words(&[0x6000])),
+    ]);
+    let f = fields(&read_with(&semaphore_types(), &mem, 6, 0x2000));
+    assert!(f.contains(&("queued".into(), Value::Uint(super::MAX_QUEUE))));
+    assert!(f.contains(&("more".into(), Value::Bool(true))));
+    assert!(f.contains(&("closed".into(), Value::Bool(true))));
+    assert!(!f.iter().any(|(n, _)| n == "position"));
+}

@@ -709,6 +709,13 @@ fn frames<W: Write + ?Sized>(
         };
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
+        // On a line of its own: the chain's lines stay what they are, whatever the leaf's state.
+        if let Some(w) = n.waits_on.as_ref().and_then(super::values::wait_text) {
+            indent(out, pad + 2);
+            let _ = out.write_str("↳ ");
+            let _ = out.write_str(&w);
+            let _ = out.write_char('\n');
+        }
         for l in &n.locals {
             indent(out, pad + 4);
             super::values::local_into(&mut scratch, l);

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::model::values::{Field, Local, PointerKind, Value};
+use crate::model::values::{Field, Local, PointerKind, Value, WaitKind, WaitOn};
 
 /// Longest value shown on a line; the rest is cut with `…`.
 pub const MAX_LINE: usize = 200;
@@ -32,6 +32,85 @@ pub fn local_into(out: &mut String, l: &Local) {
         out.truncate(start + cut);
         out.push('…');
     }
+}
+
+/// What a leaf waits for, in words (`deadline in 59m59.9s`, `Mutex @ 0x…: locked, this task 2nd of
+/// 3 waiting`); `None` when its parts could not be read.
+pub fn wait_text(w: &WaitOn) -> Option<String> {
+    match &w.kind {
+        WaitKind::Sleep => deadline(w.part("deadline")?),
+        WaitKind::Permits { lock } => permits(lock, w),
+    }
+}
+
+fn deadline(v: &Value) -> Option<String> {
+    let d = |ns: i64| super::duration(ns.unsigned_abs());
+    Some(match *v {
+        Value::Instant {
+            age_ns: Some(a), ..
+        } if a <= 0 => format!("deadline in {}", d(a)),
+        Value::Instant {
+            age_ns: Some(a), ..
+        } => {
+            format!("deadline passed {} ago, not yet woken", d(a))
+        }
+        Value::Instant {
+            monotonic_ns,
+            age_ns: None,
+        } => format!(
+            "deadline at monotonic {:.3?}",
+            std::time::Duration::from_nanos(monotonic_ns)
+        ),
+        _ => return None,
+    })
+}
+
+fn permits(lock: &str, w: &WaitOn) -> Option<String> {
+    let Some(Value::Struct { fields, .. }) = w.part("semaphore") else {
+        return None;
+    };
+    let get = |name: &str| fields.iter().find(|f| &*f.name == name).map(|f| &f.value);
+    let uint = |name: &str| match get(name) {
+        Some(Value::Uint(u)) => Some(*u),
+        _ => None,
+    };
+    let (Some(Value::Address(addr)), Some(free)) = (get("addr"), uint("available")) else {
+        return None;
+    };
+    let mut out = format!("{lock} @ {addr:#x}: ");
+    let wanted = match w.part("wanted") {
+        Some(Value::Uint(n)) => *n,
+        _ => 1,
+    };
+    let _ = match (lock, free) {
+        ("Mutex", 0) => write!(out, "locked"),
+        ("Mutex", _) => write!(out, "unlocked, being handed over"),
+        ("channel", 0) => write!(out, "full"),
+        (_, _) => write!(out, "{free} permits free, wants {wanted}"),
+    };
+    let more = matches!(get("more"), Some(Value::Bool(true)));
+    let queued = uint("queued").unwrap_or(0);
+    let of = format!("{queued}{}", if more { "+" } else { "" });
+    let _ = match uint("position") {
+        Some(p) => write!(out, ", this task {} of {of} waiting", ordinal(p)),
+        None if more => write!(out, ", {of} waiting, this task after the first {queued}"),
+        None => write!(out, ", {of} waiting, this task not among them yet"),
+    };
+    if matches!(get("closed"), Some(Value::Bool(true))) {
+        out.push_str(", closed");
+    }
+    Some(out)
+}
+
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// A value as one bounded line.
@@ -162,10 +241,10 @@ fn pointer(
 }
 
 fn instant(out: &mut String, monotonic_ns: u64, age_ns: Option<i64>) -> std::fmt::Result {
-    let d = |ns: i64| std::time::Duration::from_nanos(ns.unsigned_abs());
+    let d = |ns: i64| super::duration(ns.unsigned_abs());
     match age_ns {
-        Some(a) if a >= 0 => write!(out, "Instant({:.1?} ago)", d(a)),
-        Some(a) => write!(out, "Instant(in {:.1?})", d(a)),
+        Some(a) if a >= 0 => write!(out, "Instant({} ago)", d(a)),
+        Some(a) => write!(out, "Instant(in {})", d(a)),
         None => write!(
             out,
             "Instant(monotonic {:.3?})",
@@ -232,7 +311,7 @@ mod tests {
             monotonic_ns: 5,
             age_ns: Some(2_000_000_000),
         };
-        assert_eq!(one_line(&i), "Instant(2.0s ago)");
+        assert_eq!(one_line(&i), "Instant(2.00s ago)");
         assert_eq!(
             one_line(&Value::Struct {
                 type_name: "".into(),
@@ -250,5 +329,70 @@ mod tests {
         assert!(line.ends_with("… (1048576 bytes)"), "{line}");
         let long = s(&"x".repeat(1000), 1000);
         assert_eq!(one_line(&long).chars().count(), MAX_LINE + 1);
+    }
+
+    fn part(name: &str, value: Value) -> Local {
+        Local {
+            name: name.into(),
+            type_name: "".into(),
+            value,
+        }
+    }
+
+    fn semaphore(available: u64, queued: u64, position: Option<u64>) -> Value {
+        let f = |name: &str, value| Field {
+            name: name.into(),
+            value,
+        };
+        let mut fields = vec![
+            f("addr", Value::Address(0x10)),
+            f("available", Value::Uint(available)),
+            f("closed", Value::Bool(false)),
+            f("queued", Value::Uint(queued)),
+            f("more", Value::Bool(false)),
+        ];
+        fields.extend(position.map(|p| f("position", Value::Uint(p))));
+        Value::Struct {
+            type_name: "Semaphore".into(),
+            fields,
+        }
+    }
+
+    #[test]
+    fn a_wait_target_reads_as_a_sentence() {
+        let sleep = |age_ns| WaitOn {
+            kind: WaitKind::Sleep,
+            parts: vec![part(
+                "deadline",
+                Value::Instant {
+                    monotonic_ns: 1,
+                    age_ns,
+                },
+            )],
+        };
+        assert_eq!(
+            wait_text(&sleep(Some(-90_000_000_000))).unwrap(),
+            "deadline in 1m30s"
+        );
+        assert_eq!(
+            wait_text(&sleep(Some(2_000_000_000))).unwrap(),
+            "deadline passed 2.00s ago, not yet woken"
+        );
+        let permits = |lock: &str, sem| WaitOn {
+            kind: WaitKind::Permits { lock: lock.into() },
+            parts: vec![part("wanted", Value::Uint(2)), part("semaphore", sem)],
+        };
+        let mutex = permits("Mutex", semaphore(0, 12, Some(11)));
+        assert_eq!(
+            wait_text(&mutex).unwrap(),
+            "Mutex @ 0x10: locked, this task 11th of 12 waiting"
+        );
+        let sem = permits("Semaphore", semaphore(1, 3, Some(2)));
+        assert_eq!(
+            wait_text(&sem).unwrap(),
+            "Semaphore @ 0x10: 1 permits free, wants 2, this task 2nd of 3 waiting"
+        );
+        let unread = permits("Mutex", Value::Unreadable);
+        assert_eq!(wait_text(&unread), None);
     }
 }

@@ -99,4 +99,31 @@ mod tests {
             "adjacent regions are still two"
         );
     }
+
+    fn words(ws: &[u64]) -> Vec<u8> {
+        ws.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn a_list_is_chased_to_its_null_to_a_failed_read_or_to_its_bound() {
+        let mut m = ImageMemory::new();
+        // The head word at 0x100; nodes at 0x200 and 0x300, each's next at 8 into it.
+        assert!(m.insert(0x100, words(&[0x200])));
+        assert!(m.insert(0x200, words(&[0, 0x300])));
+        assert!(m.insert(0x300, words(&[0, 0])));
+        let c = m.chase(0x100, 8, 10);
+        assert_eq!(
+            (c.nodes, c.ended, c.failed),
+            (vec![0x200, 0x300], true, false)
+        );
+        // A next pointer into nothing.
+        assert!(m.insert(0x400, words(&[0x500])));
+        let c = m.chase(0x400, 8, 10);
+        assert_eq!((c.nodes, c.ended, c.failed), (vec![0x500], false, true));
+        // A list that loops stops at the bound.
+        assert!(m.insert(0x600, words(&[0x700])));
+        assert!(m.insert(0x700, words(&[0, 0x700])));
+        let c = m.chase(0x600, 8, 5);
+        assert_eq!((c.nodes.len(), c.ended, c.failed), (5, false, false));
+    }
 }

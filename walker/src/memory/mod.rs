@@ -59,6 +59,15 @@ impl<'a> Read<'a> {
     }
 }
 
+/// A list followed by [`Memory::chase`]: its nodes in order, and how the walk stopped: a null
+/// (`ended`), a read that failed (`failed`), or neither (it reached its `max`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Chased {
+    pub nodes: Vec<u64>,
+    pub ended: bool,
+    pub failed: bool,
+}
+
 /// The source cannot read at all: `errno` as the system gave it (0 when there is none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unreadable {
@@ -93,6 +102,31 @@ pub trait Memory {
         let mut r = [Read::new(addr, &mut w)];
         let read = self.read_many(&mut r).is_ok() && !r[0].failed;
         read.then(|| bytes::word(&w, 0))
+    }
+
+    /// Follows a linked list: the word at `at` is the first node, the word `next` bytes into each
+    /// node the one after it, until a null word, a failed read, or `max` nodes. One read per node;
+    /// a source that can follow the list where the memory is (an agent) does it in one exchange.
+    fn chase(&self, at: u64, next: u32, max: usize) -> Chased {
+        let mut out = Chased::default();
+        let mut word_at = at;
+        while out.nodes.len() < max {
+            match self.read_word(word_at) {
+                None => {
+                    out.failed = true;
+                    break;
+                }
+                Some(0) => {
+                    out.ended = true;
+                    break;
+                }
+                Some(node) => {
+                    out.nodes.push(node);
+                    word_at = node.wrapping_add(u64::from(next));
+                }
+            }
+        }
+        out
     }
 
     /// Reads each address of `from` into the buffer `into` gives it, in one batch; whether each read.

@@ -18,6 +18,9 @@ mod agent;
 mod any;
 mod futures;
 mod std;
+#[cfg(test)]
+mod target_tests;
+mod targets;
 mod tokio;
 #[cfg(test)]
 mod value_tests;

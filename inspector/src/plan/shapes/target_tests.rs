@@ -1,0 +1,85 @@
+//! One spec per wait-target rule, on type descriptions made by hand.
+
+use crate::dwarf::synthetic::Types;
+use crate::plan::builder::Builder;
+use crate::plan::values::{Shape, TargetKind};
+
+#[test]
+fn a_sleep_waits_for_its_deadline() {
+    let mut t = Types::new();
+    let i64_ = t.base("i64", 8);
+    let u32_ = t.base("u32", 4);
+    let ts = t.structure("std::sys::pal::unix::time::Timespec", 16);
+    t.member(ts, "tv_sec", 0, i64_)
+        .member(ts, "tv_nsec", 8, u32_);
+    let instant = t.structure("tokio::time::instant::Instant", 16);
+    t.member(instant, "std", 0, ts);
+    let entry = t.structure("tokio::runtime::time::entry::TimerEntry", 40);
+    t.member(entry, "deadline", 24, instant);
+    let sleep = t.structure("tokio::time::sleep::Sleep", 64);
+    t.member(sleep, "entry", 16, entry);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(sleep).expect("a target");
+    assert_eq!(target.kind, TargetKind::Sleep);
+    assert_eq!(
+        (&*target.parts[0].name, target.parts[0].offset),
+        ("deadline", 40)
+    );
+    let ty = &b.values.types[target.parts[0].ty as usize];
+    assert_eq!(ty.shape, Shape::Instant { secs: 0, nanos: 8 });
+}
+
+#[test]
+fn a_semaphore_acquire_waits_for_permits_in_the_semaphores_queue() {
+    let mut t = Types::new();
+    let usize_ = t.base("usize", 8);
+    let bool_ = t.base("bool", 1);
+    let u8_ = t.base("u8", 1);
+    let raw = t.pointer("*const u8", u8_);
+    let inner = t.structure("tokio::util::linked_list::PointersInner<Waiter>", 16);
+    t.member(inner, "prev", 0, raw)
+        .member(inner, "next", 8, raw);
+    let pointers = t.structure("tokio::util::linked_list::Pointers<Waiter>", 16);
+    t.member(pointers, "inner", 0, inner);
+    let waiter = t.structure("tokio::sync::batch_semaphore::Waiter", 40);
+    t.member(waiter, "state", 0, usize_)
+        .member(waiter, "pointers", 24, pointers);
+    let list = t.structure("tokio::util::linked_list::LinkedList<Waiter>", 16);
+    t.member(list, "head", 0, raw).member(list, "tail", 8, raw);
+    let waitlist = t.structure("tokio::sync::batch_semaphore::Waitlist", 24);
+    t.member(waitlist, "queue", 0, list)
+        .member(waitlist, "closed", 16, bool_);
+    let sem = t.structure("tokio::sync::batch_semaphore::Semaphore", 40);
+    t.member(sem, "waiters", 8, waitlist)
+        .member(sem, "permits", 32, usize_);
+    let sem_ptr = t.pointer("*const tokio::sync::batch_semaphore::Semaphore", sem);
+    let acquire = t.structure("tokio::sync::batch_semaphore::Acquire", 64);
+    t.member(acquire, "semaphore", 0, sem_ptr)
+        .member(acquire, "node", 8, waiter)
+        .member(acquire, "num_permits", 48, usize_)
+        .member(acquire, "queued", 56, bool_);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(acquire).expect("a target");
+    assert_eq!(target.kind, TargetKind::Permits);
+    let names: Vec<(&str, u32)> = target.parts.iter().map(|p| (&*p.name, p.offset)).collect();
+    assert_eq!(names, [("wanted", 48), ("semaphore", 0)]);
+    let sem_ty = &b.values.types[target.parts[1].ty as usize];
+    let want = Shape::Semaphore {
+        ptr: 0,
+        permits: 32,
+        tail: 16,
+        node: 8,
+        prev: 24,
+    };
+    assert_eq!(sem_ty.shape, want);
+}
+
+#[test]
+fn a_leaf_no_rule_knows_has_no_target() {
+    let mut t = Types::new();
+    let s = t.structure("tokio::sync::notify::Notified", 8);
+    let debug = t.build();
+    assert!(Builder::new(&debug).target(s).is_none());
+}

@@ -1,0 +1,94 @@
+//! The table of wait targets: what a leaf future waits for, where its type says. A rule of
+//! [`RULES`] that takes a leaf's type gives the parts to read of it (each a value at an offset, of a
+//! value type), and the view says in words what they mean. One spec each in `target_tests.rs`. A
+//! rule that does not find every field it needs declines: the leaf shows its type alone.
+
+use std::sync::Arc;
+
+use crate::plan::builder::Builder;
+use crate::plan::values::{LocalPlan, Shape, TargetKind, TargetPlan, ValueType};
+
+struct TargetRule {
+    name: &'static str,
+    /// The leaf's qualified type name.
+    matches: fn(&str) -> bool,
+    plan: fn(&mut Builder<'_>, u64) -> Option<TargetPlan>,
+}
+
+const RULES: &[&TargetRule] = &[&SLEEP, &SEMAPHORE_ACQUIRE];
+
+/// `tokio::time::Sleep`: its deadline, an instant a few fields in.
+const SLEEP: TargetRule = TargetRule {
+    name: "tokio Sleep",
+    matches: |n| n == "tokio::time::sleep::Sleep",
+    plan: |b, die| {
+        let (at, ty) = b.find_member_typed(die, "deadline", 3)?;
+        let deadline = part(b, "deadline", at, ty)?;
+        Some(TargetPlan {
+            kind: TargetKind::Sleep,
+            parts: Arc::from([deadline]),
+        })
+    },
+};
+
+/// tokio's semaphore `Acquire` (under every `Mutex::lock`, `RwLock` read and write, `Semaphore`
+/// acquire and bounded `mpsc` send): the permits it wants, and the semaphore's free permits and
+/// wait list, in which its `node` is queued.
+const SEMAPHORE_ACQUIRE: TargetRule = TargetRule {
+    name: "tokio semaphore Acquire",
+    matches: |n| n == "tokio::sync::batch_semaphore::Acquire",
+    plan: |b, die| {
+        let (wanted_at, wanted_ty) = b.member(die, &["num_permits"])?;
+        let (ptr, sem) = b.pointer_to(die, "semaphore")?;
+        let (node, waiter) = b.member(die, &["node"])?;
+        let shape = Shape::Semaphore {
+            ptr: u32::try_from(ptr).ok()?,
+            permits: u32::try_from(b.find_member(sem, "permits", 1)?).ok()?,
+            tail: u32::try_from(b.find_member(sem, "tail", 6)?).ok()?,
+            node: u32::try_from(node).ok()?,
+            prev: u32::try_from(b.find_member(b.strip(waiter), "prev", 4)?).ok()?,
+        };
+        let size = ptr.max(node) as u32 + 8;
+        let ty = b.synthetic_value("Semaphore", size, shape);
+        let wanted = part(b, "wanted", wanted_at, wanted_ty)?;
+        let semaphore = LocalPlan {
+            name: "semaphore".into(),
+            offset: 0,
+            ty,
+        };
+        Some(TargetPlan {
+            kind: TargetKind::Permits,
+            parts: Arc::from([wanted, semaphore]),
+        })
+    },
+};
+
+fn part(b: &mut Builder<'_>, name: &str, at: u64, ty: u64) -> Option<LocalPlan> {
+    Some(LocalPlan {
+        name: name.into(),
+        offset: u32::try_from(at).ok()?,
+        ty: b.value(ty),
+    })
+}
+
+impl Builder<'_> {
+    /// What a leaf future of type `die` waits for, if a rule knows its type.
+    pub(in crate::plan) fn target(&mut self, die: u64) -> Option<TargetPlan> {
+        let name = self.debug.qualified_name(die);
+        let rule = RULES.iter().find(|r| (r.matches)(&name))?;
+        let plan = (rule.plan)(self, die)?;
+        self.values.decided_by.insert(die, rule.name);
+        Some(plan)
+    }
+
+    /// A value type of the plan's own making (not from a DIE).
+    fn synthetic_value(&mut self, name: &str, size: u32, shape: Shape) -> u32 {
+        let t = self.values.types.len() as u32;
+        self.values.types.push(ValueType {
+            name: name.into(),
+            size,
+            shape,
+        });
+        t
+    }
+}

@@ -1,0 +1,158 @@
+//! What each leaf waits for, decoded in every dump: a sleep's deadline and time left, a lock's state
+//! and the task's place in its queue; through the agent, without it, and from a core.
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use crate::agentless::dump_settled;
+use crate::support::{Fixture, asyncdump_ok};
+
+/// What each leaf `leaf` of a dump waits for: the line under it, from ` · ` on (as if appended), or
+/// the empty string where there is none.
+fn leaf_lines(text: &str, leaf: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    (lines.iter().enumerate())
+        .filter(|(_, l)| l.trim_start() == format!("awaiting {leaf}"))
+        .map(|(i, _)| {
+            match lines
+                .get(i + 1)
+                .and_then(|n| n.trim_start().strip_prefix("↳ "))
+            {
+                Some(w) => format!(" · {w}"),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_sleep_says_how_long_until_its_deadline_and_a_lock_where_the_task_is_in_its_queue() {
+    let fx = Fixture::start("no_agent", &[]);
+    let text = dump_settled(fx.pid, &[], 5);
+    // tick_forever sleeps an hour at a time, and began a moment ago.
+    let sleep = leaf_lines(&text, "tokio::time::sleep::Sleep");
+    assert_eq!(sleep.len(), 1, "{text}");
+    assert!(
+        sleep[0].starts_with(" · deadline in 59m") || sleep[0].starts_with(" · deadline in 1h"),
+        "{}",
+        sleep[0]
+    );
+    // wait_for_lock waits alone for the mutex hold_lock holds.
+    let lock = leaf_lines(&text, "tokio::sync::batch_semaphore::Acquire");
+    assert_eq!(lock.len(), 1, "{text}");
+    assert!(lock[0].starts_with(" · Mutex @ 0x"), "{}", lock[0]);
+    assert!(
+        lock[0].ends_with(": locked, this task 1st of 1 waiting"),
+        "{}",
+        lock[0]
+    );
+}
+
+#[test]
+fn requests_queued_on_one_mutex_each_know_their_place() {
+    let (fx, port) = crate::support::axum_service(&[]);
+    let mut connections = Vec::new();
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(c, "GET /mutex HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+        connections.push(c);
+        // One at a time, so that they queue in this order.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pid = fx.pid.to_string();
+    let mut places = Vec::new();
+    for _ in 0..50 {
+        let text = asyncdump_ok(&["dump", &pid]);
+        places = leaf_lines(&text, "tokio::sync::batch_semaphore::Acquire")
+            .iter()
+            .filter(|l| l.contains("Mutex @"))
+            .filter_map(|l| l.split("this task ").nth(1).map(str::to_owned))
+            .collect();
+        if places.len() == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    places.sort();
+    assert_eq!(
+        places,
+        ["1st of 3 waiting", "2nd of 3 waiting", "3rd of 3 waiting"]
+    );
+    // The same through the agent and read from outside.
+    let outside = asyncdump_ok(&["dump", &pid, "--no-agent"]);
+    let mut from_outside: Vec<String> =
+        leaf_lines(&outside, "tokio::sync::batch_semaphore::Acquire")
+            .iter()
+            .filter_map(|l| l.split("this task ").nth(1).map(str::to_owned))
+            .filter(|l| l.ends_with("of 3 waiting"))
+            .collect();
+    from_outside.sort();
+    assert_eq!(from_outside, places);
+}
+
+#[test]
+fn a_cores_sleep_has_its_deadline_but_no_time_left() {
+    let fx = Fixture::start("no_agent", &[]);
+    dump_settled(fx.pid, &[], 5);
+    let dir = crate::support::tempdir();
+    let core = crate::cores::gcore(fx.pid, dir.as_path());
+    let text = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
+    let sleep = leaf_lines(&text, "tokio::time::sleep::Sleep");
+    assert_eq!(sleep.len(), 1, "{text}");
+    assert!(
+        sleep[0].starts_with(" · deadline at monotonic "),
+        "{}",
+        sleep[0]
+    );
+    let lock = leaf_lines(&text, "tokio::sync::batch_semaphore::Acquire");
+    assert!(
+        lock[0].ends_with(": locked, this task 1st of 1 waiting"),
+        "{}",
+        lock[0]
+    );
+}
+
+#[test]
+fn json_carries_the_wait_target_as_data() {
+    let fx = Fixture::start("no_agent", &[]);
+    dump_settled(fx.pid, &[], 5);
+    let doc = crate::support::dump_json(fx.pid, &[]);
+    let mut found = Vec::new();
+    fn walk(frames: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
+        for f in frames.as_array().unwrap() {
+            if let Some(w) = f.get("waits_on") {
+                out.push(w.clone());
+            }
+            walk(&f["children"], out);
+        }
+    }
+    for t in doc["tasks"].as_array().unwrap() {
+        walk(&t["frames"], &mut found);
+    }
+    let sleep = found
+        .iter()
+        .find(|w| w["kind"] == "sleep")
+        .expect("a sleep");
+    let left = sleep["parts"][0]["value"]["instant"]["age_ns"]
+        .as_i64()
+        .unwrap();
+    assert!(left < 0 && left > -3_600_000_000_000, "{left}");
+    let lock = found
+        .iter()
+        .find(|w| w["kind"]["permits"]["lock"] == "Mutex")
+        .expect("a mutex");
+    assert_eq!(lock["parts"][0]["name"], "wanted");
+    assert_eq!(lock["parts"][0]["value"]["uint"], 1);
+    let sem = &lock["parts"][1]["value"]["struct"]["fields"];
+    let field = |name: &str| {
+        sem.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap()["value"]
+            .clone()
+    };
+    assert_eq!(field("available")["uint"], 0);
+    assert_eq!(field("queued")["uint"], 1);
+    assert_eq!(field("position")["uint"], 1);
+}
