@@ -30,19 +30,39 @@ impl Bytes {
     pub(super) fn read(&mut self, mem: &dyn Memory, mut needs: Vec<(u64, u32)>) {
         needs.retain(|&(addr, len)| self.find(addr, len).is_none());
         needs.sort_unstable();
+        // Each run with the needs it holds: where a run of several fails, each is read alone, so
+        // that one bad pointer does not take its neighbours with it.
         let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut held: Vec<Vec<(u64, u32)>> = Vec::new();
         for (addr, len) in needs {
             let end = addr.saturating_add(u64::from(len));
-            match runs.last_mut() {
-                Some((start, run_end))
+            match (runs.last_mut(), held.last_mut()) {
+                (Some((start, run_end)), Some(h))
                     if (addr < *run_end || addr / PAGE == (*run_end - 1) / PAGE)
                         && end.max(*run_end) - *start <= MAX_RUN =>
                 {
-                    *run_end = end.max(*run_end)
+                    *run_end = end.max(*run_end);
+                    h.push((addr, len));
                 }
-                _ => runs.push((addr, end)),
+                _ => {
+                    runs.push((addr, end));
+                    held.push(vec![(addr, len)]);
+                }
             }
         }
+        let failed = self.read_runs(mem, runs);
+        let alone: Vec<(u64, u64)> = (held.into_iter().zip(failed))
+            .filter(|(h, failed)| *failed && h.len() > 1)
+            .flat_map(|(h, _)| h)
+            .map(|(addr, len)| (addr, addr.saturating_add(u64::from(len))))
+            .collect();
+        if !alone.is_empty() {
+            self.read_runs(mem, alone);
+        }
+    }
+
+    /// Reads `runs` in one batch and keeps them; whether each failed.
+    fn read_runs(&mut self, mem: &dyn Memory, runs: Vec<(u64, u64)>) -> Vec<bool> {
         let mut bufs: Vec<Vec<u8>> = runs
             .iter()
             .map(|&(a, e)| vec![0; (e - a) as usize])
@@ -53,26 +73,30 @@ impl Bytes {
         let all = mem.read_many(&mut reads).is_ok();
         let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
         drop(reads);
-        for (((start, end), buf), failed) in runs.into_iter().zip(bufs).zip(failed) {
+        for (((start, end), buf), &failed) in runs.into_iter().zip(bufs).zip(&failed) {
             self.total += end - start;
             self.runs.push((start, end, (!failed).then_some(buf)));
         }
         self.runs.sort_unstable_by_key(|r| r.0);
+        failed
     }
 
     /// The run holding `[addr, addr + len)`: runs of different rounds may overlap, so a few before
-    /// the last one starting at or below `addr` are looked at too.
+    /// the last one starting at or below `addr` are looked at too, and one that read is preferred
+    /// to one that failed.
     fn find(&self, addr: u64, len: u32) -> Option<Option<&[u8]>> {
         let end = addr.checked_add(u64::from(len))?;
-        let holds = |i: usize| {
-            let (start, run_end, _) = &self.runs[i];
-            *start <= addr && end <= *run_end
+        let holds = |i: usize, read: bool| {
+            let (start, run_end, bytes) = &self.runs[i];
+            *start <= addr && end <= *run_end && (bytes.is_some() || !read)
         };
         let i = match self.last.get() {
-            i if i < self.runs.len() && holds(i) => i,
+            i if i < self.runs.len() && holds(i, true) => i,
             _ => {
                 let at = self.runs.partition_point(|r| r.0 <= addr);
-                let i = (at.saturating_sub(8)..at).rev().find(|&i| holds(i))?;
+                let near = at.saturating_sub(8)..at;
+                let i = (near.clone().rev().find(|&i| holds(i, true)))
+                    .or_else(|| near.rev().find(|&i| holds(i, false)))?;
                 self.last.set(i);
                 i
             }

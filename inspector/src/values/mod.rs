@@ -113,7 +113,8 @@ pub fn read_locals(
 /// The bytes each frame's locals cover, by the state each is checked by.
 fn frame_spans(types: &ValueTypes, roots: &[(u32, u64, Check)]) -> Vec<(u64, u32)> {
     let mut spans: FastMap<Check, (u64, u64)> = FastMap::default();
-    for &(shape, addr, check) in roots {
+    // A leaf's parts have no frame to check (size 0): they are read each on their own.
+    for &(shape, addr, check) in roots.iter().filter(|r| r.2.size > 0) {
         let size = types.get(shape).map_or(0, |t| t.size.min(MAX_INLINE));
         let end = addr.saturating_add(u64::from(size));
         let span = spans.entry(check).or_insert((addr, end));

@@ -264,3 +264,47 @@ fn a_wait_list_that_loops_is_counted_only_to_the_bound() {
     assert!(f.contains(&("closed".into(), Value::Bool(true))));
     assert!(!f.iter().any(|(n, _)| n == "position"));
 }
+
+#[test]
+fn a_bad_pointer_read_beside_good_ones_fails_alone() {
+    // Two strings in one page, one of whose text pointer leads nowhere: the other still reads.
+    // Memory holds 0x3000.. but not 0x3ff0, in the same page: a read merged over both fails whole.
+    let mem = memory(&[
+        (0x2000, words(&[0x3000, 2, 2])),
+        (0x2018, words(&[0x3ff0, 2, 2])),
+        (0x3000, b"ok".to_vec()),
+    ]);
+    let types = types();
+    let roots = [(1u32, 0x2000u64), (1, 0x2018)];
+    let mut frame = FrameNode::cut(0);
+    frame.locals = (roots.iter())
+        .map(|&(shape, addr)| Local {
+            name: "s".into(),
+            type_name: "".into(),
+            value: Value::Unread {
+                shape,
+                addr,
+                check: Check::default(),
+            },
+        })
+        .collect();
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    dump.tasks.truncate(1);
+    dump.tasks[0].frames = Arc::new(vec![frame]);
+    read_locals(&mut dump, &types, &mem, None);
+    let got: Vec<Value> = dump.tasks[0].frames[0]
+        .locals
+        .iter()
+        .map(|l| l.value.clone())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Value::Str {
+                text: "ok".into(),
+                len: 2
+            },
+            Value::Unreadable
+        ]
+    );
+}
