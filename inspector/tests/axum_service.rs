@@ -97,6 +97,8 @@ fn dump_until_every_leaf(pid: u32) -> String {
         {
             break;
         }
+        // The clients (curl processes, for HTTP/2) may take a while to connect on a busy machine.
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
     text
 }

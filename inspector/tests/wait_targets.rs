@@ -156,3 +156,44 @@ fn json_carries_the_wait_target_as_data() {
     assert_eq!(field("queued")["uint"], 1);
     assert_eq!(field("position")["uint"], 1);
 }
+
+#[test]
+fn a_socket_read_names_its_descriptor_and_both_ends() {
+    let (fx, port) = crate::support::axum_service(&[]);
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(c, "GET /peer HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+    let pid = fx.pid.to_string();
+    let leaf = "tokio::io::util::read::Read<tokio::net::tcp::stream::TcpStream>";
+    let mut reads = Vec::new();
+    for _ in 0..50 {
+        reads = leaf_lines(&asyncdump_ok(&["dump", &pid]), leaf);
+        if reads.len() == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    // ` · reading fd N, tcp 127.0.0.1:LOCAL → 127.0.0.1:PEER, 0 bytes queued`
+    let words: Vec<&str> = reads[0]
+        .split([' ', ','])
+        .filter(|w| !w.is_empty())
+        .collect();
+    assert_eq!(words[..3], ["·", "reading", "fd"], "{}", reads[0]);
+    assert_eq!((words[4], words[6]), ("tcp", "→"), "{}", reads[0]);
+    assert_eq!(words[8..], ["0", "bytes", "queued"], "{}", reads[0]);
+    let fd: u32 = words[3].parse().unwrap();
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
+    assert!(link.to_str().unwrap().starts_with("socket:["), "{link:?}");
+    let (local, peer) = (words[5], words[7]);
+    assert!(
+        local.starts_with("127.0.0.1:") && peer.starts_with("127.0.0.1:"),
+        "{}",
+        reads[0]
+    );
+    // The peer is the fixture's own silent listener, not the service's port, and not this end.
+    assert_ne!(peer, format!("127.0.0.1:{port}"));
+    assert_ne!(local, peer);
+    // Read from outside, the same.
+    let outside = leaf_lines(&asyncdump_ok(&["dump", &pid, "--no-agent"]), leaf);
+    assert_eq!(outside, reads);
+}

@@ -76,9 +76,94 @@ pub fn is_under(path: &std::path::Path) -> bool {
     path.starts_with("/proc")
 }
 
+/// An internet socket of a process, as its `/proc/PID/net` tables show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Socket {
+    /// `tcp` or `udp`.
+    pub proto: &'static str,
+    pub local: std::net::SocketAddr,
+    pub peer: std::net::SocketAddr,
+    /// Bytes queued to send and to read.
+    pub tx_queue: u64,
+    pub rx_queue: u64,
+}
+
+/// The socket that file descriptor `fd` of process `pid` is, if it is an internet one this process
+/// may see (`/proc/PID/fd/FD` names its inode; the process's own network namespace's tables hold it).
+pub fn socket(pid: u32, fd: i64) -> Option<Socket> {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let inode: u64 = (link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?)
+        .parse()
+        .ok()?;
+    ["tcp", "tcp6", "udp", "udp6"].iter().find_map(|table| {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok()?;
+        let proto = if table.starts_with("tcp") {
+            "tcp"
+        } else {
+            "udp"
+        };
+        text.lines()
+            .skip(1)
+            .find_map(|l| socket_line(l, proto, inode))
+    })
+}
+
+/// One line of `/proc/net/tcp` (or `tcp6`, `udp`, `udp6`), if it is the socket `inode`:
+/// `sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode …`.
+fn socket_line(line: &str, proto: &'static str, inode: u64) -> Option<Socket> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.get(9)?.parse::<u64>().ok()? != inode {
+        return None;
+    }
+    let (tx, rx) = f.get(4)?.split_once(':')?;
+    Some(Socket {
+        proto,
+        local: net_address(f.get(1)?)?,
+        peer: net_address(f.get(2)?)?,
+        tx_queue: u64::from_str_radix(tx, 16).ok()?,
+        rx_queue: u64::from_str_radix(rx, 16).ok()?,
+    })
+}
+
+/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the address as the kernel prints it,
+/// each 32-bit word in this machine's byte order, the port as a number.
+fn net_address(text: &str) -> Option<std::net::SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words: Option<Vec<[u8; 4]>> = (0..ip.len() / 8)
+        .map(|i| {
+            Some(
+                u32::from_str_radix(ip.get(8 * i..8 * i + 8)?, 16)
+                    .ok()?
+                    .to_ne_bytes(),
+            )
+        })
+        .collect();
+    let octets: Vec<u8> = words?.concat();
+    let ip: std::net::IpAddr = match octets.len() {
+        4 => std::net::Ipv4Addr::from(<[u8; 4]>::try_from(octets).ok()?).into(),
+        16 => std::net::Ipv6Addr::from(<[u8; 16]>::try_from(octets).ok()?).into(),
+        _ => return None,
+    };
+    Some(std::net::SocketAddr::new(ip, port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_table_line_reads_as_its_addresses_and_queues() {
+        let v4 = "   3: 0100007F:A8CA 0100007F:1538 01 00000000:0000000A 00:00000000 00000000     0        0 48213 1 0000000000000000 20 4 30 10 -1";
+        let s = socket_line(v4, "tcp", 48213).expect("the socket");
+        assert_eq!(s.local.to_string(), "127.0.0.1:43210");
+        assert_eq!(s.peer.to_string(), "127.0.0.1:5432");
+        assert_eq!((s.tx_queue, s.rx_queue), (0, 10));
+        assert_eq!(socket_line(v4, "tcp", 1), None);
+        let v6 = "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1";
+        let s = socket_line(v6, "tcp", 777).expect("the socket");
+        assert_eq!(s.local.to_string(), "[::1]:8080");
+    }
 
     #[test]
     fn this_process_reads_as_itself() {

@@ -331,6 +331,7 @@ impl<'a> Merge<'a> {
         let target = self.plan.targets.get(&n.ty)?;
         let kind = match target.kind {
             TargetKind::Sleep => WaitKind::Sleep,
+            TargetKind::Io { write } => WaitKind::Io { write },
             TargetKind::Permits => {
                 let above = under.map(|u| self.arena.nodes[u].info.name.as_str());
                 WaitKind::Permits {

@@ -38,6 +38,9 @@ pub enum WaitKind {
     /// tokio's semaphore `Acquire`, under a `Mutex`, an `RwLock`, a `Semaphore` or a bounded
     /// channel's send: `lock` names which, from the frame that awaits it.
     Permits { lock: Arc<str> },
+    /// A read or write of a file descriptor (part `fd`) and, where the process's `/proc` says, the
+    /// socket it is (part `socket`: `proto`, `local`, `peer`, `queued` bytes in the direction waited on).
+    Io { write: bool },
 }
 
 impl WaitOn {

@@ -127,6 +127,11 @@ pub enum Shape {
         node: u32,
         prev: u32,
     },
+    /// A pointer at `ptr` to an I/O object whose file descriptor (an `i32`) is `fd` bytes in.
+    Fd {
+        ptr: u32,
+        fd: u32,
+    },
     Opaque,
 }
 
@@ -144,6 +149,8 @@ pub enum TargetKind {
     Sleep,
     /// A semaphore acquire: parts `wanted` (permits) and `semaphore` ([`Shape::Semaphore`]).
     Permits,
+    /// A read or write of an I/O object: part `fd` ([`Shape::Fd`]).
+    Io { write: bool },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

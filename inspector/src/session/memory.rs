@@ -111,6 +111,8 @@ impl MemorySession {
         );
         let now = Some(dump.snapshot.now_ns);
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
+        let pid = self.reader.pid();
+        crate::values::describe_fds(&mut dump, &|fd| super::socket_value(pid, fd));
         if frozen.is_some() {
             stopped = release(frozen.take());
         }

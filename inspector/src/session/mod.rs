@@ -318,6 +318,7 @@ impl AgentSession {
             let mem = crate::attach::memory::AgentMemory::new(&mut self.client, pid);
             let now = Some(dump.snapshot.now_ns);
             crate::values::read_locals(&mut dump, &plan.values, &mem, now);
+            crate::values::describe_fds(&mut dump, &|fd| socket_value(pid, fd));
         }
         Ok(dump)
     }
@@ -473,6 +474,30 @@ impl AgentSession {
             )
         });
     }
+}
+
+/// What `/proc` says of file descriptor `fd` of live process `pid`, as a wait target's `socket` part.
+pub(crate) fn socket_value(pid: u32, fd: i64) -> Option<crate::model::values::Value> {
+    use crate::model::values::{Field, Value};
+    let s = crate::attach::procfs::socket(pid, fd)?;
+    let field = |name: &str, value| Field {
+        name: name.into(),
+        value,
+    };
+    let text = |t: &str| Value::Str {
+        text: t.into(),
+        len: t.len() as u64,
+    };
+    Some(Value::Struct {
+        type_name: "socket".into(),
+        fields: vec![
+            field("proto", text(s.proto)),
+            field("local", Value::SocketAddr(s.local.to_string())),
+            field("peer", Value::SocketAddr(s.peer.to_string())),
+            field("to_send", Value::Uint(s.tx_queue)),
+            field("to_read", Value::Uint(s.rx_queue)),
+        ],
+    })
 }
 
 pub(crate) fn not_decoded(note: String) -> DecodingInfo {

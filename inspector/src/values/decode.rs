@@ -266,6 +266,13 @@ impl Decoder<'_> {
             Shape::Socket { v6, ip, port } => socket(b, *v6, *ip, *port)?,
             Shape::Enum { .. } => self.variant(&t.shape, b, addr, depth)?,
             Shape::Semaphore { .. } => self.semaphore(&t.shape, b, addr)?,
+            Shape::Fd { ptr, fd } => {
+                let at = word(b, *ptr)?.wrapping_add(u64::from(*fd));
+                match self.bytes.get(self.needs, at, 4) {
+                    Ok(w) => Value::Int(i64::from(uint(w, 0, 4)? as u32 as i32)),
+                    Err(later) => pending(later),
+                }
+            }
             Shape::Struct { fields, tuple } => Value::Struct {
                 type_name: if *tuple {
                     Arc::from("")

@@ -16,7 +16,7 @@ mod tests;
 
 use asyncdump_walker::memory::{Memory, Read};
 
-use crate::model::values::{Check, Local, Value};
+use crate::model::values::{Check, Local, Value, WaitKind};
 use crate::model::{Dump, FastMap, FrameNode};
 use crate::plan::values::ValueTypes;
 
@@ -108,6 +108,47 @@ pub fn read_locals(
         rounds,
         changed_frames: changed.values().filter(|&&c| c).count(),
     }
+}
+
+/// Adds to each I/O wait whose descriptor was read what `socket_of` says of it, as a part
+/// `socket` (for a live process: its `/proc`; a core has none).
+pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
+    fn frames(nodes: &mut [FrameNode], socket_of: &dyn Fn(i64) -> Option<Value>) {
+        for n in nodes {
+            if let Some(w) = n
+                .waits_on
+                .as_mut()
+                .filter(|w| matches!(w.kind, WaitKind::Io { .. }))
+                && let Some(&Value::Int(fd)) = w.part("fd")
+                && let Some(value) = socket_of(fd)
+            {
+                let type_name = "socket".into();
+                w.parts.push(Local {
+                    name: "socket".into(),
+                    type_name,
+                    value,
+                });
+            }
+            frames(&mut n.children, socket_of);
+        }
+    }
+    for t in &mut dump.tasks {
+        if has_io(&t.frames) {
+            frames(
+                std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(),
+                socket_of,
+            );
+        }
+    }
+}
+
+fn has_io(nodes: &[FrameNode]) -> bool {
+    nodes.iter().any(|n| {
+        n.waits_on
+            .as_ref()
+            .is_some_and(|w| matches!(w.kind, WaitKind::Io { .. }))
+            || has_io(&n.children)
+    })
 }
 
 /// The bytes each frame's locals cover, by the state each is checked by.

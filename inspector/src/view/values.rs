@@ -40,7 +40,32 @@ pub fn wait_text(w: &WaitOn) -> Option<String> {
     match &w.kind {
         WaitKind::Sleep => deadline(w.part("deadline")?),
         WaitKind::Permits { lock } => permits(lock, w),
+        WaitKind::Io { write } => io(*write, w),
     }
+}
+
+/// `reading fd 12, tcp 127.0.0.1:43210 → 127.0.0.1:5432, 0 bytes queued`: the socket's part where
+/// the process's `/proc` gave it, the bytes queued in the direction waited on.
+fn io(write: bool, w: &WaitOn) -> Option<String> {
+    let Some(Value::Int(fd)) = w.part("fd") else {
+        return None;
+    };
+    let mut out = format!("{} fd {fd}", if write { "writing" } else { "reading" });
+    if let Some(Value::Struct { fields, .. }) = w.part("socket") {
+        let get = |name: &str| fields.iter().find(|f| &*f.name == name).map(|f| &f.value);
+        if let (
+            Some(Value::Str { text: proto, .. }),
+            Some(Value::SocketAddr(local)),
+            Some(Value::SocketAddr(peer)),
+        ) = (get("proto"), get("local"), get("peer"))
+        {
+            let _ = write!(out, ", {proto} {local} → {peer}");
+        }
+        if let Some(Value::Uint(q)) = get(if write { "to_send" } else { "to_read" }) {
+            let _ = write!(out, ", {q} bytes queued");
+        }
+    }
+    Some(out)
 }
 
 fn deadline(v: &Value) -> Option<String> {
@@ -394,5 +419,40 @@ mod tests {
         );
         let unread = permits("Mutex", Value::Unreadable);
         assert_eq!(wait_text(&unread), None);
+    }
+
+    #[test]
+    fn an_io_wait_names_its_descriptor_and_the_socket_where_known() {
+        let fd = |write| WaitOn {
+            kind: WaitKind::Io { write },
+            parts: vec![part("fd", Value::Int(12))],
+        };
+        assert_eq!(wait_text(&fd(true)).unwrap(), "writing fd 12");
+        let mut read = fd(false);
+        let f = |name: &str, value| Field {
+            name: name.into(),
+            value,
+        };
+        let socket = Value::Struct {
+            type_name: "socket".into(),
+            fields: vec![
+                f(
+                    "proto",
+                    Value::Str {
+                        text: "tcp".into(),
+                        len: 3,
+                    },
+                ),
+                f("local", Value::SocketAddr("127.0.0.1:43210".into())),
+                f("peer", Value::SocketAddr("127.0.0.1:5432".into())),
+                f("to_send", Value::Uint(7)),
+                f("to_read", Value::Uint(0)),
+            ],
+        };
+        read.parts.push(part("socket", socket));
+        assert_eq!(
+            wait_text(&read).unwrap(),
+            "reading fd 12, tcp 127.0.0.1:43210 → 127.0.0.1:5432, 0 bytes queued"
+        );
     }
 }

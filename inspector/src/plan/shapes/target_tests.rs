@@ -83,3 +83,32 @@ fn a_leaf_no_rule_knows_has_no_target() {
     let debug = t.build();
     assert!(Builder::new(&debug).target(s).is_none());
 }
+
+#[test]
+fn a_read_waits_on_the_descriptor_of_what_it_reads() {
+    let mut t = Types::new();
+    let i32_ = t.base("i32", 4);
+    let owned = t.structure("std::os::fd::owned::OwnedFd", 4);
+    t.member(owned, "fd", 0, i32_);
+    let socket = t.structure("std::sys::net::Socket", 4);
+    t.member(socket, "__0", 0, owned);
+    let evented = t.structure(
+        "tokio::io::poll_evented::PollEvented<mio::net::tcp::stream::TcpStream>",
+        24,
+    );
+    t.member(evented, "io", 16, socket);
+    let stream = t.structure("tokio::net::tcp::stream::TcpStream", 24);
+    t.member(stream, "io", 0, evented);
+    let ptr = t.pointer("*mut tokio::net::tcp::stream::TcpStream", stream);
+    let read = t.structure(
+        "tokio::io::util::read::Read<tokio::net::tcp::stream::TcpStream>",
+        24,
+    );
+    t.member(read, "reader", 0, ptr);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(read).expect("a target");
+    assert_eq!(target.kind, TargetKind::Io { write: false });
+    let fd = &b.values.types[target.parts[0].ty as usize];
+    assert_eq!(fd.shape, Shape::Fd { ptr: 0, fd: 16 });
+}

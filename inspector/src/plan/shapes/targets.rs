@@ -15,7 +15,7 @@ struct TargetRule {
     plan: fn(&mut Builder<'_>, u64) -> Option<TargetPlan>,
 }
 
-const RULES: &[&TargetRule] = &[&SLEEP, &SEMAPHORE_ACQUIRE];
+const RULES: &[&TargetRule] = &[&SLEEP, &SEMAPHORE_ACQUIRE, &IO];
 
 /// `tokio::time::Sleep`: its deadline, an instant a few fields in.
 const SLEEP: TargetRule = TargetRule {
@@ -62,6 +62,53 @@ const SEMAPHORE_ACQUIRE: TargetRule = TargetRule {
         })
     },
 };
+
+/// tokio's `AsyncReadExt`/`AsyncWriteExt` futures (`read`, `read_exact`, `write_all`, ...): the
+/// file descriptor of the object they read or write, found through its fields (a `TcpStream`'s
+/// `PollEvented`, mio's socket, std's, its `OwnedFd`).
+const IO: TargetRule = TargetRule {
+    name: "tokio read or write",
+    matches: |n| io_op(n).is_some(),
+    plan: |b, die| {
+        let name = b.debug.qualified_name(die);
+        let (field, write) = io_op(&name)?;
+        let (ptr, object) = b.pointer_to(die, field)?;
+        let fd = b.find_member(object, "fd", 12)?;
+        let shape = Shape::Fd {
+            ptr: u32::try_from(ptr).ok()?,
+            fd: u32::try_from(fd).ok()?,
+        };
+        let ty = b.synthetic_value("fd", ptr as u32 + 8, shape);
+        Some(TargetPlan {
+            kind: TargetKind::Io { write },
+            parts: Arc::from([LocalPlan {
+                name: "fd".into(),
+                offset: 0,
+                ty,
+            }]),
+        })
+    },
+};
+
+/// The field that points at the I/O object, and whether it writes, of tokio's I/O futures by name.
+fn io_op(name: &str) -> Option<(&'static str, bool)> {
+    const OPS: &[(&str, &str, bool)] = &[
+        ("read::Read<", "reader", false),
+        ("read_exact::ReadExact<", "reader", false),
+        ("read_buf::ReadBuf<", "reader", false),
+        ("read_to_end::ReadToEnd<", "reader", false),
+        ("read_to_string::ReadToString<", "reader", false),
+        ("read_line::ReadLine<", "reader", false),
+        ("write::Write<", "writer", true),
+        ("write_all::WriteAll<", "writer", true),
+        ("write_buf::WriteBuf<", "writer", true),
+        ("flush::Flush<", "a", true),
+    ];
+    let rest = name.strip_prefix("tokio::io::util::")?;
+    (OPS.iter())
+        .find(|(prefix, _, _)| rest.starts_with(prefix))
+        .map(|&(_, field, write)| (field, write))
+}
 
 fn part(b: &mut Builder<'_>, name: &str, at: u64, ty: u64) -> Option<LocalPlan> {
     Some(LocalPlan {
