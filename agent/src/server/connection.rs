@@ -247,21 +247,17 @@ fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
 /// The ranges `req` asks for, read from this process with `process_vm_readv` (a bad address fails
 /// the range, it never faults).
 fn read_own(req: &asyncdump_protocol::ReadRequest) -> asyncdump_protocol::ReadReply {
-    use asyncdump_walker::{Memory, ProcessMemory, Read};
+    use asyncdump_walker::{Memory, ProcessMemory};
+    let own = ProcessMemory::own();
     let mut bufs: Vec<Vec<u8>> = (req.ranges.iter())
         .map(|&(_, len)| vec![0; len as usize])
         .collect();
-    let mut reads: Vec<Read<'_>> = (req.ranges.iter().zip(bufs.iter_mut()))
-        .map(|(&(addr, _), b)| Read::new(addr, b))
-        .collect();
-    let all = ProcessMemory::own().read_many(&mut reads).is_ok();
+    let into = bufs.iter_mut().map(Vec::as_mut_slice);
+    let read = own.read_each(req.ranges.iter().map(|r| r.0), into);
     // The lists are followed after the ranges are read: a request's work is bounded by its size.
-    let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
-    drop(reads);
-    let own = ProcessMemory::own();
     asyncdump_protocol::ReadReply {
-        data: (bufs.into_iter().zip(failed))
-            .map(|(b, failed)| (!failed).then_some(b))
+        data: (bufs.into_iter().zip(read))
+            .map(|(b, read)| read.then_some(b))
             .collect(),
         chased: (req.chases.iter())
             .map(|&(at, next, max)| {

@@ -14,7 +14,7 @@ use super::{AnnotatedFrame, TaskRefs};
 use crate::model::values::{Check, Local, Reading, Value, WaitKind, WaitOn};
 use crate::model::{FastMap, FrameInfo, FrameNode, Source};
 use crate::names::base_name;
-use crate::plan::values::TargetKind;
+use crate::plan::values::{LocalPlan, TargetKind};
 use crate::plan::{Kind, Plan, StateView};
 
 /// Where the merge put one walk node.
@@ -339,19 +339,8 @@ impl<'a> Merge<'a> {
                 }
             }
         };
-        let values = &self.plan.values;
         let parts = (target.parts.iter())
-            .map(|p| Local {
-                name: p.name.clone(),
-                type_name: values
-                    .get(p.ty)
-                    .map_or_else(|| Arc::from(""), |t| t.name.clone()),
-                value: Value::Unread {
-                    shape: p.ty,
-                    addr: n.addr.wrapping_add(u64::from(p.offset)),
-                    check: Check::default(),
-                },
-            })
+            .map(|p| self.unread(p, n.addr, Check::default()))
             .collect();
         Some(WaitOn { kind, parts })
     }
@@ -373,21 +362,25 @@ impl<'a> Merge<'a> {
             },
             _ => Check::default(),
         };
-        let values = &self.plan.values;
         (s.locals.iter())
             .filter(|l| self.reading.locals.wants(&l.name))
-            .map(|l| Local {
-                name: l.name.clone(),
-                type_name: values
-                    .get(l.ty)
-                    .map_or_else(|| Arc::from(""), |t| t.name.clone()),
-                value: Value::Unread {
-                    shape: l.ty,
-                    addr: n.addr.wrapping_add(u64::from(l.offset)),
-                    check,
-                },
-            })
+            .map(|l| self.unread(l, n.addr, check))
             .collect()
+    }
+
+    /// Local (or wait target part) `l` of the future at `base`, unread, to be checked by `check`.
+    fn unread(&self, l: &LocalPlan, base: u64, check: Check) -> Local {
+        let type_name =
+            (self.plan.values.get(l.ty)).map_or_else(|| Arc::from(""), |t| t.name.clone());
+        Local {
+            name: l.name.clone(),
+            type_name,
+            value: Value::Unread {
+                shape: l.ty,
+                addr: base.wrapping_add(u64::from(l.offset)),
+                check,
+            },
+        }
     }
 
     /// The task a `JoinHandle`'s cell or header pointer names: the edge moves to the handle's line.

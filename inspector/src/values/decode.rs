@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use asyncdump_walker::memory::{Memory, Read};
+use asyncdump_walker::memory::Memory;
 
 use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
 use crate::model::values::{Field, FloatBits, PointerKind, Value};
@@ -67,12 +67,9 @@ impl Bytes {
             .iter()
             .map(|&(a, e)| vec![0; (e - a) as usize])
             .collect();
-        let mut reads: Vec<Read<'_>> = (runs.iter().zip(bufs.iter_mut()))
-            .map(|(&(addr, _), b)| Read::new(addr, b))
-            .collect();
-        let all = mem.read_many(&mut reads).is_ok();
-        let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
-        drop(reads);
+        let into = bufs.iter_mut().map(Vec::as_mut_slice);
+        let read = (&mem).read_each(runs.iter().map(|r| r.0), into);
+        let failed: Vec<bool> = read.iter().map(|ok| !ok).collect();
         for (((start, end), buf), &failed) in runs.into_iter().zip(bufs).zip(&failed) {
             self.total += end - start;
             self.runs.push((start, end, (!failed).then_some(buf)));

@@ -14,7 +14,7 @@ mod decode;
 #[cfg(test)]
 mod tests;
 
-use asyncdump_walker::memory::{Memory, Read};
+use asyncdump_walker::memory::Memory;
 
 use crate::model::values::{Check, Local, Value, WaitKind};
 use crate::model::{Dump, FastMap, FrameNode};
@@ -113,42 +113,25 @@ pub fn read_locals(
 /// Adds to each I/O wait whose descriptor was read what `socket_of` says of it, as a part
 /// `socket` (for a live process: its `/proc`; a core has none).
 pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
-    fn frames(nodes: &mut [FrameNode], socket_of: &dyn Fn(i64) -> Option<Value>) {
-        for n in nodes {
-            if let Some(w) = n
-                .waits_on
-                .as_mut()
-                .filter(|w| matches!(w.kind, WaitKind::Io { .. }))
-                && let Some(&Value::Int(fd)) = w.part("fd")
-                && let Some(value) = socket_of(fd)
-            {
-                let type_name = "socket".into();
-                w.parts.push(Local {
-                    name: "socket".into(),
-                    type_name,
-                    value,
-                });
-            }
-            frames(&mut n.children, socket_of);
+    let io = |n: &FrameNode| {
+        (n.waits_on.as_ref()).is_some_and(|w| matches!(w.kind, WaitKind::Io { .. }))
+    };
+    each_frame(dump, io, &mut |n| {
+        if let Some(w) = n
+            .waits_on
+            .as_mut()
+            .filter(|w| matches!(w.kind, WaitKind::Io { .. }))
+            && let Some(&Value::Int(fd)) = w.part("fd")
+            && let Some(value) = socket_of(fd)
+        {
+            let type_name = "socket".into();
+            w.parts.push(Local {
+                name: "socket".into(),
+                type_name,
+                value,
+            });
         }
-    }
-    for t in &mut dump.tasks {
-        if has_io(&t.frames) {
-            frames(
-                std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(),
-                socket_of,
-            );
-        }
-    }
-}
-
-fn has_io(nodes: &[FrameNode]) -> bool {
-    nodes.iter().any(|n| {
-        n.waits_on
-            .as_ref()
-            .is_some_and(|w| matches!(w.kind, WaitKind::Io { .. }))
-            || has_io(&n.children)
-    })
+    });
 }
 
 /// The bytes each frame's locals cover, by the state each is checked by.
@@ -173,37 +156,44 @@ fn changed_frames(mem: &dyn Memory, roots: &[(u32, u64, Check)]) -> FastMap<Chec
     checks.sort_unstable_by_key(|c| (c.addr, c.expected));
     checks.dedup();
     let mut words = vec![[0u8; 8]; checks.len()];
-    let mut reads: Vec<Read<'_>> = (checks.iter().zip(words.iter_mut()))
-        .map(|(c, w)| Read::new(c.addr, &mut w[..usize::from(c.size.min(8))]))
-        .collect();
-    let all = mem.read_many(&mut reads).is_ok();
-    let failed: Vec<bool> = reads.iter().map(|r| !all || r.failed).collect();
-    drop(reads);
-    (checks.into_iter().zip(words).zip(failed))
-        .map(|((c, w), failed)| (c, failed || u64::from_le_bytes(w) != c.expected))
+    let into =
+        (checks.iter().zip(words.iter_mut())).map(|(c, w)| &mut w[..usize::from(c.size.min(8))]);
+    let read = (&mem).read_each(checks.iter().map(|c| c.addr), into);
+    (checks.into_iter().zip(words).zip(read))
+        .map(|((c, w), read)| (c, !read || u64::from_le_bytes(w) != c.expected))
         .collect()
 }
 
-/// Calls `f` on every local of every frame of every task, in one fixed order.
+/// Calls `f` on every local (and wait target's part) of every frame of every task, in one fixed order.
 fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
-    fn frames(nodes: &mut [FrameNode], f: &mut dyn FnMut(&mut Local)) {
-        for n in nodes {
-            n.locals.iter_mut().for_each(&mut *f);
-            if let Some(w) = &mut n.waits_on {
-                w.parts.iter_mut().for_each(&mut *f);
-            }
-            frames(&mut n.children, f);
+    let has = |n: &FrameNode| !n.locals.is_empty() || n.waits_on.is_some();
+    each_frame(dump, has, &mut |n| {
+        n.locals.iter_mut().for_each(&mut *f);
+        if let Some(w) = &mut n.waits_on {
+            w.parts.iter_mut().for_each(&mut *f);
         }
-    }
-    for t in &mut dump.tasks {
-        if has_locals(&t.frames) {
-            frames(std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(), f);
-        }
-    }
+    });
 }
 
-fn has_locals(nodes: &[FrameNode]) -> bool {
-    nodes
-        .iter()
-        .any(|n| !n.locals.is_empty() || n.waits_on.is_some() || has_locals(&n.children))
+/// Calls `f` on every frame, in pre-order, of the tasks where a frame `has` what is looked for; the
+/// others' shared frames are left alone (not copied to be changed).
+fn each_frame(
+    dump: &mut Dump,
+    has: impl Fn(&FrameNode) -> bool + Copy,
+    f: &mut dyn FnMut(&mut FrameNode),
+) {
+    fn visit(nodes: &mut [FrameNode], f: &mut dyn FnMut(&mut FrameNode)) {
+        for n in nodes {
+            f(n);
+            visit(&mut n.children, f);
+        }
+    }
+    fn any(nodes: &[FrameNode], has: impl Fn(&FrameNode) -> bool + Copy) -> bool {
+        nodes.iter().any(|n| has(n) || any(&n.children, has))
+    }
+    for t in &mut dump.tasks {
+        if any(&t.frames, has) {
+            visit(std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(), f);
+        }
+    }
 }
