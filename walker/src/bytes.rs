@@ -2,7 +2,7 @@
 //! past the end of the bytes is `None` (or 0), never a panic.
 
 /// The unsigned integer of `size` (1, 2, 4 or 8) bytes at `offset` in `bytes`.
-pub(crate) fn uint(bytes: &[u8], offset: u32, size: u8) -> Option<u64> {
+pub fn uint(bytes: &[u8], offset: u32, size: u8) -> Option<u64> {
     if !matches!(size, 1 | 2 | 4 | 8) {
         return None;
     }
@@ -19,7 +19,7 @@ pub(crate) fn uint(bytes: &[u8], offset: u32, size: u8) -> Option<u64> {
 }
 
 /// The pointer-sized word at `offset` in `bytes`; 0 past the end (a plan that lies reads zeros).
-pub(crate) fn word(bytes: &[u8], offset: u32) -> u64 {
+pub fn word(bytes: &[u8], offset: u32) -> u64 {
     uint(bytes, offset, 8).unwrap_or(0)
 }
 

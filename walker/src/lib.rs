@@ -26,7 +26,7 @@
 #![warn(clippy::too_many_lines)]
 
 pub mod bounds;
-mod bytes;
+pub mod bytes;
 pub mod memory;
 pub mod plan;
 pub mod tasks;

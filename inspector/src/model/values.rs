@@ -145,6 +145,16 @@ pub struct Check {
     pub expected: u64,
 }
 
+impl Value {
+    /// Field `name` of a structure or variant.
+    pub fn field(&self, name: &str) -> Option<&Value> {
+        let (Value::Struct { fields, .. } | Value::Variant { fields, .. }) = self else {
+            return None;
+        };
+        fields.iter().find(|f| &*f.name == name).map(|f| &f.value)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PointerKind {

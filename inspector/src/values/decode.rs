@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use asyncdump_walker::bytes::uint;
 use asyncdump_walker::memory::Memory;
 
 use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
@@ -369,7 +370,7 @@ impl Decoder<'_> {
             return None;
         };
         let d = match discr {
-            Some(d) => Some(uint(b, d.offset, u32::from(d.size))?),
+            Some(d) => Some(uint(b, d.offset, d.size)?),
             None => None,
         };
         let v = (variants.iter().find(|v| d.is_some() && v.value == d))
@@ -475,13 +476,7 @@ fn pointer(kind: PointerKind, addr: u64, counts: Option<(u64, u64)>, to: Value) 
     }
 }
 
-fn uint(b: &[u8], at: u32, size: u32) -> Option<u64> {
-    let s = b.get(at as usize..(at + size) as usize)?;
-    let mut w = [0u8; 8];
-    w.get_mut(..s.len())?.copy_from_slice(s);
-    Some(u64::from_le_bytes(w))
-}
-
+/// The pointer-sized word at `at` in `b`, if `b` holds it whole.
 fn word(b: &[u8], at: u32) -> Option<u64> {
     uint(b, at, 8)
 }
@@ -501,7 +496,7 @@ fn int(b: &[u8], signed: bool) -> Option<Value> {
             _ => None,
         };
     }
-    let v = uint(b, 0, size as u32).filter(|_| matches!(size, 1 | 2 | 4 | 8))?;
+    let v = uint(b, 0, u8::try_from(size).ok()?)?;
     Some(match signed {
         false => Value::Uint(v),
         true => {

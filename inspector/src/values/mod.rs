@@ -14,6 +14,7 @@ mod decode;
 #[cfg(test)]
 mod tests;
 
+use asyncdump_walker::bytes::uint;
 use asyncdump_walker::memory::Memory;
 
 use crate::model::values::{Check, Local, Value, WaitKind};
@@ -160,7 +161,7 @@ fn changed_frames(mem: &dyn Memory, roots: &[(u32, u64, Check)]) -> FastMap<Chec
         (checks.iter().zip(words.iter_mut())).map(|(c, w)| &mut w[..usize::from(c.size.min(8))]);
     let read = (&mem).read_each(checks.iter().map(|c| c.addr), into);
     (checks.into_iter().zip(words).zip(read))
-        .map(|((c, w), read)| (c, !read || u64::from_le_bytes(w) != c.expected))
+        .map(|((c, w), read)| (c, !read || uint(&w, 0, c.size) != Some(c.expected)))
         .collect()
 }
 

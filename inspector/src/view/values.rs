@@ -51,8 +51,8 @@ fn io(write: bool, w: &WaitOn) -> Option<String> {
         return None;
     };
     let mut out = format!("{} fd {fd}", if write { "writing" } else { "reading" });
-    if let Some(Value::Struct { fields, .. }) = w.part("socket") {
-        let get = |name: &str| fields.iter().find(|f| &*f.name == name).map(|f| &f.value);
+    if let Some(socket) = w.part("socket") {
+        let get = |name: &str| socket.field(name);
         if let (
             Some(Value::Str { text: proto, .. }),
             Some(Value::SocketAddr(local)),
@@ -91,10 +91,8 @@ fn deadline(v: &Value) -> Option<String> {
 }
 
 fn permits(lock: &str, w: &WaitOn) -> Option<String> {
-    let Some(Value::Struct { fields, .. }) = w.part("semaphore") else {
-        return None;
-    };
-    let get = |name: &str| fields.iter().find(|f| &*f.name == name).map(|f| &f.value);
+    let semaphore = w.part("semaphore")?;
+    let get = |name: &str| semaphore.field(name);
     let uint = |name: &str| match get(name) {
         Some(Value::Uint(u)) => Some(*u),
         _ => None,

@@ -7,11 +7,7 @@ use crate::plan::values::{Shape, TargetKind};
 #[test]
 fn a_sleep_waits_for_its_deadline() {
     let mut t = Types::new();
-    let i64_ = t.base("i64", 8);
-    let u32_ = t.base("u32", 4);
-    let ts = t.structure("std::sys::pal::unix::time::Timespec", 16);
-    t.member(ts, "tv_sec", 0, i64_)
-        .member(ts, "tv_nsec", 8, u32_);
+    let ts = super::value_tests::timespec(&mut t);
     let instant = t.structure("tokio::time::instant::Instant", 16);
     t.member(instant, "std", 0, ts);
     let entry = t.structure("tokio::runtime::time::entry::TimerEntry", 40);

@@ -210,14 +210,20 @@ fn a_duration_is_its_seconds_and_nanoseconds() {
     );
 }
 
-#[test]
-fn an_instant_is_the_timespec_inside_it() {
-    let mut t = Types::new();
+/// std's `Timespec` (`tv_sec` at 0, `tv_nsec` at 8), as every `Instant` holds it.
+pub(super) fn timespec(t: &mut Types) -> u64 {
     let i64_ = t.base("i64", 8);
     let u32_ = t.base("u32", 4);
     let ts = t.structure("std::sys::pal::unix::time::Timespec", 16);
     t.member(ts, "tv_sec", 0, i64_)
         .member(ts, "tv_nsec", 8, u32_);
+    ts
+}
+
+#[test]
+fn an_instant_is_the_timespec_inside_it() {
+    let mut t = Types::new();
+    let ts = timespec(&mut t);
     let inner = t.structure("std::sys::pal::unix::time::Instant", 16);
     t.member(inner, "t", 0, ts);
     let i = t.structure("std::time::Instant", 16);
