@@ -11,6 +11,7 @@
 //! - [`decode`]: walks merged with annotated frames into frame trees, by what the plan says;
 //! - [`assemble`]: a protocol snapshot and its decoded chains into a [`model::Dump`];
 //! - [`values`]: the locals of decoded frames (`-v`), read by the plan's value shapes;
+//! - [`waits`]: who holds the locks leaves wait for, and the wait graph's edges and cycles;
 //! - [`model`]: what a dump shows, and its queries (filter, search, coalesce, cycles);
 //! - [`view`] renders a dump as text, JSON or folded stacks, and [`watch`] is the live view.
 //!
@@ -36,6 +37,7 @@ pub mod plan;
 pub mod session;
 pub mod values;
 pub mod view;
+pub mod waits;
 pub mod watch;
 
 #[cfg(test)]

@@ -33,19 +33,10 @@ pub fn chain(section: &[String]) -> Vec<String> {
 
 /// Dumps until every task of `pid` is suspended at a decoded chain, or panics after 50 tries.
 pub fn dump_settled(pid: u32, args: &[&str], tasks: usize) -> String {
-    let pid = pid.to_string();
-    let mut all = vec!["dump", pid.as_str()];
-    all.extend_from_slice(args);
-    let mut text = String::new();
-    for _ in 0..50 {
-        text = asyncdump_ok(&all);
-        let found = tasks_by_tokio_id(&text);
-        if found.len() == tasks && found.values().all(|s| !chain(s).is_empty()) {
-            return text;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("never {tasks} settled tasks:\n{text}");
+    crate::support::dump_until(pid, args, |text| {
+        let found = tasks_by_tokio_id(text);
+        found.len() == tasks && found.values().all(|s| !chain(s).is_empty())
+    })
 }
 
 #[test]

@@ -26,5 +26,6 @@ mod runtime_tasks;
 mod session;
 mod subscription;
 mod values;
+mod wait_graph;
 mod wait_targets;
 mod watch;

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Fixture, asyncdump_ok, at_line, dump_json, has_root, line_of};
+use crate::support::{Fixture, asyncdump_ok, at_line, dump_json, dump_until, has_root, line_of};
 
 const TOKIO_ONLY: u64 = 1 << 62;
 
@@ -50,22 +50,6 @@ fn frame(depth: usize, name: &str, needle: &str) -> String {
         "{}plain_tasks::{name} at {at} [decoded]",
         "  ".repeat(depth)
     )
-}
-
-/// Dumps `pid` until `done` holds. Every task is polled within microseconds of the fixture's `ready`,
-/// so this takes a try or two; it gives up after 50.
-fn dump_until(pid: u32, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let pid = pid.to_string();
-    let mut all = vec!["dump", pid.as_str()];
-    all.extend_from_slice(args);
-    let mut text = String::new();
-    for _ in 0..50 {
-        text = asyncdump_ok(&all);
-        if done(&text) {
-            return text;
-        }
-    }
-    panic!("the dump never showed every chain:\n{text}");
 }
 
 fn all_suspended(text: &str) -> bool {

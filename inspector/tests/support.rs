@@ -279,6 +279,23 @@ pub fn dump_json(pid: u32, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&asyncdump_ok(&args)).expect("dump --json is JSON")
 }
 
+/// A dump of `pid` (with `args`) once `done` holds of it: a fixture's tasks may still be on their
+/// way to their awaits when it says it is ready. Tries 50 times, 20 ms apart.
+pub fn dump_until(pid: u32, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+    let pid = pid.to_string();
+    let mut all = vec!["dump", pid.as_str()];
+    all.extend_from_slice(args);
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = asyncdump_ok(&all);
+        if done(&text) {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the dump never showed what was waited for:\n{text}");
+}
+
 /// `file:line:column` of the first occurrence of `needle` in a fixture source, pointing at `needle`'s
 /// `at` part (the identifier a `#[track_caller]` location names).
 pub fn site(fixture: &str, needle: &str, at: &str) -> String {

@@ -41,11 +41,17 @@ fn a_sleep_says_how_long_until_its_deadline_and_a_lock_where_the_task_is_in_its_
     let lock = leaf_lines(&text, "tokio::sync::batch_semaphore::Acquire");
     assert_eq!(lock.len(), 1, "{text}");
     assert!(lock[0].starts_with(" · Mutex @ 0x"), "{}", lock[0]);
-    assert!(
-        lock[0].ends_with(": locked, this task 1st of 1 waiting"),
-        "{}",
-        lock[0]
-    );
+    assert_held_by_hold_lock(&lock[0]);
+}
+
+/// The no-agent fixture's lock line: locked by `hold_lock`'s guard, this task alone waiting.
+fn assert_held_by_hold_lock(line: &str) {
+    let taken = crate::support::at_line("no_agent", "let _guard = lock.lock().await;");
+    let holder = format!("(`_guard` in no_agent::hold_lock, acquired at {taken})");
+    let (state, rest) = line.split_once(", held by tokio task ").expect(line);
+    assert!(state.ends_with(": locked"), "{line}");
+    let (_, rest) = rest.split_once(' ').expect(line);
+    assert_eq!(rest, format!("{holder}, this task 1st of 1 waiting"));
 }
 
 #[test]
@@ -105,11 +111,7 @@ fn a_cores_sleep_has_its_deadline_but_no_time_left() {
         sleep[0]
     );
     let lock = leaf_lines(&text, "tokio::sync::batch_semaphore::Acquire");
-    assert!(
-        lock[0].ends_with(": locked, this task 1st of 1 waiting"),
-        "{}",
-        lock[0]
-    );
+    assert_held_by_hold_lock(&lock[0]);
 }
 
 #[test]

@@ -178,6 +178,7 @@ impl Dump {
                 age_ns: c.age_ns,
             }),
             deadlocks: find_cycles(&tasks),
+            waits: Vec::new(),
             decoding,
             tasks,
             index: index.into(),
@@ -514,6 +515,8 @@ fn build_tree(
                 awaits_tasks: edges_of.to_vec(),
                 locals: Vec::new(),
                 waits_on: None,
+                holds: Vec::new(),
+                walked_within: Vec::new(),
                 children: Vec::new(),
             },
         });

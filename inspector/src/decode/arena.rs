@@ -7,7 +7,13 @@ use crate::model::values::{Local, WaitOn};
 use crate::model::{FrameInfo, FrameNode, MAX_CHAIN_DEPTH};
 
 /// What a node keeps into its frame: its info, edges, locals and wait target.
-type Kept = (Arc<FrameInfo>, Vec<u64>, Vec<Local>, Option<WaitOn>);
+type Kept = (
+    Arc<FrameInfo>,
+    Vec<u64>,
+    Vec<Local>,
+    Option<WaitOn>,
+    Vec<u64>,
+);
 
 /// Shown nodes, children always after their parent.
 #[derive(Default)]
@@ -24,6 +30,8 @@ pub(super) struct ArenaNode {
     pub(super) locals: Vec<Local>,
     /// What its leaf waits for, unread.
     pub(super) waits_on: Option<WaitOn>,
+    /// Walked futures inside its locals (see [`FrameNode::walked_within`]).
+    pub(super) walked_within: Vec<u64>,
     pub(super) children: Vec<usize>,
 }
 
@@ -36,6 +44,7 @@ impl Arena {
             awaits: Vec::new(),
             locals: Vec::new(),
             waits_on: None,
+            walked_within: Vec::new(),
             children: Vec::new(),
         });
         match under {
@@ -72,11 +81,18 @@ impl Arena {
                         .extend(awaits);
                     infos.push(None);
                 }
-                _ => infos.push(Some((node.info, node.awaits, node.locals, node.waits_on))),
+                _ => infos.push(Some((
+                    node.info,
+                    node.awaits,
+                    node.locals,
+                    node.waits_on,
+                    node.walked_within,
+                ))),
             }
         }
         for i in (0..n).rev() {
-            let Some((meta, mut awaits_tasks, locals, waits_on)) = infos[i].take() else {
+            let Some((meta, mut awaits_tasks, locals, waits_on, walked_within)) = infos[i].take()
+            else {
                 continue;
             };
             awaits_tasks.sort_unstable();
@@ -95,6 +111,8 @@ impl Arena {
                 awaits_tasks,
                 locals,
                 waits_on,
+                holds: Vec::new(),
+                walked_within,
                 children,
             });
         }

@@ -319,9 +319,13 @@ impl<'a> Merge<'a> {
                 }
             }
         };
-        if self.reading.locals.any() && !s.locals.is_empty() {
+        if (self.reading.locals.any() || self.reading.targets) && !s.locals.is_empty() {
             let locals = self.locals(n, s);
             self.arena.nodes[line].locals.extend(locals);
+            if self.reading.targets {
+                let walked = self.walked_within(n, s);
+                self.arena.nodes[line].walked_within.extend(walked);
+            }
         }
     }
 
@@ -342,11 +346,16 @@ impl<'a> Merge<'a> {
         let parts = (target.parts.iter())
             .map(|p| self.unread(p, n.addr, Check::default()))
             .collect();
-        Some(WaitOn { kind, parts })
+        Some(WaitOn {
+            kind,
+            parts,
+            holders: Vec::new(),
+        })
     }
 
-    /// The wanted locals of a state machine in state `s`, unread: each with where it is, and the
-    /// state to find again after reading it.
+    /// The wanted locals of a state machine in state `s`, unread, and with wait targets on every
+    /// one that may hold a lock (read for the wait graph, then dropped if not wanted): each with
+    /// where it is, and the state to find again after reading it.
     fn locals(&self, n: &WalkNode, s: &StateView) -> Vec<Local> {
         let discr = self
             .plan
@@ -363,9 +372,49 @@ impl<'a> Merge<'a> {
             _ => Check::default(),
         };
         (s.locals.iter())
-            .filter(|l| self.reading.locals.wants(&l.name))
+            .filter(|l| self.reading.locals.wants(&l.name) || self.may_hold(l))
             .map(|l| self.unread(l, n.addr, check))
             .collect()
+    }
+
+    fn may_hold(&self, l: &LocalPlan) -> bool {
+        self.reading.targets && self.plan.values.may_hold(l.ty)
+    }
+
+    /// The futures the walk went into below `n` that lie inside its locals (in state `s`) that may
+    /// hold a lock: a `select!` branch pinned in the frame is polled through the select.
+    fn walked_within(&self, n: &WalkNode, s: &StateView) -> Vec<u64> {
+        let spans: Vec<(u64, u64)> = (s.locals.iter())
+            .filter(|l| self.may_hold(l))
+            .filter_map(|l| {
+                let start = n.addr.wrapping_add(u64::from(l.offset));
+                let size = self.plan.values.get(l.ty)?.size;
+                Some((start, start.saturating_add(u64::from(size))))
+            })
+            .collect();
+        if spans.is_empty() {
+            return Vec::new();
+        }
+        let Some(at) = self.walk.iter().position(|w| std::ptr::eq(w, n)) else {
+            return Vec::new();
+        };
+        // The walk lists each node after its parent: its descendants follow it.
+        let mut below = vec![false; self.walk.len()];
+        below[at] = true;
+        let mut found = Vec::new();
+        for (j, w) in self.walk.iter().enumerate().skip(at + 1) {
+            let parent = usize::try_from(w.parent).ok().filter(|&p| p < j);
+            if w.parent != NO_PARENT && parent.is_some_and(|p| below[p]) {
+                below[j] = true;
+                if spans
+                    .iter()
+                    .any(|&(start, end)| (start..end).contains(&w.addr))
+                {
+                    found.push(w.addr);
+                }
+            }
+        }
+        found
     }
 
     /// Local (or wait target part) `l` of the future at `base`, unread, to be checked by `check`.
@@ -373,6 +422,7 @@ impl<'a> Merge<'a> {
         let type_name =
             (self.plan.values.get(l.ty)).map_or_else(|| Arc::from(""), |t| t.name.clone());
         Local {
+            acquired: l.acquired.clone(),
             name: l.name.clone(),
             type_name,
             value: Value::Unread {

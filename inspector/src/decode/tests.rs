@@ -332,11 +332,13 @@ fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() 
                 name: "id".into(),
                 offset: 8,
                 ty: 0,
+                acquired: None,
             },
             LocalPlan {
                 name: "name".into(),
                 offset: 16,
                 ty: 0,
+                acquired: None,
             },
         ]);
     }

@@ -202,6 +202,16 @@ impl Types {
         sm
     }
 
+    /// The structure of suspend state `n` (from 0) of state machine `sm`, to add locals to.
+    pub(crate) fn suspend_state(&self, sm: u64, n: usize) -> u64 {
+        let part = self.nodes[Self::index(sm)].children[0];
+        let variants = (self.nodes[part].children.iter())
+            .filter(|&&v| self.nodes[v].tag == constants::DW_TAG_variant);
+        let v = *variants.clone().nth(3 + n).expect("a suspend state");
+        let member = self.nodes[v].children[0];
+        self.nodes[member].type_ref.expect("its structure")
+    }
+
     /// The [`Debug`] of these types, as if read from `src/main.rs`'s unit.
     pub(crate) fn build(self) -> Debug {
         let offsets = self.nodes.iter().map(|n| n.offset).collect();

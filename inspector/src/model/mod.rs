@@ -9,7 +9,6 @@
 //! The serde derives here *are* the `--json` format (documented in the README); change them only together
 //! with [`JSON_VERSION`].
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +16,7 @@ use serde::{Deserialize, Serialize};
 pub mod stats;
 mod summary;
 pub mod values;
+pub mod waits;
 pub use stats::{AgeBucket, Count, Stats, stats};
 pub use summary::{Summary, derived_name, is_own_code, summary};
 
@@ -40,8 +40,13 @@ pub struct Dump {
     /// What the census for unregistered runtimes covered, when one ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub census: Option<CensusView>,
-    /// Wait cycles across JoinHandle edges, each listed in "awaits" order starting at its lowest task id.
+    /// Wait cycles, each listed in "waits for" order starting at its lowest task id: across
+    /// JoinHandles, and with wait targets read, across locks held (see [`Dump::waits`]).
     pub deadlocks: Vec<Vec<u64>>,
+    /// The wait graph's edges, with wait targets read: who awaits whose JoinHandle, who waits for a
+    /// lock whom holds. Empty without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<waits::WaitEdge>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,
@@ -289,6 +294,13 @@ pub struct FrameNode {
     /// What this leaf waits for, decoded (a sleep's deadline, a lock's queue), where its type is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits_on: Option<values::WaitOn>,
+    /// The locks and permits it holds, found in its locals (with wait targets on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<waits::Held>,
+    /// Futures the walk went into that lie inside its locals (a `select!` branch pinned in it):
+    /// polled, so what they hold is theirs to show, not this frame's.
+    #[serde(skip)]
+    pub walked_within: Vec<u64>,
     pub children: Vec<FrameNode>,
 }
 
@@ -301,6 +313,8 @@ impl FrameNode {
             awaits_tasks: Vec::new(),
             locals: Vec::new(),
             waits_on: None,
+            holds: Vec::new(),
+            walked_within: Vec::new(),
             children: Vec::new(),
         }
     }
@@ -807,39 +821,8 @@ fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
 /// Cycles in the "task awaits task" graph. Every task has at most one awaiter (`awaited_by`), so following
 /// awaiters from any task either ends or enters exactly one cycle.
 pub(crate) fn find_cycles(tasks: &[TaskView]) -> Vec<Vec<u64>> {
-    let awaiter: BTreeMap<u64, u64> = tasks
-        .iter()
-        .filter_map(|t| t.awaited_by.as_ref().map(|a| (t.id, a.task)))
-        .collect();
-    let mut done: std::collections::HashSet<u64> = Default::default();
-    let mut cycles = Vec::new();
-    for &start in awaiter.keys() {
-        let mut path: Vec<u64> = Vec::new();
-        let mut cur = Some(start);
-        while let Some(id) = cur {
-            if done.contains(&id) {
-                break;
-            }
-            if let Some(pos) = path.iter().position(|&p| p == id) {
-                // `path[pos..]` follows "is awaited by"; reverse it to read "awaits".
-                let mut cycle: Vec<u64> = path[pos..].iter().rev().copied().collect();
-                let min = cycle
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, id)| **id)
-                    .map(|(i, _)| i)
-                    .unwrap_or(0);
-                cycle.rotate_left(min);
-                cycles.push(cycle);
-                break;
-            }
-            path.push(id);
-            cur = awaiter.get(&id).copied();
-        }
-        done.extend(path);
-    }
-    cycles.sort();
-    cycles
+    let awaits = (tasks.iter()).filter_map(|t| t.awaited_by.as_ref().map(|a| (a.task, t.id)));
+    waits::cycles(awaits)
 }
 
 /// Identical chains grouped: same state, frame tree (names and locations), root type and spawn site.

@@ -177,6 +177,8 @@ mod tests {
             awaits_tasks: Vec::new(),
             locals: Vec::new(),
             waits_on: None,
+            holds: Vec::new(),
+            walked_within: Vec::new(),
             children,
         }
     }

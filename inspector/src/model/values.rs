@@ -19,6 +19,9 @@ pub struct Local {
     #[serde(rename = "type")]
     pub type_name: Arc<str>,
     pub value: Value,
+    /// For a lock guard: the await that took it (kept for the wait graph, not written).
+    #[serde(skip)]
+    pub acquired: Option<crate::model::Loc>,
 }
 
 /// What a leaf future waits for, decoded: its kind, and the parts read to say so (each a value,
@@ -28,6 +31,10 @@ pub struct Local {
 pub struct WaitOn {
     pub kind: WaitKind,
     pub parts: Vec<Local>,
+    /// For a lock: the tasks' frames found holding it. None found while it is taken: it is held
+    /// where asyncdump does not look (a thread's stack, a `static`, a value on the heap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<super::waits::Holder>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -121,6 +128,20 @@ pub enum Value {
     },
     /// A raw pointer: its address only.
     Address(u64),
+    /// A tokio lock guard or permit: the lock it holds (`Mutex`, `RwLock`, `Semaphore`; `write` for a
+    /// write guard), by its semaphore's address, the one a waiter's acquire names.
+    Guard {
+        lock: Arc<str>,
+        write: bool,
+        addr: u64,
+        /// Where the guard lies inside a future the local holds (a state machine value, not
+        /// awaited from this frame): the outermost such future.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within: Option<Within>,
+        /// Where it was taken, for a guard inside such a future (a local's own is the local's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        acquired_at: Option<crate::model::Loc>,
+    },
     /// Its memory could not be read.
     Unreadable,
     /// The frame moved on while it was read: not shown, since it may be torn.
@@ -134,6 +155,14 @@ pub enum Value {
         addr: u64,
         check: Check,
     },
+}
+
+/// A future held as a value, in which a guard was found: its address, and the await it is stopped at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Within {
+    pub addr: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<crate::model::Loc>,
 }
 
 /// How a frame's locals are checked after they are read: its state at `addr` (`size` bytes) must
@@ -240,6 +269,7 @@ mod tests {
     #[test]
     fn a_value_is_written_as_data_not_text() {
         let local = Local {
+            acquired: None,
             name: "user".into(),
             type_name: "Option<String>".into(),
             value: Value::Variant {

@@ -318,6 +318,22 @@ impl Builder<'_> {
     }
 }
 
+impl Builder<'_> {
+    /// The offset of the first value of type `name` (qualified) inside `die`, itself included,
+    /// through nested structures (not pointers) at most `depth` levels down.
+    pub(super) fn offset_of_type(&self, die: u64, name: &str, depth: usize) -> Option<u64> {
+        let die = self.strip(die);
+        if self.debug.qualified_name(die) == name {
+            return Some(0);
+        }
+        if depth == 0 {
+            return None;
+        }
+        (self.members(die).into_iter())
+            .find_map(|(_, off, ty)| Some(off + self.offset_of_type(ty, name, depth - 1)?))
+    }
+}
+
 /// Whether `name` is an instantiation of the generic type `path` (`path<…>`).
 pub(super) fn is_generic(name: &str, path: &str) -> bool {
     name.strip_prefix(path)

@@ -183,9 +183,7 @@ impl Plan {
                 .collect(),
             runtime_note,
             task_types,
-            values: values::ValueTypes {
-                types: b.values.types,
-            },
+            values: values::ValueTypes::new(b.values.types),
             targets: b.values.targets,
         }
     }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use asyncdump_protocol::Discr;
 use serde::{Deserialize, Serialize};
 
+use crate::model::Loc;
 pub use crate::model::values::PointerKind;
 
 /// Most value types planned per binary; past it, every new type is opaque.
@@ -33,12 +34,18 @@ pub struct LocalPlan {
     pub name: Arc<str>,
     pub offset: u32,
     pub ty: u32,
+    /// For a local that may hold a lock guard or permit: the await that took it (the latest lock
+    /// acquire awaited before the first await the local lives across), where the state machine says.
+    pub acquired: Option<Loc>,
 }
 
 /// Every value type of a plan.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ValueTypes {
     pub types: Vec<ValueType>,
+    /// Which types may hold a lock guard or permit (see [`ValueTypes::may_hold`]), found on first use.
+    #[serde(skip)]
+    holding: std::sync::OnceLock<Vec<bool>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +139,15 @@ pub enum Shape {
         ptr: u32,
         fd: u32,
     },
+    /// A tokio lock guard or permit (`MutexGuard`, `RwLockWriteGuard`, `OwnedSemaphorePermit`, ...):
+    /// a pointer at `ptr` to the lock, whose semaphore is `sem` bytes into what it points at. `lock`
+    /// says which lock: `Mutex`, `RwLock` (`write`: a write guard), `Semaphore`.
+    Guard {
+        ptr: u32,
+        sem: u32,
+        lock: Arc<str>,
+        write: bool,
+    },
     Opaque,
 }
 
@@ -158,6 +174,13 @@ pub struct VariantShape {
     /// `None`: the variant taken when no other's value matches (a niche layout's dataful one).
     pub value: Option<u64>,
     pub name: Arc<str>,
+    /// A state machine's state: the await it stands for (`src/main.rs:12`; a fn's header before it
+    /// starts). A value in one is a future, and what it holds is held by whoever holds the future,
+    /// whether or not anything polls it.
+    pub at: Option<Loc>,
+    /// Of a state machine's state: where each lock guard among its fields was taken (see
+    /// `LocalPlan::acquired`).
+    pub acquired: Vec<(Arc<str>, Loc)>,
     /// Offsets within the whole enum.
     pub fields: Vec<FieldShape>,
 }
@@ -170,9 +193,63 @@ pub struct FieldShape {
 }
 
 impl ValueTypes {
+    pub fn new(types: Vec<ValueType>) -> ValueTypes {
+        ValueTypes {
+            types,
+            holding: Default::default(),
+        }
+    }
+
     pub fn get(&self, ty: u32) -> Option<&ValueType> {
         self.types.get(ty as usize)
     }
+
+    /// Whether a value of type `ty` may hold a lock guard or permit: is one, or holds one in a
+    /// field, a variant or a `Box` (not behind a shared pointer: what an `Arc` points to is not held
+    /// by its holder alone).
+    pub fn may_hold(&self, ty: u32) -> bool {
+        let holding = self.holding.get_or_init(|| holding(&self.types));
+        holding.get(ty as usize).copied().unwrap_or(false)
+    }
+}
+
+/// [`ValueTypes::may_hold`] of every type: guards, then whatever holds a type already found, until
+/// nothing changes (types nest at most [`MAX_DEPTH`] deep, so few rounds).
+fn holding(types: &[ValueType]) -> Vec<bool> {
+    let mut holds: Vec<bool> = (types.iter())
+        .map(|t| matches!(t.shape, Shape::Guard { .. }))
+        .collect();
+    let field_holds = |holds: &[bool], fields: &[FieldShape]| {
+        (fields.iter()).any(|f| holds.get(f.ty as usize).copied().unwrap_or(false))
+    };
+    for _ in 0..=MAX_DEPTH {
+        let mut changed = false;
+        for (i, t) in types.iter().enumerate() {
+            if holds[i] {
+                continue;
+            }
+            let h = match &t.shape {
+                Shape::Struct { fields, .. } => field_holds(&holds, fields),
+                Shape::Enum { variants, .. } => {
+                    (variants.iter()).any(|v| field_holds(&holds, &v.fields))
+                }
+                Shape::Pointer {
+                    kind: PointerKind::Box,
+                    to,
+                }
+                | Shape::Seq { elem: to, .. } => holds.get(*to as usize).copied().unwrap_or(false),
+                _ => false,
+            };
+            if h {
+                holds[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    holds
 }
 
 /// The value types a plan's builder has planned so far (the planning is `shapes/values.rs`'s).

@@ -100,5 +100,8 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
     );
     // A core keeps no clock: instants show without an age.
     crate::values::read_locals(&mut dump, &planned.decoder.values, &core, None);
+    if options.reading.targets {
+        crate::waits::resolve(&mut dump, &options.reading);
+    }
     Ok(dump)
 }

@@ -113,6 +113,9 @@ impl MemorySession {
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
         let pid = self.reader.pid();
         crate::values::describe_fds(&mut dump, &|fd| super::socket_value(pid, fd));
+        if self.reading.targets {
+            crate::waits::resolve(&mut dump, &self.reading);
+        }
         if frozen.is_some() {
             stopped = release(frozen.take());
         }

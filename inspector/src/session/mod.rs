@@ -319,6 +319,9 @@ impl AgentSession {
             let now = Some(dump.snapshot.now_ns);
             crate::values::read_locals(&mut dump, &plan.values, &mem, now);
             crate::values::describe_fds(&mut dump, &|fd| socket_value(pid, fd));
+            if self.reading.targets {
+                crate::waits::resolve(&mut dump, &self.reading);
+            }
         }
         Ok(dump)
     }

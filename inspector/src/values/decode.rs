@@ -8,7 +8,7 @@ use asyncdump_walker::bytes::uint;
 use asyncdump_walker::memory::Memory;
 
 use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
-use crate::model::values::{Field, FloatBits, PointerKind, Value};
+use crate::model::values::{Field, FloatBits, PointerKind, Value, Within};
 use crate::plan::values::{FieldShape, Shape, ValueType, ValueTypes};
 
 /// Every run of bytes read so far (or `None` where its read failed), sorted by start.
@@ -186,6 +186,7 @@ pub(super) fn value(
         needs,
         queues,
         now_ns,
+        within: None,
     };
     d.value(ty, addr, 0)
 }
@@ -196,6 +197,8 @@ struct Decoder<'a> {
     needs: &'a mut Vec<(u64, u32)>,
     queues: &'a mut Queues,
     now_ns: Option<u64>,
+    /// The outermost future (a state machine held as a value) the value being decoded lies in.
+    within: Option<Within>,
 }
 
 impl Decoder<'_> {
@@ -271,6 +274,18 @@ impl Decoder<'_> {
                     Err(later) => pending(later),
                 }
             }
+            Shape::Guard {
+                ptr,
+                sem,
+                lock,
+                write,
+            } => Value::Guard {
+                lock: lock.clone(),
+                write: *write,
+                addr: word(b, *ptr)?.checked_add(u64::from(*sem))?,
+                within: self.within.clone(),
+                acquired_at: None,
+            },
             Shape::Struct { fields, tuple } => Value::Struct {
                 type_name: if *tuple {
                     Arc::from("")
@@ -375,7 +390,26 @@ impl Decoder<'_> {
         };
         let v = (variants.iter().find(|v| d.is_some() && v.value == d))
             .or_else(|| variants.iter().find(|v| v.value.is_none()))?;
-        let fields = self.fields(&v.fields, addr, depth);
+        let outermost = self.within.is_none() && v.at.is_some();
+        if outermost {
+            self.within = Some(Within {
+                addr,
+                stopped_at: v.at.clone(),
+            });
+        }
+        let mut fields = self.fields(&v.fields, addr, depth);
+        if outermost {
+            self.within = None;
+        }
+        for (name, at) in &v.acquired {
+            if let Some(Field {
+                value: Value::Guard { acquired_at, .. },
+                ..
+            }) = fields.iter_mut().find(|f| f.name == *name)
+            {
+                *acquired_at = Some(at.clone());
+            }
+        }
         Some(match (bare, fields.len()) {
             (true, 1) => fields.into_iter().next()?.value,
             _ => Value::Variant {

@@ -127,6 +127,7 @@ pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
         {
             let type_name = "socket".into();
             w.parts.push(Local {
+                acquired: None,
                 name: "socket".into(),
                 type_name,
                 value,

@@ -24,50 +24,48 @@ fn ty(name: &str, size: u32, shape: Shape) -> ValueType {
 /// Types: 0 `u64`, 1 `String` (pointer at 0, length at 8), 2 `Vec<u64>`, 3 `bool`, 4 `Box<Node>`
 /// where 5 `Node { value: u64, next: Box<Node> }`.
 fn types() -> ValueTypes {
-    ValueTypes {
-        types: vec![
-            ty("u64", 8, Shape::Int { signed: false }),
-            ty("String", 24, Shape::Str { ptr: 0, len: 8 }),
-            ty(
-                "Vec<u64>",
-                24,
-                Shape::Seq {
-                    ptr: 0,
-                    len: 8,
-                    elem: 0,
-                    stride: 8,
-                },
-            ),
-            ty("bool", 1, Shape::Bool),
-            ty(
-                "Box<Node>",
-                8,
-                Shape::Pointer {
-                    kind: PointerKind::Box,
-                    to: 5,
-                },
-            ),
-            ty(
-                "Node",
-                16,
-                Shape::Struct {
-                    fields: vec![
-                        FieldShape {
-                            name: "value".into(),
-                            offset: 0,
-                            ty: 0,
-                        },
-                        FieldShape {
-                            name: "next".into(),
-                            offset: 8,
-                            ty: 4,
-                        },
-                    ],
-                    tuple: false,
-                },
-            ),
-        ],
-    }
+    ValueTypes::new(vec![
+        ty("u64", 8, Shape::Int { signed: false }),
+        ty("String", 24, Shape::Str { ptr: 0, len: 8 }),
+        ty(
+            "Vec<u64>",
+            24,
+            Shape::Seq {
+                ptr: 0,
+                len: 8,
+                elem: 0,
+                stride: 8,
+            },
+        ),
+        ty("bool", 1, Shape::Bool),
+        ty(
+            "Box<Node>",
+            8,
+            Shape::Pointer {
+                kind: PointerKind::Box,
+                to: 5,
+            },
+        ),
+        ty(
+            "Node",
+            16,
+            Shape::Struct {
+                fields: vec![
+                    FieldShape {
+                        name: "value".into(),
+                        offset: 0,
+                        ty: 0,
+                    },
+                    FieldShape {
+                        name: "next".into(),
+                        offset: 8,
+                        ty: 4,
+                    },
+                ],
+                tuple: false,
+            },
+        ),
+    ])
 }
 
 /// Reads one local of type `shape` at `addr` from `mem` (whose state byte is at [`STATE`]).
@@ -78,6 +76,7 @@ fn read_one(mem: &ImageMemory, shape: u32, addr: u64) -> Value {
         expected: 3,
     };
     let local = Local {
+        acquired: None,
         name: "x".into(),
         type_name: "".into(),
         value: Value::Unread { shape, addr, check },
@@ -208,6 +207,7 @@ fn semaphore_types() -> ValueTypes {
 fn read_with(types: &ValueTypes, mem: &ImageMemory, shape: u32, addr: u64) -> Value {
     let check = Check::default();
     let local = Local {
+        acquired: None,
         name: "s".into(),
         type_name: "".into(),
         value: Value::Unread { shape, addr, check },
@@ -279,6 +279,7 @@ fn a_bad_pointer_read_beside_good_ones_fails_alone() {
     let mut frame = FrameNode::cut(0);
     frame.locals = (roots.iter())
         .map(|&(shape, addr)| Local {
+            acquired: None,
             name: "s".into(),
             type_name: "".into(),
             value: Value::Unread {
@@ -306,5 +307,102 @@ fn a_bad_pointer_read_beside_good_ones_fails_alone() {
             },
             Value::Unreadable
         ]
+    );
+}
+
+/// [`types`], then 6 a `MutexGuard` (its lock's pointer at 0, the semaphore 8 bytes into the lock),
+/// 7 a future held as a value (its state byte at 8; in state 4, `Suspend1`, stopped at line 40, it
+/// holds guard `entry` at 0, taken at line 13), 8 a `Box` of the guard, 9 an `Arc` of it.
+fn guard_types() -> ValueTypes {
+    use crate::plan::values::VariantShape;
+    let at = |line| crate::model::Loc {
+        file: "src/app.rs".into(),
+        line,
+        column: 0,
+    };
+    let mut t = types();
+    let guard = Shape::Guard {
+        ptr: 0,
+        sem: 8,
+        lock: "Mutex".into(),
+        write: false,
+    };
+    t.types.push(ty("MutexGuard<u64>", 8, guard));
+    let future = Shape::Enum {
+        discr: Some(asyncdump_protocol::Discr { offset: 8, size: 1 }),
+        variants: vec![VariantShape {
+            value: Some(4),
+            name: "Suspend1".into(),
+            at: Some(at(40)),
+            acquired: vec![("entry".into(), at(13))],
+            fields: vec![FieldShape {
+                name: "entry".into(),
+                offset: 0,
+                ty: 6,
+            }],
+        }],
+        bare: false,
+    };
+    t.types.push(ty("{async_block_env#0}", 16, future));
+    let boxed = Shape::Pointer {
+        kind: PointerKind::Box,
+        to: 6,
+    };
+    t.types.push(ty("Box<MutexGuard<u64>>", 8, boxed));
+    let shared = Shape::Counted {
+        kind: PointerKind::Arc,
+        ptr: 0,
+        strong: 0,
+        weak: 8,
+        data: 16,
+        to: 6,
+    };
+    t.types.push(ty("Arc<MutexGuard<u64>>", 8, shared));
+    t
+}
+
+#[test]
+fn a_guard_reads_as_its_locks_semaphore_and_inside_a_future_says_which_and_where() {
+    let types = guard_types();
+    let mut state = words(&[0x5000]);
+    state.extend([4, 0, 0, 0, 0, 0, 0, 0]);
+    let mem = memory(&[(0x2000, state)]);
+    let Value::Variant { name, fields } = read_with(&types, &mem, 7, 0x2000) else {
+        panic!("not a variant")
+    };
+    assert_eq!(&*name, "Suspend1");
+    let Value::Guard {
+        addr,
+        within,
+        acquired_at,
+        ..
+    } = &fields[0].value
+    else {
+        panic!("{:?}", fields[0].value)
+    };
+    assert_eq!(*addr, 0x5008);
+    let within = within.as_ref().expect("inside the future");
+    assert_eq!(
+        (within.addr, within.stopped_at.as_ref().map(|l| l.line)),
+        (0x2000, Some(40))
+    );
+    assert_eq!(acquired_at.as_ref().map(|l| l.line), Some(13));
+    // A guard that is the local itself lies in no future.
+    let Value::Guard { within, .. } = read_with(&types, &mem, 6, 0x2000) else {
+        panic!("not a guard")
+    };
+    assert!(within.is_none());
+}
+
+#[test]
+fn what_may_hold_a_guard_is_read_for_the_wait_graph_and_a_shared_pointer_is_not() {
+    let types = guard_types();
+    let holds: Vec<u32> = (0..types.types.len() as u32)
+        .filter(|&t| types.may_hold(t))
+        .collect();
+    assert_eq!(
+        holds,
+        [6, 7, 8],
+        "the guard, the future holding it, its box; not its Arc"
     );
 }

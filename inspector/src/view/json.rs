@@ -12,6 +12,8 @@ struct Coalesced<'a> {
     process: &'a Process,
     snapshot: &'a SnapshotInfo,
     deadlocks: &'a [Vec<u64>],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    waits: &'a [crate::model::waits::WaitEdge],
     groups: &'a [Group],
 }
 
@@ -42,6 +44,7 @@ pub fn write<W: std::fmt::Write + ?Sized>(
                 process: &dump.process,
                 snapshot: &dump.snapshot,
                 deadlocks: &dump.deadlocks,
+                waits: &dump.waits,
                 groups,
             },
         ),

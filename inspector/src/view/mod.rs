@@ -242,6 +242,26 @@ fn ranges(ids: &[u64]) -> String {
     parts.join(", ")
 }
 
+/// A task's key as people read it: `task 3` (the agent's id) or `tokio task 7` (tokio's id, for a task
+/// the agent has no record of).
+pub(crate) struct TaskId(pub(crate) u64);
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.write_to(f)
+    }
+}
+
+impl TaskId {
+    pub(crate) fn write_to<W: std::fmt::Write + ?Sized>(&self, out: &mut W) -> std::fmt::Result {
+        match self.0 & crate::model::TOKIO_ONLY {
+            0 => out.write_str("task ")?,
+            _ => out.write_str("tokio task ")?,
+        }
+        write_number(out, self.0 & !crate::model::TOKIO_ONLY)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,13 +6,14 @@
 
 use std::fmt::{self, Display, Write};
 
+use crate::model::waits::{WaitEdge, WaitsFor};
 use crate::model::{
     CaptureView, CensusView, DecodingInfo, Dump, FastMap, FoundBy, FrameInfo, FrameNode, Group,
-    Loc, ReadFrom, RuntimeView, Source, State, TOKIO_ONLY, TaskView,
+    Loc, ReadFrom, RuntimeView, Source, State, TaskView,
 };
 use crate::names::display_name;
 use crate::names::{base_name, short, short_path};
-use crate::view::{Dur, id_ranges, no_breaks, write_number};
+use crate::view::{Dur, TaskId, id_ranges, no_breaks, write_number};
 
 /// Task names by id, to write `task 3 "name"` for any task the dump mentions.
 struct Labels<'a>(FastMap<u64, Option<&'a str>>);
@@ -35,26 +36,6 @@ impl Label<'_> {
             out.write_char('"')?;
         }
         Ok(())
-    }
-}
-
-/// A task's key as people read it: `task 3` (the agent's id) or `tokio task 7` (tokio's id, for a task
-/// the agent has no record of).
-struct TaskId(u64);
-
-impl Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.write_to(f)
-    }
-}
-
-impl TaskId {
-    fn write_to<W: Write + ?Sized>(&self, out: &mut W) -> fmt::Result {
-        match self.0 & TOKIO_ONLY {
-            0 => out.write_str("task ")?,
-            _ => out.write_str("tokio task ")?,
-        }
-        write_number(out, self.0 & !TOKIO_ONLY)
     }
 }
 
@@ -174,23 +155,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
     header(out, dump);
     let labels = labels_of(dump);
-    for cycle in &dump.deadlocks {
-        let ids: Vec<String> = cycle
-            .iter()
-            .chain(cycle.first())
-            .map(|&id| TaskId(id).to_string())
-            .collect();
-        let named: Vec<String> = cycle
-            .iter()
-            .chain(cycle.first())
-            .map(|&id| labels.of(id).to_string())
-            .collect();
-        let _ = writeln!(out, "DEADLOCK cycle: {}", ids.join(" → "));
-        let _ = writeln!(out, "  {}", named.join(" awaits "));
-    }
-    if !dump.deadlocks.is_empty() {
-        let _ = out.write_char('\n');
-    }
+    waits(out, dump, &labels);
     // Each section is written into a buffer, then passed on whole: one write of a few hundred bytes
     // instead of dozens of small ones through `out` (which escapes and buffers each).
     let mut section = String::with_capacity(4096);
@@ -678,6 +643,87 @@ fn spawned<W: Write + ?Sized>(
     let _ = out.write_char('\n');
 }
 
+/// The wait cycles, each edge with its reason where it is a lock, then the futurelocks: waits for a
+/// lock held in a future nobody polls.
+fn waits<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
+    let edge = |a: u64, b: u64| {
+        let between = || dump.waits.iter().filter(move |e| e.from == a && e.to == b);
+        between()
+            .find(|e| !matches!(e.on, WaitsFor::Join))
+            .or_else(|| between().next())
+    };
+    let mut shown: Vec<&WaitEdge> = Vec::new();
+    for cycle in &dump.deadlocks {
+        let ids: Vec<String> = cycle
+            .iter()
+            .chain(cycle.first())
+            .map(|&id| TaskId(id).to_string())
+            .collect();
+        let pairs = cycle.iter().zip(cycle.iter().cycle().skip(1));
+        let edges: Vec<Option<&WaitEdge>> = pairs.map(|(&a, &b)| edge(a, b)).collect();
+        let futurelock = edges.iter().flatten().any(|e| e.is_futurelock());
+        let what = if futurelock { " (a futurelock)" } else { "" };
+        let _ = writeln!(out, "DEADLOCK cycle: {}{what}", ids.join(" → "));
+        shown.extend(edges.iter().flatten());
+        if edges
+            .iter()
+            .flatten()
+            .all(|e| matches!(e.on, WaitsFor::Join))
+        {
+            let named: Vec<String> = cycle
+                .iter()
+                .chain(cycle.first())
+                .map(|&id| labels.of(id).to_string())
+                .collect();
+            let _ = writeln!(out, "  {}", named.join(" awaits "));
+            continue;
+        }
+        for e in edges.into_iter().flatten() {
+            let _ = writeln!(out, "  {}", edge_text(e, labels));
+        }
+    }
+    let futurelocks: Vec<&WaitEdge> = (dump.waits.iter())
+        .filter(|e| e.is_futurelock() && !shown.contains(e))
+        .collect();
+    for e in &futurelocks {
+        let _ = writeln!(out, "FUTURELOCK: {}", edge_text(e, labels));
+    }
+    if !dump.deadlocks.is_empty() || !futurelocks.is_empty() {
+        let _ = out.write_char('\n');
+    }
+}
+
+/// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
+/// @ 0x… held by task 2 "b" (`guard` in app::transfer, acquired at app.rs:29)`.
+fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
+    let mut s = labels.of(e.from).to_string();
+    let wait = match &e.on {
+        WaitsFor::Join => "awaits",
+        WaitsFor::Lock { .. } => "waits",
+    };
+    s.push(' ');
+    s.push_str(wait);
+    if let Some(f) = &e.waits_in {
+        let _ = write!(s, " in {}", no_breaks(f));
+    }
+    if let Some(at) = &e.waits_at {
+        let _ = write!(s, " at {}", super::values::loc(at));
+    }
+    match &e.on {
+        WaitsFor::Join => {
+            let _ = write!(s, " for {} to finish", labels.of(e.to));
+        }
+        WaitsFor::Lock { holder } => {
+            let lock = super::values::lock_text(&holder.held);
+            let _ = write!(s, " for {lock}, held by {} (", labels.of(e.to));
+            let frame = no_breaks(&holder.frame);
+            super::values::how_held_into(&mut s, &holder.held, Some(&frame));
+            s.push(')');
+        }
+    }
+    s
+}
+
 fn frames<W: Write + ?Sized>(
     out: &mut W,
     nodes: &[FrameNode],
@@ -714,6 +760,12 @@ fn frames<W: Write + ?Sized>(
             indent(out, pad + 2);
             let _ = out.write_str("↳ ");
             let _ = out.write_str(&w);
+            let _ = out.write_char('\n');
+        }
+        for h in &n.holds {
+            indent(out, pad + 2);
+            let _ = out.write_str("↳ holds ");
+            let _ = out.write_str(&super::values::held_text(h));
             let _ = out.write_char('\n');
         }
         for l in &n.locals {

@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
+use crate::model::Loc;
 use crate::model::values::{Field, Local, PointerKind, Value, WaitKind, WaitOn};
+use crate::model::waits::{Held, Holder};
 
 /// Longest value shown on a line; the rest is cut with `…`.
 pub const MAX_LINE: usize = 200;
@@ -111,6 +113,24 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
         ("channel", 0) => write!(out, "full"),
         (_, _) => write!(out, "{free} permits free, wants {wanted}"),
     };
+    // A channel's permits are its free slots: nobody holds them.
+    if lock != "channel" {
+        match w.holders.as_slice() {
+            [] if free < wanted => {
+                out.push_str(", held outside the tasks (by a thread, a static or a heap value)")
+            }
+            [] => {}
+            holders => {
+                out.push_str(", held by ");
+                for (i, h) in holders.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str("; ");
+                    }
+                    holder_into(&mut out, h);
+                }
+            }
+        }
+    }
     let more = matches!(get("more"), Some(Value::Bool(true)));
     let queued = uint("queued").unwrap_or(0);
     let of = format!("{queued}{}", if more { "+" } else { "" });
@@ -123,6 +143,53 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
         out.push_str(", closed");
     }
     Some(out)
+}
+
+/// `task 9 (`guard` in app::transfer, acquired at app.rs:29)`.
+fn holder_into(out: &mut String, h: &Holder) {
+    let _ = write!(out, "{} (", super::TaskId(h.task));
+    how_held_into(out, &h.held, Some(&h.frame));
+    out.push(')');
+}
+
+/// What a frame holds, in words: `Mutex @ 0x… in `guard`, acquired at app.rs:29`, or for a guard
+/// inside a future kept but not polled, `… in `fut`, a future not polled (stopped at app.rs:22)`.
+pub fn held_text(h: &Held) -> String {
+    let mut out = lock_text(h);
+    out.push_str(" in ");
+    how_held_into(&mut out, h, None);
+    out
+}
+
+/// `Mutex @ 0x…`, `RwLock @ 0x… (write)`.
+pub fn lock_text(h: &Held) -> String {
+    let mut out = format!("{} @ {:#x}", h.lock, h.addr);
+    if &*h.lock == "RwLock" {
+        out.push_str(if h.write { " (write)" } else { " (read)" });
+    }
+    out
+}
+
+/// How it is held: `` `guard` in app::transfer, acquired at app.rs:29 `` (the frame where given).
+pub fn how_held_into(out: &mut String, h: &Held, frame: Option<&str>) {
+    let _ = write!(out, "`{}`", h.local);
+    if let Some(f) = frame {
+        let _ = write!(out, " in {f}");
+    }
+    if !h.polled {
+        out.push_str(", a future not polled");
+        if let Some(at) = &h.stopped_at {
+            let _ = write!(out, " (stopped at {})", loc(at));
+        }
+    }
+    if let Some(at) = &h.acquired_at {
+        let _ = write!(out, ", acquired at {}", loc(at));
+    }
+}
+
+/// `file.rs:12`, the file's path shortened.
+pub fn loc(at: &Loc) -> String {
+    format!("{}:{}", crate::names::short_path(&at.file), at.line)
 }
 
 fn ordinal(n: u64) -> String {
@@ -188,6 +255,16 @@ fn value(out: &mut String, v: &Value) {
         Value::SocketAddr(a) => write!(out, "{a}"),
         Value::Opaque { type_name, addr } => write!(out, "{type_name} @ {addr:#x}"),
         Value::Address(a) => write!(out, "{a:#x}"),
+        Value::Guard {
+            lock, write, addr, ..
+        } => {
+            let how = match (&**lock, write) {
+                ("RwLock", true) => " to write",
+                ("RwLock", false) => " to read",
+                _ => "",
+            };
+            write!(out, "holds {lock} @ {addr:#x}{how}")
+        }
         Value::Unreadable => write!(out, "<unreadable>"),
         Value::Changed => write!(out, "<changed>"),
         Value::Cut | Value::Unread { .. } => write!(out, "…"),
@@ -356,6 +433,7 @@ mod tests {
 
     fn part(name: &str, value: Value) -> Local {
         Local {
+            acquired: None,
             name: name.into(),
             type_name: "".into(),
             value,
@@ -381,6 +459,39 @@ mod tests {
         }
     }
 
+    fn holder(task: u64, local: &str, polled: bool) -> Holder {
+        let at = |line| Loc {
+            file: "src/app.rs".into(),
+            line,
+            column: 0,
+        };
+        Holder {
+            task,
+            frame: "app::run".into(),
+            at: Some(at(14)),
+            held: Held {
+                lock: "Semaphore".into(),
+                write: false,
+                addr: 0x10,
+                local: local.into(),
+                acquired_at: Some(at(12)),
+                polled,
+                stopped_at: (!polled).then(|| at(30)),
+            },
+        }
+    }
+
+    #[test]
+    fn what_a_frame_holds_reads_as_a_phrase() {
+        let mut h = holder(1, "guard", true).held;
+        assert_eq!(
+            held_text(&h),
+            "Semaphore @ 0x10 in `guard`, acquired at src/app.rs:12"
+        );
+        (h.lock, h.write, h.acquired_at) = ("RwLock".into(), true, None);
+        assert_eq!(held_text(&h), "RwLock @ 0x10 (write) in `guard`");
+    }
+
     #[test]
     fn a_wait_target_reads_as_a_sentence() {
         let sleep = |age_ns| WaitOn {
@@ -392,6 +503,7 @@ mod tests {
                     age_ns,
                 },
             )],
+            holders: Vec::new(),
         };
         assert_eq!(
             wait_text(&sleep(Some(-90_000_000_000))).unwrap(),
@@ -404,16 +516,27 @@ mod tests {
         let permits = |lock: &str, sem| WaitOn {
             kind: WaitKind::Permits { lock: lock.into() },
             parts: vec![part("wanted", Value::Uint(2)), part("semaphore", sem)],
+            holders: Vec::new(),
         };
         let mutex = permits("Mutex", semaphore(0, 12, Some(11)));
         assert_eq!(
             wait_text(&mutex).unwrap(),
-            "Mutex @ 0x10: locked, this task 11th of 12 waiting"
+            "Mutex @ 0x10: locked, held outside the tasks (by a thread, a static or a heap value), \
+             this task 11th of 12 waiting"
         );
-        let sem = permits("Semaphore", semaphore(1, 3, Some(2)));
+        let mut sem = permits("Semaphore", semaphore(1, 3, Some(2)));
+        sem.holders = vec![holder(7, "guard", true), holder(9, "fut", false)];
         assert_eq!(
             wait_text(&sem).unwrap(),
-            "Semaphore @ 0x10: 1 permits free, wants 2, this task 2nd of 3 waiting"
+            "Semaphore @ 0x10: 1 permits free, wants 2, held by task 7 (`guard` in app::run, \
+             acquired at src/app.rs:12); task 9 (`fut` in app::run, a future not polled \
+             (stopped at src/app.rs:30), acquired at src/app.rs:12), this task 2nd of 3 waiting"
+        );
+        let full = permits("channel", semaphore(0, 1, Some(1)));
+        assert_eq!(
+            wait_text(&full).unwrap(),
+            "channel @ 0x10: full, this task 1st of 1 waiting",
+            "a channel's permits are free slots: nobody holds them"
         );
         let unread = permits("Mutex", Value::Unreadable);
         assert_eq!(wait_text(&unread), None);
@@ -424,6 +547,7 @@ mod tests {
         let fd = |write| WaitOn {
             kind: WaitKind::Io { write },
             parts: vec![part("fd", Value::Int(12))],
+            holders: Vec::new(),
         };
         assert_eq!(wait_text(&fd(true)).unwrap(), "writing fd 12");
         let mut read = fd(false);

@@ -209,7 +209,7 @@ impl Builder<'_> {
             let done = matches!(s.name.as_str(), "Returned" | "Panicked");
             let info = Arc::new(info);
             let locals = match s.name.starts_with("Suspend") {
-                true => self.locals(&s.locals),
+                true => self.locals(m, s),
                 false => Arc::from([]),
             };
             states.insert(s.discr, StateView { info, done, locals });

@@ -55,6 +55,7 @@ const SEMAPHORE_ACQUIRE: TargetRule = TargetRule {
             name: "semaphore".into(),
             offset: 0,
             ty,
+            acquired: None,
         };
         Some(TargetPlan {
             kind: TargetKind::Permits,
@@ -85,6 +86,7 @@ const IO: TargetRule = TargetRule {
                 name: "fd".into(),
                 offset: 0,
                 ty,
+                acquired: None,
             }]),
         })
     },
@@ -115,6 +117,7 @@ fn part(b: &mut Builder<'_>, name: &str, at: u64, ty: u64) -> Option<LocalPlan> 
         name: name.into(),
         offset: u32::try_from(at).ok()?,
         ty: b.value(ty),
+        acquired: None,
     })
 }
 

@@ -335,6 +335,7 @@ fn an_enum_is_its_discriminant_and_each_variants_fields() {
                  value,
                  name,
                  fields,
+                 ..
              }| {
                 let f = fields
                     .iter()
@@ -408,4 +409,142 @@ fn a_type_reached_through_its_own_pointer_is_planned_once() {
         .member(node, "next", 8, next);
     let p = planned(t, node);
     assert_eq!(p.types.len(), 3, "{:?}", p.types);
+}
+
+/// tokio's batch semaphore, as the guard specs place it inside their locks.
+fn semaphore(t: &mut Types) -> u64 {
+    let (_, usize_) = words(t);
+    let sem = t.structure("tokio::sync::batch_semaphore::Semaphore", 40);
+    t.member(sem, "permits", 32, usize_);
+    sem
+}
+
+#[test]
+fn a_lock_guard_is_the_semaphore_of_the_lock_it_points_at() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let sem = semaphore(&mut t);
+    let mutex = t.structure("tokio::sync::mutex::Mutex<u64>", 48);
+    t.member(mutex, "c", 0, u64_).member(mutex, "s", 8, sem);
+    let ptr = t.pointer("&tokio::sync::mutex::Mutex<u64>", mutex);
+    let guard = t.structure("tokio::sync::mutex::MutexGuard<u64>", 8);
+    t.member(guard, "lock", 0, ptr);
+    let p = planned(t, guard);
+    assert_eq!(p.rule, "tokio lock guard");
+    let want = Shape::Guard {
+        ptr: 0,
+        sem: 8,
+        lock: "Mutex".into(),
+        write: false,
+    };
+    assert_eq!(*p.shape(), want);
+}
+
+#[test]
+fn an_owned_write_guard_reaches_its_rwlock_through_the_arc() {
+    let mut t = Types::new();
+    let (u64_, usize_) = words(&mut t);
+    let u32_ = t.base("u32", 4);
+    let sem = semaphore(&mut t);
+    let rwlock = t.structure("tokio::sync::rwlock::RwLock<u64>", 56);
+    t.member(rwlock, "mr", 0, u32_)
+        .member(rwlock, "s", 8, sem)
+        .member(rwlock, "c", 48, u64_);
+    let inner = t.structure(
+        "alloc::sync::ArcInner<tokio::sync::rwlock::RwLock<u64>>",
+        72,
+    );
+    t.member(inner, "strong", 0, usize_)
+        .member(inner, "weak", 8, usize_)
+        .member(inner, "data", 16, rwlock);
+    let raw = t.pointer("*const alloc::sync::ArcInner<RwLock<u64>>", inner);
+    let non_null = t.structure("core::ptr::non_null::NonNull<ArcInner<RwLock<u64>>>", 8);
+    t.member(non_null, "pointer", 0, raw);
+    let arc = t.structure("alloc::sync::Arc<tokio::sync::rwlock::RwLock<u64>>", 8);
+    t.member(arc, "ptr", 0, non_null);
+    let name = "tokio::sync::rwlock::owned_write_guard::OwnedRwLockWriteGuard<u64>";
+    let guard = t.structure(name, 24);
+    t.member(guard, "permits_acquired", 0, u32_)
+        .member(guard, "lock", 8, arc);
+    let p = planned(t, guard);
+    let want = Shape::Guard {
+        ptr: 8,
+        sem: 24,
+        lock: "RwLock".into(),
+        write: true,
+    };
+    assert_eq!((p.rule, p.shape()), ("tokio lock guard", &want));
+}
+
+#[test]
+fn a_guard_whose_lock_holds_no_semaphore_is_opaque() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let mutex = t.structure("tokio::sync::mutex::Mutex<u64>", 8);
+    t.member(mutex, "c", 0, u64_);
+    let ptr = t.pointer("&tokio::sync::mutex::Mutex<u64>", mutex);
+    let guard = t.structure("tokio::sync::mutex::MutexGuard<u64>", 8);
+    t.member(guard, "lock", 0, ptr);
+    let p = planned(t, guard);
+    assert_eq!(*p.shape(), Shape::Opaque);
+}
+
+/// A state machine whose Suspend0 awaits a `Mutex::lock` (line 10) and whose Suspend1 awaits a
+/// sleep (line 11) holding `guard`, the guard type number `guard`'s die.
+fn locking_machine(t: &mut Types, guard: u64) -> u64 {
+    let lock_fut = t.structure("tokio::sync::mutex::Mutex<u64>::lock::{async_fn_env#0}", 64);
+    let sleep = t.structure("tokio::time::sleep::Sleep", 64);
+    let sm = t.state_machine(
+        "app::update::{async_fn_env#0}",
+        96,
+        88,
+        &[(10, 8, lock_fut), (11, 16, sleep)],
+    );
+    let s1 = t.suspend_state(sm, 1);
+    t.member(s1, "guard", 0, guard);
+    sm
+}
+
+fn mutex_guard(t: &mut Types) -> u64 {
+    let sem = semaphore(t);
+    let mutex = t.structure("tokio::sync::mutex::Mutex<u64>", 40);
+    t.member(mutex, "s", 0, sem);
+    let ptr = t.pointer("&tokio::sync::mutex::Mutex<u64>", mutex);
+    let guard = t.structure("tokio::sync::mutex::MutexGuard<u64>", 8);
+    t.member(guard, "lock", 0, ptr);
+    guard
+}
+
+#[test]
+fn a_guard_local_was_acquired_at_the_lock_awaited_before_it_lives() {
+    let mut t = Types::new();
+    let guard = mutex_guard(&mut t);
+    let sm = locking_machine(&mut t, guard);
+    let debug = t.build();
+    let machine = debug.machine(sm).expect("a state machine");
+    let at = super::values::acquired(&machine, "guard").expect("an acquisition site");
+    assert_eq!(at.line, 10);
+    // A name no lock await precedes has none: nothing is guessed.
+    assert!(super::values::acquired(&machine, "other").is_none());
+}
+
+#[test]
+fn a_state_machine_held_as_a_value_names_its_states_and_where_its_guards_were_taken() {
+    let mut t = Types::new();
+    let guard = mutex_guard(&mut t);
+    let sm = locking_machine(&mut t, guard);
+    let p = planned(t, sm);
+    let Shape::Enum { variants, .. } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    let suspend1 = variants
+        .iter()
+        .find(|v| v.value == Some(4))
+        .expect("Suspend1");
+    assert_eq!(&*suspend1.name, "Suspend1");
+    assert_eq!(suspend1.at.as_ref().map(|l| l.line), Some(11));
+    let acquired: Vec<(&str, u32)> = (suspend1.acquired.iter())
+        .map(|(n, l)| (&**n, l.line))
+        .collect();
+    assert_eq!(acquired, [("guard", 10)]);
 }

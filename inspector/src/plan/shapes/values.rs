@@ -8,7 +8,9 @@ use gimli::constants;
 
 use std::sync::Arc;
 
-use crate::plan::builder::{Builder, is_generic};
+use crate::dwarf::{State, StateMachine};
+use crate::model::Loc;
+use crate::plan::builder::{Builder, is_generic, loc};
 use crate::plan::values::{
     FieldShape, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind, Shape, ValueType,
     VariantShape,
@@ -43,6 +45,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &DURATION,
     &INSTANT,
     &SOCKET,
+    &GUARD,
     &POINTER,
     &FAT_POINTER,
     &ENUM,
@@ -196,6 +199,68 @@ const SOCKET: ValueRule = ValueRule {
     },
 };
 
+/// tokio's lock guards and permits: the lock they hold, as the address of its semaphore (which a
+/// waiter's acquire points at too), through the guard's pointer (`&` or `Arc`) to the lock.
+const GUARD: ValueRule = ValueRule {
+    name: "tokio lock guard",
+    matches: |t| guard_of(&t.name).is_some(),
+    shape: |b, t| {
+        let (lock, write) = guard_of(&t.name)?;
+        let field = ["lock", "s", "sem"]
+            .into_iter()
+            .find(|f| t.members.iter().any(|m| m.0 == *f))?;
+        let (ptr, to) = b.pointer_to(t.die, field)?;
+        let sem = b.offset_of_type(to, "tokio::sync::batch_semaphore::Semaphore", 4)?;
+        Some(Shape::Guard {
+            ptr: u32::try_from(ptr).ok()?,
+            sem: u32::try_from(sem).ok()?,
+            lock: lock.into(),
+            write,
+        })
+    },
+};
+
+/// The lock a tokio guard or permit type holds, and whether it holds it to write, by the type's name.
+fn guard_of(name: &str) -> Option<(&'static str, bool)> {
+    const GUARDS: &[(&str, &str, bool)] = &[
+        ("mutex::MutexGuard<", "Mutex", false),
+        ("mutex::OwnedMutexGuard<", "Mutex", false),
+        ("mutex::MappedMutexGuard<", "Mutex", false),
+        ("mutex::OwnedMappedMutexGuard<", "Mutex", false),
+        ("rwlock::read_guard::RwLockReadGuard<", "RwLock", false),
+        (
+            "rwlock::owned_read_guard::OwnedRwLockReadGuard<",
+            "RwLock",
+            false,
+        ),
+        ("rwlock::write_guard::RwLockWriteGuard<", "RwLock", true),
+        (
+            "rwlock::write_guard_mapped::RwLockMappedWriteGuard<",
+            "RwLock",
+            true,
+        ),
+        (
+            "rwlock::owned_write_guard::OwnedRwLockWriteGuard<",
+            "RwLock",
+            true,
+        ),
+        (
+            "rwlock::owned_write_guard_mapped::OwnedRwLockMappedWriteGuard<",
+            "RwLock",
+            true,
+        ),
+        ("semaphore::SemaphorePermit", "Semaphore", false),
+        ("semaphore::OwnedSemaphorePermit", "Semaphore", false),
+    ];
+    let rest = name.strip_prefix("tokio::sync::")?;
+    (GUARDS.iter())
+        .find(|(prefix, _, _)| {
+            rest.strip_prefix(prefix)
+                .is_some_and(|r| prefix.ends_with('<') || r.is_empty())
+        })
+        .map(|&(_, lock, write)| (lock, write))
+}
+
 /// `Box<T>`, `&T`, `&mut T` (thin): the pointee; raw pointers: the address.
 const POINTER: ValueRule = ValueRule {
     name: "pointer",
@@ -241,12 +306,33 @@ const ENUM: ValueRule = ValueRule {
             Some((discr, variants)) => (Some(discr), variants),
             None => (None, vec![b.sole_variant(t.die)?]),
         };
+        // A state machine held as a value (a future not awaited): each suspend state's await (an
+        // unresumed one's header).
+        let machine = (t.name.contains("{async_fn_env#") || t.name.contains("{async_block_env#"))
+            .then(|| b.debug.machine(t.die))
+            .flatten();
+        let state_of =
+            |value: Option<u64>| (machine.as_ref()?.states.iter()).find(|s| Some(s.discr) == value);
         let variants = variants
             .into_iter()
-            .map(|(value, name, die, at)| VariantShape {
-                value,
-                name: name.into(),
-                fields: fields(b, die, at),
+            .map(|(value, name, die, at)| {
+                let fields = fields(b, die, at);
+                let state = state_of(value);
+                let acquired = match (&machine, state) {
+                    (Some(m), Some(_)) => (fields.iter())
+                        .filter(|f| b.is_guard(f.ty))
+                        .filter_map(|f| Some((f.name.clone(), acquired(m, &f.name)?)))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                VariantShape {
+                    value,
+                    // A state machine's variants are named by number; their states are not.
+                    name: state.map_or(name, |s| s.name.clone()).into(),
+                    at: state.map(|s| loc(&s.file, s.line)),
+                    acquired,
+                    fields,
+                }
             })
             .collect();
         Some(Shape::Enum {
@@ -347,18 +433,36 @@ impl Builder<'_> {
         t
     }
 
-    /// The locals of every suspend state, planned.
-    pub(in crate::plan) fn locals(&mut self, locals: &[(String, u64, u64)]) -> Arc<[LocalPlan]> {
-        locals
-            .iter()
+    /// The locals of suspend state `s` of state machine `m`, planned; a lock guard among them with
+    /// the await that took it.
+    pub(in crate::plan) fn locals(&mut self, m: &StateMachine, s: &State) -> Arc<[LocalPlan]> {
+        (s.locals.iter())
             .filter_map(|(name, offset, die)| {
+                let ty = self.value(*die);
+                let acquired = self.is_guard(ty).then(|| acquired(m, name)).flatten();
                 Some(LocalPlan {
                     name: Arc::from(name.as_str()),
                     offset: u32::try_from(*offset).ok()?,
-                    ty: self.value(*die),
+                    ty,
+                    acquired,
                 })
             })
             .collect()
+    }
+
+    /// A guard, or an enum with one in a variant (`Option<MutexGuard<T>>`).
+    fn is_guard(&self, ty: u32) -> bool {
+        let guard = |t: u32| {
+            (self.values.types.get(t as usize))
+                .is_some_and(|t| matches!(t.shape, Shape::Guard { .. }))
+        };
+        match self.values.types.get(ty as usize).map(|t| &t.shape) {
+            Some(Shape::Guard { .. }) => true,
+            Some(Shape::Enum { variants, .. }) => {
+                (variants.iter()).any(|v| v.fields.iter().any(|f| guard(f.ty)))
+            }
+            _ => false,
+        }
     }
 
     /// The shape of value type `die`, by the first rule that takes it.
@@ -415,4 +519,43 @@ fn fields(b: &mut Builder<'_>, die: u64, at: u64) -> Vec<FieldShape> {
             })
         })
         .collect()
+}
+
+/// Where the lock guard `name` of state machine `m` was taken: the latest await of a tokio lock
+/// acquire (`lock`, `read`, `write`, `acquire`, ...) at or before the first await `name` lives across,
+/// in a state it does not live in. `None` where no such await is (a `try_lock`, a guard returned by
+/// a function of the program's): nothing is guessed.
+pub(super) fn acquired(m: &StateMachine, name: &str) -> Option<Loc> {
+    let suspend = |s: &&State| s.name.starts_with("Suspend");
+    let lives = |s: &State| s.locals.iter().any(|l| l.0 == name);
+    let first = (m.states.iter().filter(suspend))
+        .filter(|s| lives(s))
+        .map(|s| s.line)
+        .min()?;
+    (m.states.iter().filter(suspend))
+        .filter(|s| !lives(s) && s.line <= first)
+        .filter(|s| (s.awaitee.as_ref()).is_some_and(|a| is_lock_acquire(&a.type_name)))
+        .max_by_key(|s| s.line)
+        .map(|s| loc(&s.file, s.line))
+}
+
+/// Whether a future of type `name` acquires a tokio lock or permits.
+fn is_lock_acquire(name: &str) -> bool {
+    const ACQUIRES: &[&str] = &[
+        "::lock::",
+        "::lock_owned::",
+        "::read::",
+        "::read_owned::",
+        "::write::",
+        "::write_owned::",
+        "::acquire::",
+        "::acquire_many::",
+        "::acquire_owned::",
+        "::acquire_many_owned::",
+    ];
+    name == "tokio::sync::batch_semaphore::Acquire"
+        || (name.starts_with("tokio::sync::mutex::")
+            || name.starts_with("tokio::sync::rwlock::")
+            || name.starts_with("tokio::sync::semaphore::"))
+            && ACQUIRES.iter().any(|a| name.contains(a))
 }

@@ -1,0 +1,201 @@
+//! The wait graph stage, after the values stage has read the locals that may hold a lock: which
+//! frame holds which lock ([`Held`], from the guards and permits among its locals), who holds the
+//! lock each leaf waits for ([`Holder`]), and the edges between tasks ([`WaitEdge`]: a `JoinHandle`
+//! awaited, a lock held), whose cycles become the dump's deadlocks. A guard found inside a future a
+//! frame keeps but does not poll makes its edges futurelocks.
+//!
+//! Locals read only to find guards are dropped here, unless `-v` or `--fields` asked for them.
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use crate::model::values::{Reading, Value, WaitKind};
+use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor, cycles};
+use crate::model::{Dump, FastMap, FrameNode, Loc, is_own_code};
+
+/// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
+pub fn resolve(dump: &mut Dump, reading: &Reading) {
+    let mut held: FastMap<u64, Vec<Holder>> = FastMap::default();
+    for t in &mut dump.tasks {
+        if !any(&t.frames, &|n| !n.locals.is_empty()) {
+            continue;
+        }
+        let task = t.id;
+        preorder_mut(Arc::make_mut(&mut t.frames).as_mut_slice(), &mut |_, n| {
+            n.holds = holds_of(n);
+            for h in &n.holds {
+                let holder = Holder {
+                    task,
+                    frame: n.meta.name.clone(),
+                    at: where_(n),
+                    held: h.clone(),
+                };
+                held.entry(h.addr).or_default().push(holder);
+            }
+            n.locals.retain(|l| reading.locals.wants(&l.name));
+        });
+    }
+    let mut edges: Vec<WaitEdge> = (dump.tasks.iter())
+        .filter_map(|t| {
+            let a = t.awaited_by.as_ref()?;
+            Some(WaitEdge {
+                from: a.task,
+                to: t.id,
+                waits_in: a.path.last().cloned(),
+                waits_at: None,
+                on: WaitsFor::Join,
+            })
+        })
+        .collect();
+    for t in &mut dump.tasks {
+        let waiting = |n: &FrameNode| lock_waited(n).is_some();
+        if !any(&t.frames, &waiting) {
+            continue;
+        }
+        let mut waits = Vec::new();
+        preorder_with_path(&t.frames, &mut |i, n, path| {
+            if let Some(addr) = lock_waited(n) {
+                let own = path.iter().rev().find(|f| is_own_code(f));
+                waits.push((i, addr, own.map(|f| (f.meta.name.clone(), where_(f)))));
+            }
+        });
+        let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
+        for (i, addr, own) in waits {
+            let holders = held.get(&addr).cloned().unwrap_or_default();
+            for h in &holders {
+                edges.push(WaitEdge {
+                    from: t.id,
+                    to: h.task,
+                    waits_in: own.as_ref().map(|o| o.0.clone()),
+                    waits_at: own.as_ref().and_then(|o| o.1.clone()),
+                    on: WaitsFor::Lock { holder: h.clone() },
+                });
+            }
+            preorder_mut(frames, &mut |j, n| {
+                if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
+                    w.holders = holders.clone();
+                }
+            });
+        }
+    }
+    edges.sort_by_key(|e| (e.from, e.to));
+    dump.deadlocks = cycles(edges.iter().map(|e| (e.from, e.to)));
+    dump.waits = edges;
+}
+
+/// Where a frame is: the await it is suspended at, else where it is defined.
+fn where_(n: &FrameNode) -> Option<Loc> {
+    (n.meta.suspended_at.as_ref())
+        .or(n.meta.location.as_ref())
+        .cloned()
+}
+
+/// The semaphore of the lock a leaf waits to acquire (not a channel's: its permits are free slots,
+/// which no frame holds).
+fn lock_waited(n: &FrameNode) -> Option<u64> {
+    let w = n.waits_on.as_ref()?;
+    match &w.kind {
+        WaitKind::Permits { lock } if &**lock != "channel" => {}
+        _ => return None,
+    }
+    match w.part("semaphore")?.field("addr")? {
+        Value::Address(a) => Some(*a),
+        _ => None,
+    }
+}
+
+/// The locks frame `n` holds, from the guards in its locals; a guard inside a future the walk went
+/// into is that future's own frame's to show.
+fn holds_of(n: &FrameNode) -> Vec<Held> {
+    let mut out = Vec::new();
+    for l in &n.locals {
+        guards(&l.value, &mut |v| {
+            let Value::Guard {
+                lock,
+                write,
+                addr,
+                within,
+                acquired_at,
+            } = v
+            else {
+                return;
+            };
+            if within
+                .as_ref()
+                .is_some_and(|w| n.walked_within.contains(&w.addr))
+            {
+                return;
+            }
+            out.push(Held {
+                lock: lock.clone(),
+                write: *write,
+                addr: *addr,
+                local: l.name.clone(),
+                acquired_at: acquired_at.clone().or_else(|| l.acquired.clone()),
+                polled: within.is_none(),
+                stopped_at: within.as_ref().and_then(|w| w.stopped_at.clone()),
+            });
+        });
+    }
+    out.sort_by_key(|h| h.addr);
+    out.dedup();
+    out
+}
+
+/// Calls `f` on every guard in `v`: in fields, variants, items and boxes, not behind a shared
+/// pointer (what an `&` or `Arc` leads to is not held by this value).
+fn guards(v: &Value, f: &mut dyn FnMut(&Value)) {
+    match v {
+        Value::Guard { .. } => f(v),
+        Value::Struct { fields, .. } | Value::Variant { fields, .. } => {
+            fields.iter().for_each(|x| guards(&x.value, f))
+        }
+        Value::Seq { items, .. } => items.iter().for_each(|x| guards(x, f)),
+        Value::Pointer {
+            kind: crate::model::values::PointerKind::Box,
+            to,
+            ..
+        } => guards(to, f),
+        _ => {}
+    }
+}
+
+fn any(nodes: &[FrameNode], has: &dyn Fn(&FrameNode) -> bool) -> bool {
+    nodes.iter().any(|n| has(n) || any(&n.children, has))
+}
+
+/// Calls `f` on every frame in pre-order, with its number in that order.
+fn preorder_mut(nodes: &mut [FrameNode], f: &mut dyn FnMut(usize, &mut FrameNode)) {
+    fn visit(nodes: &mut [FrameNode], i: &mut usize, f: &mut dyn FnMut(usize, &mut FrameNode)) {
+        for n in nodes {
+            f(*i, n);
+            *i += 1;
+            visit(&mut n.children, i, f);
+        }
+    }
+    visit(nodes, &mut 0, f)
+}
+
+/// Like [`preorder_mut`], reading, with each frame's ancestors (root first).
+fn preorder_with_path<'a>(
+    nodes: &'a [FrameNode],
+    f: &mut dyn FnMut(usize, &'a FrameNode, &[&'a FrameNode]),
+) {
+    fn visit<'a>(
+        nodes: &'a [FrameNode],
+        i: &mut usize,
+        path: &mut Vec<&'a FrameNode>,
+        f: &mut dyn FnMut(usize, &'a FrameNode, &[&'a FrameNode]),
+    ) {
+        for n in nodes {
+            f(*i, n, path);
+            *i += 1;
+            path.push(n);
+            visit(&n.children, i, path, f);
+            path.pop();
+        }
+    }
+    visit(nodes, &mut 0, &mut Vec::new(), f)
+}

@@ -1,0 +1,220 @@
+//! The wait graph from dumps whose values are read: who holds what, who waits on whom, which waits
+//! close a cycle, which wait on a future nobody polls.
+
+use std::sync::Arc;
+
+use super::resolve;
+use crate::model::values::{Field, Local, Reading, Value, WaitKind, WaitOn, Wanted, Within};
+use crate::model::waits::WaitsFor;
+use crate::model::{Dump, FrameInfo, FrameNode, Loc, Source};
+use crate::testing::{edge_snapshot, handshake};
+
+fn at(line: u32) -> Loc {
+    Loc {
+        file: "src/app.rs".into(),
+        line,
+        column: 0,
+    }
+}
+
+fn frame(name: &str, line: u32, children: Vec<FrameNode>) -> FrameNode {
+    let mut info = FrameInfo::new(name.into(), Some(at(1)), Source::Decoded);
+    info = info.with_suspended_at(Some(at(line)));
+    FrameNode {
+        meta: Arc::new(info),
+        children,
+        ..FrameNode::cut(0)
+    }
+}
+
+fn guard(addr: u64, within: Option<u64>) -> Value {
+    Value::Guard {
+        lock: "Mutex".into(),
+        write: false,
+        addr,
+        within: within.map(|addr| Within {
+            addr,
+            stopped_at: Some(at(40)),
+        }),
+        acquired_at: None,
+    }
+}
+
+fn local(name: &str, value: Value, acquired: u32) -> Local {
+    Local {
+        name: name.into(),
+        type_name: "MutexGuard<u64>".into(),
+        value,
+        acquired: Some(at(acquired)),
+    }
+}
+
+/// A leaf waiting for the mutex whose semaphore is at `addr`.
+fn waiting_for(addr: u64) -> FrameNode {
+    let semaphore = Value::Struct {
+        type_name: "Semaphore".into(),
+        fields: vec![
+            Field {
+                name: "addr".into(),
+                value: Value::Address(addr),
+            },
+            Field {
+                name: "available".into(),
+                value: Value::Uint(0),
+            },
+        ],
+    };
+    let mut leaf = frame("tokio::sync::batch_semaphore::Acquire", 0, Vec::new());
+    leaf.meta = Arc::new(FrameInfo::awaitee(
+        "tokio::sync::batch_semaphore::Acquire".into(),
+    ));
+    leaf.waits_on = Some(WaitOn {
+        kind: WaitKind::Permits {
+            lock: "Mutex".into(),
+        },
+        parts: vec![Local {
+            name: "semaphore".into(),
+            type_name: "Semaphore".into(),
+            value: semaphore,
+            acquired: None,
+        }],
+        holders: Vec::new(),
+    });
+    leaf
+}
+
+/// Tasks 1 to 4, with these chains in order (the rest keep theirs).
+fn dump_with(chains: Vec<Vec<FrameNode>>) -> Dump {
+    let mut dump = Dump::build(&handshake(), &edge_snapshot(&[]), 0);
+    for (t, frames) in dump.tasks.iter_mut().zip(chains) {
+        t.frames = Arc::new(frames);
+    }
+    dump
+}
+
+fn targets() -> Reading {
+    Reading {
+        locals: Wanted::None,
+        targets: true,
+    }
+}
+
+/// `transfer` holding `held` (taken at line 10) and waiting at line 12 for `wanted`.
+fn transfer(held: u64, wanted: u64) -> Vec<FrameNode> {
+    let mut f = frame("app::transfer", 12, vec![waiting_for(wanted)]);
+    f.locals = vec![local("source", guard(held, None), 10)];
+    vec![f]
+}
+
+#[test]
+fn two_tasks_each_holding_the_lock_the_other_waits_for_are_a_deadlock() {
+    let mut dump = dump_with(vec![transfer(0xa, 0xb), transfer(0xb, 0xa)]);
+    resolve(&mut dump, &targets());
+    assert_eq!(dump.deadlocks, vec![vec![1, 2]]);
+    let e = &dump.waits[0];
+    assert_eq!(
+        (e.from, e.to, e.waits_at.as_ref().map(|l| l.line)),
+        (1, 2, Some(12))
+    );
+    let WaitsFor::Lock { holder } = &e.on else {
+        panic!("{e:?}")
+    };
+    assert_eq!((holder.task, &*holder.held.local), (2, "source"));
+    assert_eq!(holder.held.acquired_at.as_ref().map(|l| l.line), Some(10));
+    assert!(holder.held.polled && !e.is_futurelock());
+    // The waiting leaf names its holder; the holding frame says what it holds.
+    let frames = &dump.tasks[0].frames;
+    assert_eq!(frames[0].holds.len(), 1);
+    let w = frames[0].children[0].waits_on.as_ref().unwrap();
+    assert_eq!(w.holders.iter().map(|h| h.task).collect::<Vec<_>>(), [2]);
+}
+
+#[test]
+fn locals_read_only_for_their_guards_are_dropped_unless_asked_for() {
+    let mut dump = dump_with(vec![transfer(0xa, 0xb)]);
+    resolve(&mut dump, &targets());
+    assert!(dump.tasks[0].frames[0].locals.is_empty());
+    let mut dump = dump_with(vec![transfer(0xa, 0xb)]);
+    let all = Reading {
+        locals: Wanted::All,
+        targets: true,
+    };
+    resolve(&mut dump, &all);
+    assert_eq!(dump.tasks[0].frames[0].locals.len(), 1);
+}
+
+#[test]
+fn a_guard_in_a_future_the_task_keeps_but_does_not_poll_is_a_futurelock() {
+    // Task 1 waits for the mutex a future in its own frame holds; task 2 queues behind it.
+    let mut refresh = frame("app::refresh", 22, vec![waiting_for(0xa)]);
+    let update = Value::Variant {
+        name: "Suspend1".into(),
+        fields: vec![Field {
+            name: "entry".into(),
+            value: guard(0xa, Some(0x100)),
+        }],
+    };
+    refresh.locals = vec![local("update", update, 13)];
+    let read = frame("app::read", 30, vec![waiting_for(0xa)]);
+    let mut dump = dump_with(vec![vec![refresh], vec![read]]);
+    resolve(&mut dump, &targets());
+    assert_eq!(dump.deadlocks, vec![vec![1]]);
+    assert_eq!(dump.waits.len(), 2);
+    assert!(dump.waits.iter().all(|e| e.is_futurelock() && e.to == 1));
+    let held = &dump.tasks[0].frames[0].holds[0];
+    assert_eq!((&*held.local, held.polled), ("update", false));
+    assert_eq!(held.stopped_at.as_ref().map(|l| l.line), Some(40));
+}
+
+#[test]
+fn a_guard_in_a_future_the_walk_went_into_is_that_futures_to_show() {
+    // A select branch pinned in the frame: polled through the select, so not held unpolled here.
+    let mut f = frame("app::refresh", 22, Vec::new());
+    f.locals = vec![local("update", guard(0xa, Some(0x100)), 13)];
+    f.walked_within = vec![0x100];
+    let mut dump = dump_with(vec![
+        vec![f],
+        vec![frame("app::read", 30, vec![waiting_for(0xa)])],
+    ]);
+    resolve(&mut dump, &targets());
+    assert!(dump.tasks[0].frames[0].holds.is_empty());
+    assert!(dump.waits.is_empty() && dump.deadlocks.is_empty());
+}
+
+#[test]
+fn a_guard_behind_a_shared_pointer_is_not_held_by_the_frame() {
+    let mut f = frame("app::peek", 22, Vec::new());
+    let shared = Value::Pointer {
+        kind: crate::model::values::PointerKind::Arc,
+        addr: 0x500,
+        strong: Some(2),
+        weak: Some(1),
+        to: Box::new(guard(0xa, None)),
+    };
+    f.locals = vec![local("shared", shared, 10)];
+    let mut dump = dump_with(vec![vec![f]]);
+    resolve(&mut dump, &targets());
+    assert!(dump.tasks[0].frames[0].holds.is_empty());
+}
+
+#[test]
+fn a_join_cycle_stays_a_deadlock_beside_the_lock_edges() {
+    let mut dump = Dump::build(&handshake(), &edge_snapshot(&[(1, 2), (2, 1)]), 0);
+    let lock_holder = transfer(0xa, 0xb);
+    dump.tasks[2].frames = Arc::new(lock_holder);
+    resolve(&mut dump, &targets());
+    assert_eq!(dump.deadlocks, vec![vec![1, 2]]);
+    assert!(dump.waits.iter().all(|e| matches!(e.on, WaitsFor::Join)));
+}
+
+#[test]
+fn a_locked_mutex_no_task_holds_has_no_holder_and_no_edge() {
+    let mut dump = dump_with(vec![vec![frame("app::read", 30, vec![waiting_for(0xa)])]]);
+    resolve(&mut dump, &targets());
+    assert!(dump.waits.is_empty());
+    let w = dump.tasks[0].frames[0].children[0]
+        .waits_on
+        .as_ref()
+        .unwrap();
+    assert!(w.holders.is_empty());
+}

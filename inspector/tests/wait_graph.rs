@@ -1,0 +1,170 @@
+//! Who holds the lock a task waits for, and the cycles that makes: a two-mutex deadlock across two
+//! tasks with both acquisition sites, and a futurelock (a `select!` branch kept unpolled while it
+//! holds the lock its task then waits for); through the agent, without it, and from a core.
+
+use crate::cores::gcore;
+use crate::support::{Fixture, asyncdump_ok, at_line, dump_json, dump_until, tempdir};
+
+/// The dump's report lines (`DEADLOCK`, `FUTURELOCK` and the lines under them), up to the first task.
+fn report(text: &str) -> Vec<String> {
+    (text.lines())
+        .skip_while(|l| !l.starts_with("DEADLOCK") && !l.starts_with("FUTURELOCK"))
+        .take_while(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What the lock cycle's report must say, whoever reads it: each task waits at the second lock for
+/// the mutex the other took at the first.
+fn assert_lock_cycle(text: &str) {
+    let report = report(text);
+    assert_eq!(report.len(), 3, "{text}");
+    assert!(
+        report[0].starts_with("DEADLOCK cycle: ") && report[0].matches(" → ").count() == 2,
+        "{}",
+        report[0]
+    );
+    let waits_at = at_line("lock_cycle", "let target = to.lock().await;");
+    let taken_at = at_line("lock_cycle", "let mut source = from.lock().await;");
+    for edge in &report[1..] {
+        assert!(
+            edge.contains(&format!(
+                " waits in lock_cycle::transfer at {waits_at} for Mutex @ 0x"
+            )),
+            "{edge}"
+        );
+        assert!(
+            edge.contains(&format!(
+                "(`source` in lock_cycle::transfer, acquired at {taken_at})"
+            )),
+            "{edge}"
+        );
+    }
+    // Two different mutexes, each held by the task the other waits on.
+    let lock = |l: &str| l.split("Mutex @ ").nth(1).unwrap()[..14].to_owned();
+    assert_ne!(lock(&report[1]), lock(&report[2]));
+    let held = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("↳ holds Mutex @ "));
+    assert_eq!(held.count(), 2, "{text}");
+}
+
+#[test]
+fn two_tasks_taking_two_mutexes_in_opposite_orders_are_a_deadlock_with_both_sites() {
+    let fx = Fixture::start("lock_cycle", &[]);
+    let text = dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    assert_lock_cycle(&text);
+    // The waiting leaf names its holder too.
+    let leaf = (text.lines())
+        .filter(|l| l.contains("↳ Mutex @ ") && l.contains(": locked, held by "))
+        .count();
+    assert_eq!(leaf, 2, "{text}");
+}
+
+#[test]
+fn the_lock_cycle_reads_the_same_through_the_agent_and_from_a_core() {
+    let fx = Fixture::start("lock_cycle", &["--agent"]);
+    let live = dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    assert!(live.lines().next().unwrap().contains("· agent "), "{live}");
+    assert_lock_cycle(&live);
+    let dir = tempdir();
+    let core = gcore(fx.pid, dir.as_path());
+    let exe = crate::support::bin("lock_cycle");
+    let from_core = asyncdump_ok(&[
+        "dump",
+        "--core",
+        core.to_str().unwrap(),
+        "--exe",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(from_core.contains("read from core file"), "{from_core}");
+    assert_lock_cycle(&from_core);
+}
+
+#[test]
+fn without_wait_targets_no_lock_is_followed() {
+    let fx = Fixture::start("lock_cycle", &[]);
+    dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--no-targets"]);
+    assert!(!text.contains("DEADLOCK") && !text.contains("↳"), "{text}");
+}
+
+#[test]
+fn a_select_branch_kept_unpolled_while_holding_the_lock_its_task_waits_for_is_a_futurelock() {
+    let fx = Fixture::start("futurelock", &[]);
+    let text = dump_until(fx.pid, &[], |t| t.contains("FUTURELOCK"));
+    let report = report(&text);
+    let waits_at = at_line("futurelock", "let entry = cache.lock().await;");
+    let taken_at = at_line("futurelock", "let mut entry = cache.lock().await;");
+    let stopped_at = at_line(
+        "futurelock",
+        "tokio::time::sleep(Duration::from_secs(3600))",
+    );
+    let holder = format!(
+        "(`update` in futurelock::refresh, a future not polled (stopped at {stopped_at}), \
+         acquired at {taken_at})"
+    );
+    // The refreshing task waits for itself: a cycle of one, named a futurelock.
+    assert_eq!(report.len(), 3, "{text}");
+    let me = report[0]
+        .strip_prefix("DEADLOCK cycle: ")
+        .and_then(|r| r.strip_suffix(" (a futurelock)"))
+        .and_then(|r| r.split_once(" → "))
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .unwrap_or_else(|| panic!("{}", report[0]));
+    assert_eq!(me.0, me.1);
+    assert!(
+        report[1].starts_with(&format!(
+            "  {} waits in futurelock::refresh at {waits_at} for Mutex @ 0x",
+            me.0
+        )),
+        "{}",
+        report[1]
+    );
+    assert!(
+        report[1].ends_with(&format!("held by {} {holder}", me.0)),
+        "{}",
+        report[1]
+    );
+    // The reader queued behind it waits on the same unpolled future.
+    let read_at = at_line("futurelock", "*cache.lock().await");
+    assert!(
+        report[2].starts_with("FUTURELOCK: ")
+            && report[2].contains(&format!(
+                " waits in futurelock::read at {read_at} for Mutex @"
+            ))
+            && report[2].ends_with(&format!("held by {} {holder}", me.0)),
+        "{}",
+        report[2]
+    );
+}
+
+#[test]
+fn json_carries_the_wait_graph_and_what_each_frame_holds() {
+    let fx = Fixture::start("futurelock", &["--agent"]);
+    dump_until(fx.pid, &[], |t| t.contains("FUTURELOCK"));
+    let doc = dump_json(fx.pid, &[]);
+    let waits = doc["waits"].as_array().expect("waits");
+    assert_eq!(waits.len(), 2, "{waits:#?}");
+    for w in waits {
+        assert_eq!(w["on"], "lock");
+        let holder = &w["holder"];
+        assert_eq!(holder["local"], "update");
+        assert_eq!(holder["polled"], false);
+        assert_eq!(holder["lock"], "Mutex");
+        assert_eq!(holder["frame"], "futurelock::refresh");
+        assert!(holder["stopped_at"]["line"].as_u64().unwrap() > 0);
+    }
+    let cycles = doc["deadlocks"].as_array().unwrap();
+    assert_eq!(cycles.len(), 1);
+    assert_eq!(cycles[0].as_array().unwrap().len(), 1);
+    let refresh = &doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == cycles[0][0]);
+    let frame = &refresh.expect("the refreshing task")["frames"][0];
+    assert_eq!(frame["holds"][0]["local"], "update", "{frame:#}");
+    // Locals read only to find guards are not shown without `-v`.
+    assert!(frame.get("locals").is_none(), "{frame:#}");
+}
