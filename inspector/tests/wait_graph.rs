@@ -168,3 +168,95 @@ fn json_carries_the_wait_graph_and_what_each_frame_holds() {
     // Locals read only to find guards are not shown without `-v`.
     assert!(frame.get("locals").is_none(), "{frame:#}");
 }
+
+/// The `channels` fixture's task of each root, by the root's name (`fill`, `stall`, ...): its label
+/// as the dump prints it (`tokio task 3`).
+fn tasks_by_root(text: &str) -> std::collections::HashMap<String, String> {
+    (text.lines())
+        .filter_map(|l| {
+            let (label, rest) = l.split_once(" (channels::")?;
+            let root = rest.split(')').next()?;
+            Some((root.to_owned(), label.to_owned()))
+        })
+        .collect()
+}
+
+/// The wait line under the leaf of task `label`'s section.
+fn wait_line(text: &str, label: &str) -> String {
+    let s = crate::support::section(text, &format!("{label} (channels::"));
+    let line = s.iter().find(|l| l.trim_start().starts_with("↳ "));
+    line.map_or_else(
+        || panic!("no wait line in {s:#?}"),
+        |l| l.trim_start()[4..].to_owned(),
+    )
+}
+
+fn assert_channel_waits(text: &str) {
+    let task = tasks_by_root(text);
+    // A full channel whose receiver is held by a task that never reads it.
+    let fill = wait_line(text, &task["fill"]);
+    let held = format!(
+        "receiver alive: {} (`rx` in channels::stall)",
+        task["stall"]
+    );
+    assert!(fill.starts_with("channel @ 0x"), "{fill}");
+    assert!(
+        fill.ends_with(&format!(
+            ": full, 1 of 1 queued, {held}, this task 1st of 1 waiting"
+        )),
+        "{fill}"
+    );
+    // A receive whose one sender sleeps in another task.
+    let drain = wait_line(text, &task["drain"]);
+    let sender = format!("1 sender alive: {} (`tx` in channels::idle)", task["idle"]);
+    assert!(drain.starts_with("receiving from channel @ 0x"), "{drain}");
+    assert!(drain.ends_with(&format!(": empty, {sender}")), "{drain}");
+    // A send the receiver's drop woke, never polled since: its channel is closed.
+    let late = wait_line(text, &task["late"]);
+    assert!(late.ends_with(": closed, its receiver is gone"), "{late}");
+    // The client waits for the server's reply; the server for room the client would make.
+    let report = report(text);
+    let (client, server) = (&task["client"], &task["server"]);
+    assert_eq!(report.len(), 3, "{text}");
+    let (a, b) = if client < server {
+        (client, server)
+    } else {
+        (server, client)
+    };
+    assert_eq!(report[0], format!("DEADLOCK cycle: {a} → {b} → {a}"));
+    let asks = at_line("channels", "let reply = replies.recv().await");
+    let sends = at_line("channels", "if requests.send(2).await.is_ok()");
+    let client_edge =
+        format!("  {client} waits in channels::client at {asks} for a message on channel @ 0x");
+    let server_edge =
+        format!("  {server} waits in channels::server at {sends} for room in channel @ 0x");
+    assert!(
+        report[1..].iter().any(|l| l.starts_with(&client_edge)
+            && l.ends_with(&format!(
+                "a sender of it held by {server} (`replies` in channels::server)"
+            ))),
+        "{report:#?}"
+    );
+    assert!(
+        report[1..].iter().any(|l| l.starts_with(&server_edge)
+            && l.ends_with(&format!(
+                "its receiver held by {client} (`requests` in channels::client)"
+            ))),
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn a_channel_wait_says_who_holds_its_other_end_and_channels_can_deadlock() {
+    let fx = Fixture::start("channels", &[]);
+    let text = dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    assert_channel_waits(&text);
+}
+
+#[test]
+fn channel_waits_read_the_same_through_the_agent() {
+    let fx = Fixture::start("channels", &["--agent"]);
+    let text = dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    assert!(text.lines().next().unwrap().contains("· agent "), "{text}");
+    assert_channel_waits(&text);
+}

@@ -336,6 +336,7 @@ impl<'a> Merge<'a> {
         let kind = match target.kind {
             TargetKind::Sleep => WaitKind::Sleep,
             TargetKind::Io { write } => WaitKind::Io { write },
+            TargetKind::Receive => WaitKind::Receive,
             TargetKind::Permits => {
                 let above = under.map(|u| self.arena.nodes[u].info.name.as_str());
                 WaitKind::Permits {
@@ -343,7 +344,11 @@ impl<'a> Merge<'a> {
                 }
             }
         };
+        // The channel around a semaphore is read for a channel's send only: a lock's memory
+        // around its semaphore is something else.
+        let channel = matches!(&kind, WaitKind::Permits { lock } if &**lock == "channel");
         let parts = (target.parts.iter())
+            .filter(|p| channel || &*p.name != "channel" || kind == WaitKind::Receive)
             .map(|p| self.unread(p, n.addr, Check::default()))
             .collect();
         Some(WaitOn {

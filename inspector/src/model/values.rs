@@ -48,6 +48,9 @@ pub enum WaitKind {
     /// A read or write of a file descriptor (part `fd`) and, where the process's `/proc` says, the
     /// socket it is (part `socket`: `proto`, `local`, `peer`, `queued` bytes in the direction waited on).
     Io { write: bool },
+    /// A tokio `mpsc` receive: part `channel`, as a bounded send's is (`addr`, `capacity` if bounded,
+    /// `queued` messages, `senders` alive, `receiver_alive`).
+    Receive,
 }
 
 impl WaitOn {
@@ -128,6 +131,14 @@ pub enum Value {
     },
     /// A raw pointer: its address only.
     Address(u64),
+    /// A tokio `mpsc` sender or receiver: the channel it is an end of, by the address a wait on
+    /// the channel names.
+    Endpoint {
+        sender: bool,
+        addr: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within: Option<Within>,
+    },
     /// A tokio lock guard or permit: the lock it holds (`Mutex`, `RwLock`, `Semaphore`; `write` for a
     /// write guard), by its semaphore's address, the one a waiter's acquire names.
     Guard {

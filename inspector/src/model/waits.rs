@@ -10,15 +10,16 @@ use serde::{Deserialize, Serialize};
 
 use super::Loc;
 
-/// A tokio lock (or semaphore permits) a frame holds.
+/// A tokio lock (or semaphore permits), or an end of a channel, a frame holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Held {
-    /// `Mutex`, `RwLock` or `Semaphore`.
+    /// `Mutex`, `RwLock` or `Semaphore`; or `channel sender`, `channel receiver` for an end of a
+    /// tokio `mpsc` channel.
     pub lock: Arc<str>,
     /// An `RwLock` held to write.
     #[serde(default, skip_serializing_if = "is_false")]
     pub write: bool,
-    /// The lock's semaphore: what a waiter's acquire names too.
+    /// The lock's semaphore (what a waiter's acquire names too), or the channel.
     pub addr: u64,
     /// The local that holds it (the guard, or the future a guard lies in).
     pub local: Arc<str>,
@@ -55,6 +56,10 @@ pub struct WaitEdge {
     pub waits_in: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits_at: Option<Loc>,
+    /// Any one of several `to`s can end the wait (a receive, with more than one sender alive):
+    /// not counted in cycles.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub any_of: bool,
     #[serde(flatten)]
     pub on: WaitsFor,
 }
@@ -66,6 +71,9 @@ pub enum WaitsFor {
     Join,
     /// `from` waits to acquire a lock `to` holds.
     Lock { holder: Holder },
+    /// `from` waits on a channel whose other end `to` holds: the receiver of a full channel it
+    /// sends into, a sender of one it receives from.
+    Channel { holder: Holder },
 }
 
 impl WaitEdge {

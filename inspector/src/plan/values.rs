@@ -148,7 +148,45 @@ pub enum Shape {
         lock: Arc<str>,
         write: bool,
     },
+    /// A tokio `mpsc` sender or receiver: a pointer at `ptr` to the channel's shared block, whose
+    /// channel is `data` bytes in (the channel's address is what waits on it name).
+    Endpoint {
+        ptr: u32,
+        data: u32,
+        sender: bool,
+    },
+    /// A tokio `mpsc` channel a leaf waits on, reached through pointers: the word at `hops[0]` of the
+    /// value, then the word that many bytes into what it points to for each further hop; the
+    /// channel is `data` bytes past the last, less `back` (a send's acquire points into it).
+    Channel {
+        hops: Vec<u32>,
+        data: u32,
+        back: u32,
+        layout: ChanLayout,
+    },
     Opaque,
+}
+
+/// Where a tokio `mpsc` channel keeps what a wait on it is told by: its permit word (a bounded
+/// channel's free slots, an unbounded one's queued messages, shifted left one, the low bit
+/// `closed`), its capacity (bounded only), its count of senders, and whether its receiver is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChanLayout {
+    pub permits: u32,
+    pub bound: Option<u32>,
+    pub tx_count: u32,
+    pub rx_closed: u32,
+}
+
+impl ChanLayout {
+    /// Bytes to read from the channel's start to hold every part.
+    pub fn span(&self) -> u32 {
+        let words = [self.permits, self.tx_count].into_iter().chain(self.bound);
+        (words.map(|w| w + 8))
+            .chain([self.rx_closed + 1])
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// What a leaf future of one plan type waits for, and the parts of it read to say so.
@@ -167,6 +205,8 @@ pub enum TargetKind {
     Permits,
     /// A read or write of an I/O object: part `fd` ([`Shape::Fd`]).
     Io { write: bool },
+    /// A channel receive: part `channel` ([`Shape::Channel`]).
+    Receive,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,9 +244,9 @@ impl ValueTypes {
         self.types.get(ty as usize)
     }
 
-    /// Whether a value of type `ty` may hold a lock guard or permit: is one, or holds one in a
-    /// field, a variant or a `Box` (not behind a shared pointer: what an `Arc` points to is not held
-    /// by its holder alone).
+    /// Whether a value of type `ty` may hold a lock guard or permit, or a channel's sender or
+    /// receiver: is one, or holds one in a field, a variant, an item or a `Box` (not behind a shared
+    /// pointer: what an `Arc` points to is not held by its holder alone).
     pub fn may_hold(&self, ty: u32) -> bool {
         let holding = self.holding.get_or_init(|| holding(&self.types));
         holding.get(ty as usize).copied().unwrap_or(false)
@@ -217,7 +257,7 @@ impl ValueTypes {
 /// nothing changes (types nest at most [`MAX_DEPTH`] deep, so few rounds).
 fn holding(types: &[ValueType]) -> Vec<bool> {
     let mut holds: Vec<bool> = (types.iter())
-        .map(|t| matches!(t.shape, Shape::Guard { .. }))
+        .map(|t| matches!(t.shape, Shape::Guard { .. } | Shape::Endpoint { .. }))
         .collect();
     let field_holds = |holds: &[bool], fields: &[FieldShape]| {
         (fields.iter()).any(|f| holds.get(f.ty as usize).copied().unwrap_or(false))

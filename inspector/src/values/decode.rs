@@ -9,7 +9,7 @@ use asyncdump_walker::memory::Memory;
 
 use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
 use crate::model::values::{Field, FloatBits, PointerKind, Value, Within};
-use crate::plan::values::{FieldShape, Shape, ValueType, ValueTypes};
+use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes};
 
 /// Every run of bytes read so far (or `None` where its read failed), sorted by start.
 #[derive(Default)]
@@ -286,6 +286,17 @@ impl Decoder<'_> {
                 within: self.within.clone(),
                 acquired_at: None,
             },
+            Shape::Endpoint { ptr, data, sender } => Value::Endpoint {
+                sender: *sender,
+                addr: word(b, *ptr)?.checked_add(u64::from(*data))?,
+                within: self.within.clone(),
+            },
+            Shape::Channel {
+                hops,
+                data,
+                back,
+                layout,
+            } => self.channel(b, hops, *data, *back, layout)?,
             Shape::Struct { fields, tuple } => Value::Struct {
                 type_name: if *tuple {
                     Arc::from("")
@@ -370,6 +381,62 @@ impl Decoder<'_> {
         }
         Some(Value::Struct {
             type_name: "Semaphore".into(),
+            fields,
+        })
+    }
+
+    /// A channel, through `hops` pointers from the leaf's bytes `b` (see [`Shape::Channel`]): its
+    /// capacity, messages queued, senders alive and whether its receiver is.
+    fn channel(
+        &mut self,
+        b: &[u8],
+        hops: &[u32],
+        data: u32,
+        back: u32,
+        layout: &ChanLayout,
+    ) -> Option<Value> {
+        let (first, rest) = hops.split_first()?;
+        let mut p = word(b, *first)?;
+        for &hop in rest {
+            match self
+                .bytes
+                .get(self.needs, p.wrapping_add(u64::from(hop)), 8)
+            {
+                Ok(w) => p = word(w, 0)?,
+                Err(later) => return Some(pending(later)),
+            }
+        }
+        let chan = p
+            .wrapping_add(u64::from(data))
+            .checked_sub(u64::from(back))?;
+        let c = match self.bytes.get(self.needs, chan, layout.span()) {
+            Ok(c) => c,
+            Err(later) => return Some(pending(later)),
+        };
+        let permits = word(c, layout.permits)?;
+        let field = |name: &str, value| Field {
+            name: name.into(),
+            value,
+        };
+        let mut fields = vec![field("addr", Value::Address(chan))];
+        match layout.bound {
+            Some(at) => {
+                let bound = word(c, at)?;
+                let queued = bound.checked_sub(permits >> 1)?;
+                fields.push(field("capacity", Value::Uint(bound)));
+                fields.push(field("queued", Value::Uint(queued)));
+            }
+            None => fields.push(field("queued", Value::Uint(permits >> 1))),
+        }
+        fields.push(field("senders", Value::Uint(word(c, layout.tx_count)?)));
+        let closed = match *c.get(layout.rx_closed as usize)? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        fields.push(field("receiver_alive", Value::Bool(!closed)));
+        Some(Value::Struct {
+            type_name: "Channel".into(),
             fields,
         })
     }

@@ -406,3 +406,54 @@ fn what_may_hold_a_guard_is_read_for_the_wait_graph_and_a_shared_pointer_is_not(
         "the guard, the future holding it, its box; not its Arc"
     );
 }
+
+/// A bounded channel at 0x3000 reached from a leaf at 0x2000 through two pointers (the leaf's word
+/// at 0 to 0x2800, whose word at 0 is 0x2ff0, the channel 16 bytes past it): permits at 0, bound at
+/// 8, `tx_count` at 16, `rx_closed` at 24.
+fn channel_at(permits: u64, rx_closed: u8) -> (ValueTypes, ImageMemory) {
+    let layout = crate::plan::values::ChanLayout {
+        permits: 0,
+        bound: Some(8),
+        tx_count: 16,
+        rx_closed: 24,
+    };
+    let shape = Shape::Channel {
+        hops: vec![0, 0],
+        data: 16,
+        back: 0,
+        layout,
+    };
+    let mut t = types();
+    t.types.push(ty("channel", 8, shape));
+    let mut chan = words(&[permits, 4, 2]);
+    chan.push(rx_closed);
+    let mem = memory(&[
+        (0x2000, words(&[0x2800])),
+        (0x2800, words(&[0x2ff0])),
+        (0x3000, chan),
+    ]);
+    (t, mem)
+}
+
+#[test]
+fn a_channel_says_its_capacity_what_is_queued_its_senders_and_its_receiver() {
+    // One free slot of four (the permit word shifted left one, the low bit `closed`).
+    let (types, mem) = channel_at(1 << 1, 0);
+    let v = read_with(&types, &mem, 6, 0x2000);
+    let want = [
+        ("addr", Value::Address(0x3000)),
+        ("capacity", Value::Uint(4)),
+        ("queued", Value::Uint(3)),
+        ("senders", Value::Uint(2)),
+        ("receiver_alive", Value::Bool(true)),
+    ];
+    let got = fields(&v);
+    let got: Vec<(&str, Value)> = got.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    assert_eq!(got, want);
+    let (types, mem) = channel_at(0, 1);
+    let closed = fields(&read_with(&types, &mem, 6, 0x2000));
+    assert_eq!(closed[4], ("receiver_alive".to_owned(), Value::Bool(false)));
+    // A flag that is no bool is no channel: nothing is guessed.
+    let (types, mem) = channel_at(0, 7);
+    assert_eq!(read_with(&types, &mem, 6, 0x2000), Value::Unreadable);
+}

@@ -699,7 +699,7 @@ fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
     let mut s = labels.of(e.from).to_string();
     let wait = match &e.on {
         WaitsFor::Join => "awaits",
-        WaitsFor::Lock { .. } => "waits",
+        WaitsFor::Lock { .. } | WaitsFor::Channel { .. } => "waits",
     };
     s.push(' ');
     s.push_str(wait);
@@ -718,6 +718,18 @@ fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
             let _ = write!(s, " for {lock}, held by {} (", labels.of(e.to));
             let frame = no_breaks(&holder.frame);
             super::values::how_held_into(&mut s, &holder.held, Some(&frame));
+            s.push(')');
+        }
+        WaitsFor::Channel { holder } => {
+            let h = &holder.held;
+            let (what, end) = match h.lock.ends_with("receiver") {
+                true => ("room in", "its receiver"),
+                false => ("a message on", "a sender of it"),
+            };
+            let _ = write!(s, " for {what} channel @ {:#x}, {end} held by ", h.addr);
+            let _ = write!(s, "{} (", labels.of(e.to));
+            let frame = no_breaks(&holder.frame);
+            super::values::how_held_into(&mut s, h, Some(&frame));
             s.push(')');
         }
     }
@@ -762,7 +774,8 @@ fn frames<W: Write + ?Sized>(
             let _ = out.write_str(&w);
             let _ = out.write_char('\n');
         }
-        for h in &n.holds {
+        // A channel's ends are named where a wait is for them, not on every frame holding one.
+        for h in n.holds.iter().filter(|h| !h.lock.starts_with("channel ")) {
             indent(out, pad + 2);
             let _ = out.write_str("↳ holds ");
             let _ = out.write_str(&super::values::held_text(h));

@@ -43,6 +43,63 @@ pub fn wait_text(w: &WaitOn) -> Option<String> {
         WaitKind::Sleep => deadline(w.part("deadline")?),
         WaitKind::Permits { lock } => permits(lock, w),
         WaitKind::Io { write } => io(*write, w),
+        WaitKind::Receive => receive(w),
+    }
+}
+
+/// `receiving from channel @ 0x…: empty, 1 sender alive: task 4 (`tx` in app::feed)`.
+fn receive(w: &WaitOn) -> Option<String> {
+    let c = w.part("channel")?;
+    let Some(Value::Address(addr)) = c.field("addr") else {
+        return None;
+    };
+    let mut out = format!("receiving from channel @ {addr:#x}: ");
+    let uint = |name: &str| match c.field(name) {
+        Some(Value::Uint(u)) => Some(*u),
+        _ => None,
+    };
+    match uint("queued") {
+        Some(0) => out.push_str("empty"),
+        Some(n) => {
+            let _ = write!(out, "{n} queued");
+        }
+        None => out.push('?'),
+    }
+    let senders = uint("senders").unwrap_or(0);
+    let s = if senders == 1 { "" } else { "s" };
+    let _ = write!(out, ", {senders} sender{s} alive");
+    ends_held(&mut out, &w.holders, senders);
+    Some(out)
+}
+
+/// `: task 4 (…); task 5 (…)`, and how many of `alive` no task's frame holds.
+fn ends_held(out: &mut String, holders: &[Holder], alive: u64) {
+    for (i, h) in holders.iter().enumerate() {
+        out.push_str(if i == 0 { ": " } else { "; " });
+        holder_into(out, h);
+    }
+    let outside = alive.saturating_sub(holders.len() as u64);
+    if outside > 0 && !holders.is_empty() {
+        let _ = write!(out, "; {outside} outside the tasks");
+    } else if outside > 0 {
+        out.push_str(", held outside the tasks");
+    }
+}
+
+/// A bounded channel's send: `channel @ 0x…: full, 4 of 4 queued, receiver alive: task 3 (`rx` in
+/// app::drain)`.
+fn send(out: &mut String, c: &Value, holders: &[Holder]) {
+    let uint = |name: &str| match c.field(name) {
+        Some(Value::Uint(u)) => Some(*u),
+        _ => None,
+    };
+    if let (Some(q), Some(cap)) = (uint("queued"), uint("capacity")) {
+        let what = if q >= cap { "full" } else { "room" };
+        let _ = write!(out, "{what}, {q} of {cap} queued");
+    }
+    if let Some(Value::Bool(true)) = c.field("receiver_alive") {
+        out.push_str(", receiver alive");
+        ends_held(out, holders, 1);
     }
 }
 
@@ -102,16 +159,31 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
     let (Some(Value::Address(addr)), Some(free)) = (get("addr"), uint("available")) else {
         return None;
     };
+    // A send names its channel, as the channel's ends do.
+    let channel = w.part("channel").filter(|c| c.field("addr").is_some());
+    let addr = match channel.and_then(|c| c.field("addr")) {
+        Some(Value::Address(chan)) => chan,
+        _ => addr,
+    };
     let mut out = format!("{lock} @ {addr:#x}: ");
     let wanted = match w.part("wanted") {
         Some(Value::Uint(n)) => *n,
         _ => 1,
     };
-    let _ = match (lock, free) {
-        ("Mutex", 0) => write!(out, "locked"),
-        ("Mutex", _) => write!(out, "unlocked, being handed over"),
-        ("channel", 0) => write!(out, "full"),
-        (_, _) => write!(out, "{free} permits free, wants {wanted}"),
+    if channel.is_some_and(|c| matches!(c.field("receiver_alive"), Some(Value::Bool(false)))) {
+        // Its waiters are woken with an error: the place in the queue no longer means anything.
+        out.push_str("closed, its receiver is gone");
+        return Some(out);
+    }
+    let _ = match (lock, free, channel) {
+        (_, _, Some(c)) => {
+            send(&mut out, c, &w.holders);
+            Ok(())
+        }
+        ("Mutex", 0, _) => write!(out, "locked"),
+        ("Mutex", _, _) => write!(out, "unlocked, being handed over"),
+        ("channel", 0, _) => write!(out, "full"),
+        (_, _, _) => write!(out, "{free} permits free, wants {wanted}"),
     };
     // A channel's permits are its free slots: nobody holds them.
     if lock != "channel" {
@@ -255,6 +327,10 @@ fn value(out: &mut String, v: &Value) {
         Value::SocketAddr(a) => write!(out, "{a}"),
         Value::Opaque { type_name, addr } => write!(out, "{type_name} @ {addr:#x}"),
         Value::Address(a) => write!(out, "{a:#x}"),
+        Value::Endpoint { sender, addr, .. } => {
+            let end = if *sender { "sender" } else { "receiver" };
+            write!(out, "{end} of channel @ {addr:#x}")
+        }
         Value::Guard {
             lock, write, addr, ..
         } => {
@@ -540,6 +616,68 @@ mod tests {
         );
         let unread = permits("Mutex", Value::Unreadable);
         assert_eq!(wait_text(&unread), None);
+    }
+
+    /// A channel's end held by `task`'s local `local`.
+    fn end_holder(task: u64, local: &str) -> Holder {
+        let mut h = holder(task, local, true);
+        h.held.acquired_at = None;
+        h
+    }
+
+    fn channel(queued: u64, senders: u64, receiver_alive: bool) -> Value {
+        let f = |name: &str, value| Field {
+            name: name.into(),
+            value,
+        };
+        Value::Struct {
+            type_name: "Channel".into(),
+            fields: vec![
+                f("addr", Value::Address(0x20)),
+                f("capacity", Value::Uint(4)),
+                f("queued", Value::Uint(queued)),
+                f("senders", Value::Uint(senders)),
+                f("receiver_alive", Value::Bool(receiver_alive)),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_channel_wait_says_how_full_it_is_and_who_holds_its_other_end() {
+        let send = |c| WaitOn {
+            kind: WaitKind::Permits {
+                lock: "channel".into(),
+            },
+            parts: vec![
+                part("semaphore", semaphore(0, 1, Some(1))),
+                part("channel", c),
+            ],
+            holders: vec![end_holder(3, "rx")],
+        };
+        assert_eq!(
+            wait_text(&send(channel(4, 1, true))).unwrap(),
+            "channel @ 0x20: full, 4 of 4 queued, receiver alive: task 3 (`rx` in app::run), \
+             this task 1st of 1 waiting"
+        );
+        assert_eq!(
+            wait_text(&send(channel(4, 1, false))).unwrap(),
+            "channel @ 0x20: closed, its receiver is gone"
+        );
+        let mut receive = WaitOn {
+            kind: WaitKind::Receive,
+            parts: vec![part("channel", channel(0, 2, true))],
+            holders: vec![end_holder(5, "tx")],
+        };
+        assert_eq!(
+            wait_text(&receive).unwrap(),
+            "receiving from channel @ 0x20: empty, 2 senders alive: task 5 (`tx` in app::run); \
+             1 outside the tasks"
+        );
+        receive.holders.clear();
+        assert_eq!(
+            wait_text(&receive).unwrap(),
+            "receiving from channel @ 0x20: empty, 2 senders alive, held outside the tasks"
+        );
     }
 
     #[test]

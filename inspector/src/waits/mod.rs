@@ -1,8 +1,10 @@
-//! The wait graph stage, after the values stage has read the locals that may hold a lock: which
-//! frame holds which lock ([`Held`], from the guards and permits among its locals), who holds the
-//! lock each leaf waits for ([`Holder`]), and the edges between tasks ([`WaitEdge`]: a `JoinHandle`
-//! awaited, a lock held), whose cycles become the dump's deadlocks. A guard found inside a future a
-//! frame keeps but does not poll makes its edges futurelocks.
+//! The wait graph stage, after the values stage has read the locals that may hold a lock or a
+//! channel's end: which frame holds which ([`Held`], from the guards, permits, senders and
+//! receivers among its locals), who holds what each leaf waits for ([`Holder`]: the lock's guard,
+//! the receiver that can make room in a full channel, the senders that can end a receive), and the
+//! edges between tasks ([`WaitEdge`]: a `JoinHandle` awaited, a lock or channel end held), whose
+//! cycles become the dump's deadlocks. A guard found inside a future a frame keeps but does not
+//! poll makes its edges futurelocks.
 //!
 //! Locals read only to find guards are dropped here, unless `-v` or `--fields` asked for them.
 
@@ -13,11 +15,45 @@ use std::sync::Arc;
 
 use crate::model::values::{Reading, Value, WaitKind};
 use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor, cycles};
-use crate::model::{Dump, FastMap, FrameNode, Loc, is_own_code};
+use crate::model::{Dump, FastMap, FrameNode, Loc, TaskView, is_own_code};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
 pub fn resolve(dump: &mut Dump, reading: &Reading) {
-    let mut held: FastMap<u64, Vec<Holder>> = FastMap::default();
+    let held = holders(dump, reading);
+    let mut edges: Vec<WaitEdge> = (dump.tasks.iter())
+        .filter_map(|t| {
+            let a = t.awaited_by.as_ref()?;
+            Some(WaitEdge {
+                from: a.task,
+                to: t.id,
+                waits_in: a.path.last().cloned(),
+                waits_at: None,
+                any_of: false,
+                on: WaitsFor::Join,
+            })
+        })
+        .collect();
+    for t in &mut dump.tasks {
+        edges.extend(waits_of(t, &held));
+    }
+    edges.sort_by_key(|e| (e.from, e.to));
+    // A receive any of several senders can end is no deadlock for one of them being stuck.
+    let binding = edges.iter().filter(|e| !e.any_of);
+    dump.deadlocks = cycles(binding.map(|e| (e.from, e.to)));
+    dump.waits = edges;
+}
+
+/// What a frame can hold that a wait is for: a lock, or a channel's sender or receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Role {
+    Lock,
+    Sender,
+    Receiver,
+}
+
+/// Every frame's holds (set on it), by what they hold; the locals read only for them dropped.
+fn holders(dump: &mut Dump, reading: &Reading) -> FastMap<(Role, u64), Vec<Holder>> {
+    let mut held: FastMap<(Role, u64), Vec<Holder>> = FastMap::default();
     for t in &mut dump.tasks {
         if !any(&t.frames, &|n| !n.locals.is_empty()) {
             continue;
@@ -32,57 +68,63 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
                     at: where_(n),
                     held: h.clone(),
                 };
-                held.entry(h.addr).or_default().push(holder);
+                held.entry((role(h), h.addr)).or_default().push(holder);
             }
             n.locals.retain(|l| reading.locals.wants(&l.name));
         });
     }
-    let mut edges: Vec<WaitEdge> = (dump.tasks.iter())
-        .filter_map(|t| {
-            let a = t.awaited_by.as_ref()?;
-            Some(WaitEdge {
-                from: a.task,
-                to: t.id,
-                waits_in: a.path.last().cloned(),
-                waits_at: None,
-                on: WaitsFor::Join,
-            })
-        })
-        .collect();
-    for t in &mut dump.tasks {
-        let waiting = |n: &FrameNode| lock_waited(n).is_some();
-        if !any(&t.frames, &waiting) {
-            continue;
+    held
+}
+
+fn role(h: &Held) -> Role {
+    match &*h.lock {
+        SENDER => Role::Sender,
+        RECEIVER => Role::Receiver,
+        _ => Role::Lock,
+    }
+}
+
+/// What [`Held::lock`] says of a channel's ends.
+const SENDER: &str = "channel sender";
+const RECEIVER: &str = "channel receiver";
+
+/// The edges of task `t`'s waits to the holders of what it waits for, each leaf told its holders.
+fn waits_of(t: &mut TaskView, held: &FastMap<(Role, u64), Vec<Holder>>) -> Vec<WaitEdge> {
+    if !any(&t.frames, &|n: &FrameNode| waited(n).is_some()) {
+        return Vec::new();
+    }
+    let mut waits = Vec::new();
+    preorder_with_path(&t.frames, &mut |i, n, path| {
+        if let Some(w) = waited(n) {
+            let own = path.iter().rev().find(|f| is_own_code(f));
+            waits.push((i, w, own.map(|f| (f.meta.name.clone(), where_(f)))));
         }
-        let mut waits = Vec::new();
-        preorder_with_path(&t.frames, &mut |i, n, path| {
-            if let Some(addr) = lock_waited(n) {
-                let own = path.iter().rev().find(|f| is_own_code(f));
-                waits.push((i, addr, own.map(|f| (f.meta.name.clone(), where_(f)))));
-            }
-        });
-        let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
-        for (i, addr, own) in waits {
-            let holders = held.get(&addr).cloned().unwrap_or_default();
-            for h in &holders {
-                edges.push(WaitEdge {
-                    from: t.id,
-                    to: h.task,
-                    waits_in: own.as_ref().map(|o| o.0.clone()),
-                    waits_at: own.as_ref().and_then(|o| o.1.clone()),
-                    on: WaitsFor::Lock { holder: h.clone() },
-                });
-            }
-            preorder_mut(frames, &mut |j, n| {
-                if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
-                    w.holders = holders.clone();
-                }
+    });
+    let mut edges = Vec::new();
+    let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
+    for (i, (role, addr, alive), own) in waits {
+        let holders = held.get(&(role, addr)).cloned().unwrap_or_default();
+        for h in &holders {
+            let holder = h.clone();
+            edges.push(WaitEdge {
+                from: t.id,
+                to: h.task,
+                waits_in: own.as_ref().map(|o| o.0.clone()),
+                waits_at: own.as_ref().and_then(|o| o.1.clone()),
+                any_of: role == Role::Sender && alive != Some(1),
+                on: match role {
+                    Role::Lock => WaitsFor::Lock { holder },
+                    _ => WaitsFor::Channel { holder },
+                },
             });
         }
+        preorder_mut(frames, &mut |j, n| {
+            if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
+                w.holders = holders.clone();
+            }
+        });
     }
-    edges.sort_by_key(|e| (e.from, e.to));
-    dump.deadlocks = cycles(edges.iter().map(|e| (e.from, e.to)));
-    dump.waits = edges;
+    edges
 }
 
 /// Where a frame is: the await it is suspended at, else where it is defined.
@@ -92,17 +134,31 @@ fn where_(n: &FrameNode) -> Option<Loc> {
         .cloned()
 }
 
-/// The semaphore of the lock a leaf waits to acquire (not a channel's: its permits are free slots,
-/// which no frame holds).
-fn lock_waited(n: &FrameNode) -> Option<u64> {
+/// What a leaf waits for that a frame may hold, by its address, and for a receive how many
+/// senders are alive: a lock's semaphore (held by guards); a send's channel, whose receiver can
+/// make room; a receive's channel, whose senders can send.
+fn waited(n: &FrameNode) -> Option<(Role, u64, Option<u64>)> {
     let w = n.waits_on.as_ref()?;
-    match &w.kind {
-        WaitKind::Permits { lock } if &**lock != "channel" => {}
-        _ => return None,
-    }
-    match w.part("semaphore")?.field("addr")? {
+    let address = |v: &Value| match v.field("addr")? {
         Value::Address(a) => Some(*a),
         _ => None,
+    };
+    match &w.kind {
+        WaitKind::Permits { lock } if &**lock == "channel" => {
+            let c = w.part("channel")?;
+            let alive = matches!(c.field("receiver_alive"), Some(Value::Bool(true)));
+            alive.then_some((Role::Receiver, address(c)?, None))
+        }
+        WaitKind::Permits { .. } => Some((Role::Lock, address(w.part("semaphore")?)?, None)),
+        WaitKind::Receive => {
+            let c = w.part("channel")?;
+            let senders = match c.field("senders") {
+                Some(Value::Uint(n)) => Some(*n),
+                _ => None,
+            };
+            Some((Role::Sender, address(c)?, senders))
+        }
+        WaitKind::Sleep | WaitKind::Io { .. } => None,
     }
 }
 
@@ -112,15 +168,23 @@ fn holds_of(n: &FrameNode) -> Vec<Held> {
     let mut out = Vec::new();
     for l in &n.locals {
         guards(&l.value, &mut |v| {
-            let Value::Guard {
-                lock,
-                write,
-                addr,
-                within,
-                acquired_at,
-            } = v
-            else {
-                return;
+            let (lock, write, addr, within, acquired_at) = match v {
+                Value::Guard {
+                    lock,
+                    write,
+                    addr,
+                    within,
+                    acquired_at,
+                } => (lock.clone(), *write, addr, within, acquired_at.clone()),
+                Value::Endpoint {
+                    sender,
+                    addr,
+                    within,
+                } => {
+                    let end = if *sender { SENDER } else { RECEIVER };
+                    (Arc::from(end), false, addr, within, None)
+                }
+                _ => return,
             };
             if within
                 .as_ref()
@@ -129,11 +193,11 @@ fn holds_of(n: &FrameNode) -> Vec<Held> {
                 return;
             }
             out.push(Held {
-                lock: lock.clone(),
-                write: *write,
+                lock,
+                write,
                 addr: *addr,
                 local: l.name.clone(),
-                acquired_at: acquired_at.clone().or_else(|| l.acquired.clone()),
+                acquired_at: acquired_at.or_else(|| l.acquired.clone()),
                 polled: within.is_none(),
                 stopped_at: within.as_ref().and_then(|w| w.stopped_at.clone()),
             });
@@ -148,7 +212,7 @@ fn holds_of(n: &FrameNode) -> Vec<Held> {
 /// pointer (what an `&` or `Arc` leads to is not held by this value).
 fn guards(v: &Value, f: &mut dyn FnMut(&Value)) {
     match v {
-        Value::Guard { .. } => f(v),
+        Value::Guard { .. } | Value::Endpoint { .. } => f(v),
         Value::Struct { fields, .. } | Value::Variant { fields, .. } => {
             fields.iter().for_each(|x| guards(&x.value, f))
         }

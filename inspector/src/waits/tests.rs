@@ -218,3 +218,89 @@ fn a_locked_mutex_no_task_holds_has_no_holder_and_no_edge() {
         .unwrap();
     assert!(w.holders.is_empty());
 }
+
+/// A leaf waiting on channel `chan`: a receive (`senders` alive) or a send into it when full.
+fn on_channel(chan: u64, receive: Option<u64>) -> FrameNode {
+    let uint = |name: &str, n| Field {
+        name: name.into(),
+        value: Value::Uint(n),
+    };
+    let mut fields = vec![
+        Field {
+            name: "addr".into(),
+            value: Value::Address(chan),
+        },
+        Field {
+            name: "receiver_alive".into(),
+            value: Value::Bool(true),
+        },
+    ];
+    fields.extend(receive.map(|n| uint("senders", n)));
+    let channel = Local {
+        name: "channel".into(),
+        type_name: "channel".into(),
+        value: Value::Struct {
+            type_name: "Channel".into(),
+            fields,
+        },
+        acquired: None,
+    };
+    let mut leaf = waiting_for(0x99);
+    let w = leaf.waits_on.as_mut().unwrap();
+    w.kind = match receive {
+        Some(_) => WaitKind::Receive,
+        None => WaitKind::Permits {
+            lock: "channel".into(),
+        },
+    };
+    w.parts.push(channel);
+    leaf
+}
+
+fn end(name: &str, sender: bool, chan: u64) -> Local {
+    Local {
+        name: name.into(),
+        type_name: "Sender<u64>".into(),
+        value: Value::Endpoint {
+            sender,
+            addr: chan,
+            within: None,
+        },
+        acquired: None,
+    }
+}
+
+/// Task 1 receives from channel 0xc1 (`senders` alive), holding the receiver of 0xc2; task 2 sends
+/// into the full 0xc2, holding a sender of 0xc1.
+fn crossed_channels(senders: u64) -> Dump {
+    let mut client = frame("app::client", 20, vec![on_channel(0xc1, Some(senders))]);
+    client.locals = vec![end("requests", false, 0xc2)];
+    let mut server = frame("app::server", 30, vec![on_channel(0xc2, None)]);
+    server.locals = vec![end("replies", true, 0xc1)];
+    let mut dump = dump_with(vec![vec![client], vec![server]]);
+    resolve(&mut dump, &targets());
+    dump
+}
+
+#[test]
+fn a_receive_whose_one_sender_waits_for_its_receiver_is_a_deadlock() {
+    let dump = crossed_channels(1);
+    assert_eq!(dump.deadlocks, vec![vec![1, 2]]);
+    assert!(
+        dump.waits
+            .iter()
+            .all(|e| matches!(e.on, WaitsFor::Channel { .. }))
+    );
+}
+
+#[test]
+fn a_receive_another_sender_can_end_is_no_deadlock() {
+    let dump = crossed_channels(2);
+    assert!(dump.deadlocks.is_empty());
+    let receive = dump
+        .waits
+        .iter()
+        .find(|e| e.from == 1)
+        .expect("the receive's edge");
+    assert!(receive.any_of);
+}

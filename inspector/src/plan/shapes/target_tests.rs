@@ -2,7 +2,7 @@
 
 use crate::dwarf::synthetic::Types;
 use crate::plan::builder::Builder;
-use crate::plan::values::{Shape, TargetKind};
+use crate::plan::values::{ChanLayout, Shape, TargetKind};
 
 #[test]
 fn a_sleep_waits_for_its_deadline() {
@@ -107,4 +107,95 @@ fn a_read_waits_on_the_descriptor_of_what_it_reads() {
     assert_eq!(target.kind, TargetKind::Io { write: false });
     let fd = &b.values.types[target.parts[0].ty as usize];
     assert_eq!(fd.shape, Shape::Fd { ptr: 0, fd: 16 });
+}
+
+/// A bounded channel of `u64` as tokio lays it out: its batch semaphore 0x140 in (permits 32 bytes
+/// into that), its bound at 0x168, `tx_count` at 0x170, `rx_closed` 24 bytes into `rx_fields` at
+/// 0x120. Gives the `Arc` a channel end points at it through, and the batch semaphore.
+fn bounded_channel(t: &mut Types) -> (u64, u64) {
+    let usize_ = t.base("usize", 8);
+    let bool_ = t.base("bool", 1);
+    let batch = t.structure("tokio::sync::batch_semaphore::Semaphore", 40);
+    t.member(batch, "permits", 32, usize_);
+    let bounded = t.structure("tokio::sync::mpsc::bounded::Semaphore", 48);
+    t.member(bounded, "semaphore", 0, batch)
+        .member(bounded, "bound", 40, usize_);
+    let rx_fields = t.structure("tokio::sync::mpsc::chan::RxFields<u64>", 32);
+    t.member(rx_fields, "rx_closed", 24, bool_);
+    let chan_name = "tokio::sync::mpsc::chan::Chan<u64, tokio::sync::mpsc::bounded::Semaphore>";
+    let chan = t.structure(chan_name, 0x200);
+    t.member(chan, "rx_fields", 0x120, rx_fields)
+        .member(chan, "semaphore", 0x140, bounded)
+        .member(chan, "tx_count", 0x170, usize_);
+    let arc = super::value_tests::arc(t, "Chan<u64, bounded::Semaphore>", chan, 0x200);
+    (arc, batch)
+}
+
+const CHANNEL: ChanLayout = ChanLayout {
+    permits: 0x140 + 32,
+    bound: Some(0x140 + 40),
+    tx_count: 0x170,
+    rx_closed: 0x120 + 24,
+};
+
+#[test]
+fn a_receive_waits_on_the_channel_its_receiver_points_at() {
+    let mut t = Types::new();
+    let (arc, _) = bounded_channel(&mut t);
+    let rx = t.structure("tokio::sync::mpsc::chan::Rx<u64, bounded::Semaphore>", 8);
+    t.member(rx, "inner", 0, arc);
+    let to_rx = t.pointer("*mut tokio::sync::mpsc::chan::Rx<u64>", rx);
+    let closure = t.structure(
+        "tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn#0}::{closure_env#0}<u64>",
+        8,
+    );
+    t.member(closure, "_ref__self__chan", 0, to_rx);
+    let poll_fn = t.structure(
+        "core::future::poll_fn::PollFn<tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn#0}::{closure_env#0}<u64>>",
+        8,
+    );
+    t.member(poll_fn, "f", 0, closure);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(poll_fn).expect("a target");
+    assert_eq!(target.kind, TargetKind::Receive);
+    let want = Shape::Channel {
+        hops: vec![0, 0],
+        data: 16,
+        back: 0,
+        layout: CHANNEL,
+    };
+    assert_eq!(b.values.types[target.parts[0].ty as usize].shape, want);
+}
+
+#[test]
+fn a_semaphore_acquire_also_reads_the_channel_around_it_where_the_binary_has_bounded_ones() {
+    let mut t = Types::new();
+    let (_, sem) = bounded_channel(&mut t);
+    let usize_ = t.base("usize", 8);
+    let waiter = t.structure("tokio::sync::batch_semaphore::Waiter", 40);
+    let u8_ = t.base("u8", 1);
+    let raw = t.pointer("*const u8", u8_);
+    t.member(waiter, "prev", 24, raw);
+    let list = t.structure("tokio::util::linked_list::LinkedList<Waiter>", 16);
+    t.member(list, "tail", 8, raw);
+    t.member(sem, "waiters", 0, list);
+    let sem_ptr = t.pointer("*const tokio::sync::batch_semaphore::Semaphore", sem);
+    let acquire = t.structure("tokio::sync::batch_semaphore::Acquire", 64);
+    t.member(acquire, "semaphore", 0, sem_ptr)
+        .member(acquire, "node", 8, waiter)
+        .member(acquire, "num_permits", 48, usize_);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(acquire).expect("a target");
+    let channel = (target.parts.iter())
+        .find(|p| &*p.name == "channel")
+        .expect("a channel part");
+    let want = Shape::Channel {
+        hops: vec![0],
+        data: 0,
+        back: 0x140,
+        layout: CHANNEL,
+    };
+    assert_eq!(b.values.types[channel.ty as usize].shape, want);
 }

@@ -419,6 +419,25 @@ fn semaphore(t: &mut Types) -> u64 {
     sem
 }
 
+/// An `Arc<{name}>` of `data` (`size` bytes) as rustc lays it out: a `NonNull` to an `ArcInner` with
+/// its counts at 0 and 8 and its value at 16.
+pub(super) fn arc(t: &mut Types, name: &str, data: u64, size: u64) -> u64 {
+    let (_, usize_) = words(t);
+    let inner = t.structure(&format!("alloc::sync::ArcInner<{name}>"), 16 + size);
+    t.member(inner, "strong", 0, usize_)
+        .member(inner, "weak", 8, usize_)
+        .member(inner, "data", 16, data);
+    let raw = t.pointer(&format!("*const alloc::sync::ArcInner<{name}>"), inner);
+    let non_null = t.structure(
+        &format!("core::ptr::non_null::NonNull<ArcInner<{name}>>"),
+        8,
+    );
+    t.member(non_null, "pointer", 0, raw);
+    let arc = t.structure(&format!("alloc::sync::Arc<{name}>"), 8);
+    t.member(arc, "ptr", 0, non_null);
+    arc
+}
+
 #[test]
 fn a_lock_guard_is_the_semaphore_of_the_lock_it_points_at() {
     let mut t = Types::new();
@@ -443,25 +462,14 @@ fn a_lock_guard_is_the_semaphore_of_the_lock_it_points_at() {
 #[test]
 fn an_owned_write_guard_reaches_its_rwlock_through_the_arc() {
     let mut t = Types::new();
-    let (u64_, usize_) = words(&mut t);
+    let (u64_, _) = words(&mut t);
     let u32_ = t.base("u32", 4);
     let sem = semaphore(&mut t);
     let rwlock = t.structure("tokio::sync::rwlock::RwLock<u64>", 56);
     t.member(rwlock, "mr", 0, u32_)
         .member(rwlock, "s", 8, sem)
         .member(rwlock, "c", 48, u64_);
-    let inner = t.structure(
-        "alloc::sync::ArcInner<tokio::sync::rwlock::RwLock<u64>>",
-        72,
-    );
-    t.member(inner, "strong", 0, usize_)
-        .member(inner, "weak", 8, usize_)
-        .member(inner, "data", 16, rwlock);
-    let raw = t.pointer("*const alloc::sync::ArcInner<RwLock<u64>>", inner);
-    let non_null = t.structure("core::ptr::non_null::NonNull<ArcInner<RwLock<u64>>>", 8);
-    t.member(non_null, "pointer", 0, raw);
-    let arc = t.structure("alloc::sync::Arc<tokio::sync::rwlock::RwLock<u64>>", 8);
-    t.member(arc, "ptr", 0, non_null);
+    let arc = arc(&mut t, "tokio::sync::rwlock::RwLock<u64>", rwlock, 56);
     let name = "tokio::sync::rwlock::owned_write_guard::OwnedRwLockWriteGuard<u64>";
     let guard = t.structure(name, 24);
     t.member(guard, "permits_acquired", 0, u32_)
@@ -547,4 +555,22 @@ fn a_state_machine_held_as_a_value_names_its_states_and_where_its_guards_were_ta
         .map(|(n, l)| (&**n, l.line))
         .collect();
     assert_eq!(acquired, [("guard", 10)]);
+}
+
+#[test]
+fn a_channel_end_is_the_channel_its_arc_points_at() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let arc = arc(&mut t, "Chan<u64>", u64_, 8);
+    let tx = t.structure("tokio::sync::mpsc::chan::Tx<u64, bounded::Semaphore>", 8);
+    t.member(tx, "inner", 0, arc);
+    let sender = t.structure("tokio::sync::mpsc::bounded::Sender<u64>", 8);
+    t.member(sender, "chan", 0, tx);
+    let p = planned(t, sender);
+    let want = Shape::Endpoint {
+        ptr: 0,
+        data: 16,
+        sender: true,
+    };
+    assert_eq!((p.rule, p.shape()), ("tokio channel end", &want));
 }

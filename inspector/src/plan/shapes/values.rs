@@ -46,6 +46,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &INSTANT,
     &SOCKET,
     &GUARD,
+    &ENDPOINT,
     &POINTER,
     &FAT_POINTER,
     &ENUM,
@@ -219,6 +220,38 @@ const GUARD: ValueRule = ValueRule {
         })
     },
 };
+
+/// tokio's `mpsc` senders and receivers: the channel they are an end of, through their `Arc`.
+const ENDPOINT: ValueRule = ValueRule {
+    name: "tokio channel end",
+    matches: |t| endpoint_of(&t.name).is_some(),
+    shape: |b, t| {
+        let sender = endpoint_of(&t.name)?;
+        let (at, arc) = b.find_member_typed(t.die, "inner", 3)?;
+        let (ptr, shared) = b.pointer_to(b.strip(arc), "ptr")?;
+        let (data, _) = b.member(shared, &["data"])?;
+        Some(Shape::Endpoint {
+            ptr: u32::try_from(at + ptr).ok()?,
+            data: u32::try_from(data).ok()?,
+            sender,
+        })
+    },
+};
+
+/// Whether a tokio `mpsc` type is a sender (`Some(true)`) or a receiver (`Some(false)`), by name; a
+/// weak sender keeps no channel open and is neither.
+fn endpoint_of(name: &str) -> Option<bool> {
+    const ENDS: &[(&str, bool)] = &[
+        ("bounded::Sender<", true),
+        ("bounded::Receiver<", false),
+        ("unbounded::UnboundedSender<", true),
+        ("unbounded::UnboundedReceiver<", false),
+    ];
+    let rest = name.strip_prefix("tokio::sync::mpsc::")?;
+    (ENDS.iter())
+        .find(|(prefix, _)| rest.starts_with(prefix))
+        .map(|&(_, sender)| sender)
+}
 
 /// The lock a tokio guard or permit type holds, and whether it holds it to write, by the type's name.
 fn guard_of(name: &str) -> Option<(&'static str, bool)> {
