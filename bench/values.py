@@ -7,7 +7,10 @@ dump without (`--no-targets`), side by side in one run (release builds), at 10,0
   - `many_tasks --plain --tasks 10000`: each task two frames deep, one oneshot receiver per frame
     (the common case: few locals, most of them opaque);
   - `waiters --tasks 10000 --agent`, for the targets: every task's leaf is decoded (5,000 queue for
-    one held `Mutex`, 5,000 sleep), the worst case.
+    one held `Mutex`, 5,000 sleep), the worst case for the leaves;
+  - `lock_cycle --pairs 5000 --agent`, for the wait graph: every task holds a `MutexGuard` (read
+    to find holders) and waits for the other of its pair's, 5,000 deadlocks, the worst case for
+    holders.
 
 Each read through the agent and without it (`--no-agent`); text to /dev/null, the plan from the
 cache. Median (min–max) of 15 runs each, and the ratio of medians. Usage:
@@ -74,4 +77,7 @@ bench("10,000 tasks, two frames and one receiver each (`many_tasks --plain --tas
       ["many_tasks", "--plain", "--tasks", "10000"])
 bench("10,000 tasks each at a decoded wait target (`waiters --tasks 10000 --agent`)",
       ["waiters", "--tasks", "10000", "--agent"], base=("--no-targets",), more=(),
+      header="`--no-targets` ms | `dump` ms")
+bench("10,000 tasks each holding a lock and waiting for another (`lock_cycle --pairs 5000 --agent`)",
+      ["lock_cycle", "--pairs", "5000", "--agent"], base=("--no-targets",), more=(),
       header="`--no-targets` ms | `dump` ms")

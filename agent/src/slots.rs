@@ -20,8 +20,8 @@
 //! next starts `t` later at the earliest (see [`Lease::work`]). Admitting or refusing a connection
 //! takes a turn the same way ([`paced`]), and what a connection's thread spends outside its turns
 //! (reading, writing) lengthens the rest ([`Lease::spent_outside`]): all of the agent's work counts. Of the connections waiting, the one
-//! with the smallest share of the agent's time goes first, so a `dump` beside clients asking in a
-//! loop waits for at most one of their answers.
+//! whose process had the smallest share of the agent's time lately goes first, so a `dump` beside
+//! clients asking in a loop waits for at most one of their answers at each of its requests.
 //!
 //! The table and the gate are mutexes taken only by the agent's own threads, once per connection and
 //! per request, never by the application.
@@ -96,11 +96,15 @@ impl Peer {
         }
     }
 
-    fn greedy(&mut self, now: Instant) -> bool {
+    /// Its share of the agent's time lately (over one to two [`WINDOW`]s).
+    fn share(&mut self, now: Instant) -> f64 {
         self.roll(now);
         let span = WINDOW + now.duration_since(self.window);
-        let share = (self.before + self.busy).as_secs_f64() / span.as_secs_f64();
-        share >= GREEDY_SHARE
+        (self.before + self.busy).as_secs_f64() / span.as_secs_f64()
+    }
+
+    fn greedy(&mut self, now: Instant) -> bool {
+        self.share(now) >= GREEDY_SHARE
             || self
                 .dropped
                 .is_some_and(|at| now.duration_since(at) < COOLDOWN)
@@ -201,7 +205,7 @@ impl Lease {
     /// writing), in its turn at the gate, and charges the time it took. `Err` says why not: a
     /// newcomer took this connection's slot while it waited. Never called from inside `f`.
     pub(crate) fn work<T>(&self, f: impl FnOnce() -> T) -> Result<T, String> {
-        let Some(turn) = gate().enter(self.0.share(), &self.0.evicted) else {
+        let Some(turn) = gate().enter(self.priority(), &self.0.evicted) else {
             return Err(self.evicted().unwrap_or_default());
         };
         let start = Instant::now();
@@ -219,6 +223,16 @@ impl Lease {
         // others instead of in a turn of its own, and once for the rest it earned.
         gate().rest_longer(cpu * 2);
         self.charge(cpu);
+    }
+
+    /// Its place among those waiting for a turn (the lowest goes first): its process's share of the
+    /// agent's time lately, not this connection's. A `dump` asks a few things in a row, the first
+    /// of them (a snapshot) the costly one; a client in a loop that reconnects starts each
+    /// connection afresh. By connection, every new connection of the loop would go before the
+    /// dump's next request.
+    fn priority(&self) -> f64 {
+        let now = Instant::now();
+        table().peer(self.0.peer, now).share(now)
     }
 
     /// Adds `took` to the time spent answering this connection.
@@ -454,6 +468,34 @@ mod tests {
         });
         let order = order.into_inner().unwrap();
         assert_eq!(order, ["modest, came second", "greedy, came first"]);
+    }
+
+    #[test]
+    fn a_turn_goes_by_what_the_process_asked_lately_not_the_connection() {
+        let lease = |peer| {
+            Lease(Arc::new(Slot {
+                peer,
+                opened: Instant::now(),
+                busy_ns: AtomicU64::new(0),
+                evicted: AtomicBool::new(false),
+                subscribed: AtomicBool::new(false),
+            }))
+        };
+        // A dump's connection, just answered a snapshot; a loop's connections, old and new.
+        let (dump, looping) = (2001, 2002);
+        let snapshot = lease(dump);
+        snapshot.charge(Duration::from_millis(30));
+        let old = lease(looping);
+        old.charge(Duration::from_millis(900));
+        let fresh = lease(looping);
+        assert!(
+            fresh.0.share() < snapshot.0.share(),
+            "by connection the loop would go first"
+        );
+        assert!(
+            snapshot.priority() < fresh.priority(),
+            "by process the dump goes first"
+        );
     }
 
     #[test]
