@@ -337,3 +337,58 @@ fn a_signal_ends_watch_and_the_terminal_is_given_back_first() {
     }
     assert!(!proc.exists(), "watch {} outlived its terminal", pid.trim());
 }
+
+#[test]
+fn watch_shows_who_holds_what_follows_a_lock_wait_to_its_holder_and_finds_waiters_and_holders() {
+    let fx = Fixture::start("lock_cycle", &["--agent"]);
+    let tmux = Tmux::sized(
+        &format!(
+            "{} watch {}; echo watch-exited-$?; sleep 60",
+            env!("CARGO_BIN_EXE_asyncdump"),
+            fx.pid
+        ),
+        200,
+        40,
+    );
+    let first = tmux.until("the lock cycle, with the holder in the detail pane", |s| {
+        s.contains("▶ tokio 3")
+            && s.contains("↳ holds Mutex @ ")
+            && s.contains("held by tokio task 4")
+    });
+    assert!(
+        first.contains("DEADLOCK: in the wait cycle tokio task 3 → tokio task 4 → tokio task 3"),
+        "{first}"
+    );
+    // Task 3 awaits no JoinHandle: Enter goes to the holder of the mutex it waits for.
+    tmux.keys("Enter");
+    tmux.until("Enter follows the lock wait to its holder", |s| {
+        s.contains("▶ tokio 4") && s.contains("held by tokio task 3")
+    });
+    tmux.keys("BSpace");
+    // The mutex task 3 holds is the one task 4 waits on.
+    let held = (first.lines())
+        .find_map(|l| l.split("↳ holds Mutex @ ").nth(1))
+        .and_then(|r| r.split(' ').next())
+        .expect("the held mutex's address")
+        .to_owned();
+    tmux.text(&format!("/on:mutex @ {held}"));
+    tmux.keys("Enter");
+    tmux.until("/on: keeps the task waiting on it", |s| {
+        s.contains("1 shown")
+            && s.contains("▶ tokio 4")
+            && !s.lines().any(|l| l.starts_with("  tokio 3"))
+    });
+    tmux.keys("/");
+    for _ in 0..format!("on:mutex @ {held}").len() {
+        tmux.keys("BSpace");
+    }
+    tmux.text(&format!("holds:{held}"));
+    tmux.keys("Enter");
+    tmux.until("/holds: keeps the task holding it", |s| {
+        s.contains("1 shown")
+            && s.contains("▶ tokio 3")
+            && !s.lines().any(|l| l.starts_with("  tokio 4"))
+    });
+    tmux.keys("q");
+    tmux.until("q quits with status 0", |s| s.contains("watch-exited-0"));
+}

@@ -68,6 +68,42 @@ impl Memory for AgentMemory<'_> {
         self.outside.chase(at, next, max)
     }
 
+    fn chase_all(&self, lists: &[(u64, u32, usize)]) -> Vec<Chased> {
+        let mut agent = self.agent.borrow_mut();
+        let mut out = Vec::with_capacity(lists.len());
+        if let Some(client) = agent.as_deref_mut() {
+            // As many lists a request as its byte limit lets come back.
+            let per = |max: usize| 8 * u64::from((max as u32).min(MAX_CHASE));
+            while out.len() < lists.len() {
+                let (mut end, mut bytes) = (out.len(), 0);
+                while end < lists.len()
+                    && (end == out.len() || bytes + per(lists[end].2) <= MAX_READ_BYTES)
+                {
+                    bytes += per(lists[end].2);
+                    end += 1;
+                }
+                let chases = (lists[out.len()..end].iter())
+                    .map(|&(at, next, max)| (at, next, (max as u32).min(MAX_CHASE)))
+                    .collect();
+                let req = ReadRequest {
+                    ranges: Vec::new(),
+                    chases,
+                };
+                match client.read_memory(req) {
+                    Ok(r) if r.chased.len() == end - out.len() => out.extend(r.chased),
+                    _ => {
+                        *agent = None;
+                        break;
+                    }
+                }
+            }
+        }
+        drop(agent);
+        let rest = &lists[out.len()..];
+        out.extend(self.outside.chase_all(rest));
+        out
+    }
+
     fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), Unreadable> {
         let mut agent = self.agent.borrow_mut();
         let Some(client) = agent.as_deref_mut() else {

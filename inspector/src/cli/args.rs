@@ -258,6 +258,10 @@ pub struct WatchOptions {
     /// Time between snapshots (e.g. 250ms, 1s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "250ms")]
     pub interval: u64,
+    /// Do not say what each leaf waits for, nor who holds it: no read of the process after each
+    /// update's chains.
+    #[arg(long)]
+    pub no_targets: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

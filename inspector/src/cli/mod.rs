@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use asyncdump::attach::ps;
 use asyncdump::attach::target::Target;
+use asyncdump::session::SessionOptions;
 use asyncdump::watch::WatchOptions as Watching;
 use asyncdump::{Error, view};
 
@@ -90,8 +91,15 @@ fn list(json: bool, timeout: Duration, out: &mut dyn Write) -> Result<(), Error>
 
 /// `watch`: the live view of `target`, until the user quits.
 fn watch(target: &Target, o: &WatchOptions) -> Result<(), Error> {
+    let reading = asyncdump::model::values::Reading {
+        locals: asyncdump::model::values::Wanted::None,
+        targets: !o.no_targets,
+    };
     let options = Watching {
-        session: o.attach.session(),
+        session: SessionOptions {
+            reading,
+            ..o.attach.session()
+        },
         interval: Duration::from_nanos(o.interval.max(10_000_000)),
         all: o.attach.all,
         record: o.record.clone(),
@@ -111,6 +119,7 @@ fn demo(watching: bool, options: &DumpOptions, out: &mut dyn Write) -> Result<()
             record: None,
             stuck_after,
             interval: 250_000_000,
+            no_targets: options.no_targets,
         };
         watch(&Target::Pid(pid), &o)?;
         drop(fixture);

@@ -22,6 +22,7 @@ use crate::assemble::ChainCache;
 use crate::attach::client::{Client, Patience};
 use crate::attach::target::Target;
 use crate::error::TargetError;
+use crate::model::values::Reading;
 use crate::model::{DecodingInfo, Dump};
 use crate::plan::Plan;
 
@@ -57,7 +58,7 @@ pub struct SessionOptions {
     pub retries: u32,
     /// What a snapshot reads after its chains: the locals of decoded frames (`-v`, `--fields`), and
     /// what leaves wait for (unless `--no-targets`).
-    pub reading: crate::model::values::Reading,
+    pub reading: Reading,
 }
 
 impl Default for SessionOptions {
@@ -72,7 +73,7 @@ impl Default for SessionOptions {
             no_agent: false,
             stop: false,
             retries: crate::agentless::DEFAULT_RETRIES,
-            reading: crate::model::values::Reading::default(),
+            reading: Reading::default(),
         }
     }
 }
@@ -100,7 +101,7 @@ struct AgentSession {
     /// The open subscription, if any.
     live: Option<Live>,
     /// What a snapshot reads after its chains.
-    reading: crate::model::values::Reading,
+    reading: Reading,
 }
 
 /// A subscription's parameters and the state its updates built.
@@ -255,6 +256,19 @@ impl Session {
     }
 }
 
+/// Reads what `dump`'s decoded frames carry unread (locals, what leaves wait for) through the
+/// agent, as the walk was (the kernel may not let us read the process), and finds who holds what.
+fn read_values(client: &mut Client, plan: &Plan, reading: &Reading, dump: &mut Dump) {
+    let pid = dump.process.pid;
+    let mem = crate::attach::memory::AgentMemory::new(client, pid);
+    let now = Some(dump.snapshot.now_ns);
+    crate::values::read_locals(dump, &plan.values, &mem, now);
+    crate::values::describe_fds(dump, &|fd| socket_value(pid, fd));
+    if reading.targets {
+        crate::waits::resolve(dump, reading);
+    }
+}
+
 impl AgentSession {
     fn attach(mut client: Client, options: &SessionOptions) -> Result<AgentSession, TargetError> {
         let (planner, decoding) = if options.decode {
@@ -313,15 +327,7 @@ impl AgentSession {
             &mut ChainCache::one_off().reading(self.reading.clone()),
         );
         if let Some(plan) = &self.decoder {
-            // Through the agent, as the walk was: the kernel may not let us read the process.
-            let pid = dump.process.pid;
-            let mem = crate::attach::memory::AgentMemory::new(&mut self.client, pid);
-            let now = Some(dump.snapshot.now_ns);
-            crate::values::read_locals(&mut dump, &plan.values, &mem, now);
-            crate::values::describe_fds(&mut dump, &|fd| socket_value(pid, fd));
-            if self.reading.targets {
-                crate::waits::resolve(&mut dump, &self.reading);
-            }
+            read_values(&mut self.client, plan, &self.reading, &mut dump);
         }
         Ok(dump)
     }
@@ -333,7 +339,7 @@ impl AgentSession {
             interval_ms,
             include_completed,
             mirror: Mirror::default(),
-            chains: ChainCache::default(),
+            chains: ChainCache::default().reading(self.reading.clone()),
             awaiting_full: true,
         });
         self.resubscribe()
@@ -393,6 +399,10 @@ impl AgentSession {
                 &mut live.chains,
             );
             applied.bytes = self.client.last_reply_bytes;
+            let mut dump = dump;
+            if let Some(plan) = self.decoder.as_ref().filter(|_| self.reading.targets) {
+                read_values(&mut self.client, plan, &self.reading, &mut dump);
+            }
             applied.build_ns = start.elapsed().as_nanos() as u64;
             return Ok((dump, applied));
         }

@@ -159,9 +159,14 @@ impl Queues {
         self.lists.values().any(|q| !q.done)
     }
 
+    /// Follows every queue met and not followed yet, all in one batch ([`Memory::chase_all`]).
     pub(super) fn follow_all(&mut self, mem: &dyn Memory) {
-        for (&(tail, prev), q) in self.lists.iter_mut().filter(|(_, q)| !q.done) {
-            let chased = mem.chase(tail, prev, MAX_QUEUE as usize + 1);
+        let mut todo: Vec<(&(u64, u32), &mut Queue)> =
+            self.lists.iter_mut().filter(|(_, q)| !q.done).collect();
+        let lists: Vec<(u64, u32, usize)> = (todo.iter())
+            .map(|(k, _)| (k.0, k.1, MAX_QUEUE as usize + 1))
+            .collect();
+        for ((_, q), chased) in todo.iter_mut().zip(mem.chase_all(&lists)) {
             q.more = chased.nodes.len() as u64 > MAX_QUEUE;
             q.nodes = chased.nodes;
             q.nodes.truncate(MAX_QUEUE as usize);

@@ -646,13 +646,16 @@ fn spawned<W: Write + ?Sized>(
 /// The wait cycles, each edge with its reason where it is a lock, then the futurelocks: waits for a
 /// lock held in a future nobody polls.
 fn waits<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
-    let edge = |a: u64, b: u64| {
-        let between = || dump.waits.iter().filter(move |e| e.from == a && e.to == b);
-        between()
-            .find(|e| !matches!(e.on, WaitsFor::Join))
-            .or_else(|| between().next())
-    };
-    let mut shown: Vec<&WaitEdge> = Vec::new();
+    // Each pair's edge, a lock's or a channel's before a JoinHandle's: found once, not per cycle.
+    let mut between: FastMap<(u64, u64), &WaitEdge> = FastMap::default();
+    for e in &dump.waits {
+        let kept = between.entry((e.from, e.to)).or_insert(e);
+        if matches!(kept.on, WaitsFor::Join) {
+            *kept = e;
+        }
+    }
+    let edge = |a: u64, b: u64| between.get(&(a, b)).copied();
+    let mut shown: Vec<(u64, u64)> = Vec::new();
     for cycle in &dump.deadlocks {
         let ids: Vec<String> = cycle
             .iter()
@@ -664,7 +667,7 @@ fn waits<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
         let futurelock = edges.iter().flatten().any(|e| e.is_futurelock());
         let what = if futurelock { " (a futurelock)" } else { "" };
         let _ = writeln!(out, "DEADLOCK cycle: {}{what}", ids.join(" → "));
-        shown.extend(edges.iter().flatten());
+        shown.extend(edges.iter().flatten().map(|e| (e.from, e.to)));
         if edges
             .iter()
             .flatten()
@@ -682,8 +685,9 @@ fn waits<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
             let _ = writeln!(out, "  {}", edge_text(e, labels));
         }
     }
+    shown.sort_unstable();
     let futurelocks: Vec<&WaitEdge> = (dump.waits.iter())
-        .filter(|e| e.is_futurelock() && !shown.contains(e))
+        .filter(|e| e.is_futurelock() && shown.binary_search(&(e.from, e.to)).is_err())
         .collect();
     for e in &futurelocks {
         let _ = writeln!(out, "FUTURELOCK: {}", edge_text(e, labels));

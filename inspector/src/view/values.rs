@@ -188,9 +188,7 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
     // A channel's permits are its free slots: nobody holds them.
     if lock != "channel" {
         match w.holders.as_slice() {
-            [] if free < wanted => {
-                out.push_str(", held outside the tasks (by a thread, a static or a heap value)")
-            }
+            [] if free < wanted => out.push_str(", held outside the tasks"),
             [] => {}
             holders => {
                 out.push_str(", held by ");
@@ -597,8 +595,7 @@ mod tests {
         let mutex = permits("Mutex", semaphore(0, 12, Some(11)));
         assert_eq!(
             wait_text(&mutex).unwrap(),
-            "Mutex @ 0x10: locked, held outside the tasks (by a thread, a static or a heap value), \
-             this task 11th of 12 waiting"
+            "Mutex @ 0x10: locked, held outside the tasks, this task 11th of 12 waiting"
         );
         let mut sem = permits("Semaphore", semaphore(1, 3, Some(2)));
         sem.holders = vec![holder(7, "guard", true), holder(9, "fut", false)];

@@ -87,9 +87,9 @@ pub const BINDINGS: &[Binding] = &[
         (Home, Nothing, Key::Top), (Char('g'), Nothing, Key::Top),
         (End, Nothing, Key::Bottom), (Char('G'), Nothing, Key::Bottom),
     ]),
-    bind("Enter", "follow the edge to the awaited (or awaiting) task", &[(Enter, Nothing, Key::Follow)]),
+    bind("Enter", "follow the edge: awaited task, else holder of what it waits for", &[(Enter, Nothing, Key::Follow)]),
     bind("Backspace", "back to where Enter came from", &[(Backspace, Nothing, Key::Back)]),
-    bind("/", "search names, types, frames and files (Enter or Esc ends typing)", &[
+    bind("/", "search; on:TEXT waits on it, holds:TEXT holds it (Enter/Esc ends)", &[
         (Char('/'), Nothing, Key::Search),
     ]),
     bind("o  r", "sort by the next column, reverse the sort", &[

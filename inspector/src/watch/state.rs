@@ -3,8 +3,11 @@
 //!
 //! The selection is a task id, not a row: it survives updates that add or remove tasks above it, a new
 //! sort and a new search. When the selected task is gone, the row it was on is selected instead.
-//! Following an edge (Enter) pushes the current task on a stack that Backspace pops. `/` searches every
-//! task's name, root type, spawn site and frames (names and files) as you type. `c` groups identical
+//! Following an edge (Enter: a JoinHandle awaited, else the holder of the lock or channel end the task
+//! waits for, else the task awaiting it) pushes the current task on a stack that Backspace pops. `/`
+//! searches every task's name, root type, spawn site and frames (names and files) as you type;
+//! `/on:TEXT` keeps the tasks whose leaf waits on what TEXT says (`on:mutex @ 0x55d1`), and
+//! `/holds:TEXT` those holding it. `c` groups identical
 //! chains (largest group first); Enter on a group lists its tasks, and Backspace returns to the groups.
 //! Tasks in a wait cycle, and tasks suspended longer than `stuck_after`, want attention: `!` lists them
 //! first (deadlocked, then stuck), and the view marks and counts them.
@@ -409,7 +412,7 @@ impl App {
         let in_group = |id: u64| group.as_ref().is_none_or(|g| g.contains(&id));
         let mut order: Vec<usize> = (0..d.tasks.len())
             .filter(|&i| in_group(d.tasks[i].id) && !self.hidden.contains(&d.tasks[i].state))
-            .filter(|&i| needle.is_empty() || d.tasks[i].mentions(&needle))
+            .filter(|&i| needle.is_empty() || found(&d.tasks[i], &needle))
             .collect();
         if self.coalesced {
             self.groups = coalesce(order.iter().map(|&i| &d.tasks[i]));
@@ -497,8 +500,14 @@ impl App {
         let Some(t) = self.selected_task() else {
             return;
         };
+        // A JoinHandle it awaits, then the holder of what it waits for, then who awaits it.
+        let holder = (self.dump().into_iter())
+            .flat_map(|d| &d.waits)
+            .find(|e| e.from == t.id && e.to != t.id)
+            .map(|e| e.to);
         let target = first_awaited(&t.frames)
             .or_else(|| t.awaits_tasks.first().copied())
+            .or(holder)
             .or_else(|| t.awaited_by.as_ref().map(|a| a.task));
         let from = t.id;
         if let Some(to) = target.filter(|to| self.rows().iter().any(|t| t.id == *to)) {
@@ -518,6 +527,43 @@ fn first_awaited(frames: &[FrameNode]) -> Option<u64> {
         stack.extend(f.children.iter().rev());
     }
     None
+}
+
+/// Whether task `t` is what the search `needle` (lower case) asks for: `on:TEXT` a task whose leaf
+/// waits on something its words contain (`on:mutex @ 0x55d1`, `on:channel`), `holds:TEXT` a task
+/// holding a lock or a channel's end they contain, anything else a task that mentions it.
+fn found(t: &TaskView, needle: &str) -> bool {
+    if let Some(text) = needle.strip_prefix("on:") {
+        let waits = |f: &FrameNode| {
+            (f.waits_on.as_ref())
+                .and_then(crate::view::values::wait_text)
+                .is_some_and(|w| w.to_lowercase().contains(text.trim()))
+        };
+        return any_frame(&t.frames, &waits);
+    }
+    if let Some(text) = needle.strip_prefix("holds:") {
+        let holds = |f: &FrameNode| {
+            (f.holds.iter()).any(|h| {
+                crate::view::values::held_text(h)
+                    .to_lowercase()
+                    .contains(text.trim())
+            })
+        };
+        return any_frame(&t.frames, &holds);
+    }
+    t.mentions(needle)
+}
+
+/// Whether any frame of `frames` is `has`.
+fn any_frame(frames: &[FrameNode], has: &dyn Fn(&FrameNode) -> bool) -> bool {
+    let mut stack: Vec<&FrameNode> = frames.iter().collect();
+    while let Some(f) = stack.pop() {
+        if has(f) {
+            return true;
+        }
+        stack.extend(&f.children);
+    }
+    false
 }
 
 /// The name a task is listed by: the program's, else the one from its chain.
@@ -600,6 +646,84 @@ pub(crate) mod tests {
         assert_eq!(app.selected, Some(1));
         app.key(Key::Back);
         assert_eq!(app.selected, Some(1), "nothing left to go back to");
+    }
+
+    /// [`three`], where task 3 sleeps at its leaf and waits (by the wait graph) for a lock task 2
+    /// holds in its frame.
+    fn waiting_on_a_holder() -> Dump {
+        use crate::model::values::{Local, Value, WaitKind, WaitOn};
+        use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor};
+        let mut d = Dump::build(&handshake(), &three(), 0);
+        let held = Held {
+            lock: "Mutex".into(),
+            write: false,
+            addr: 0xa,
+            local: "guard".into(),
+            acquired_at: None,
+            polled: true,
+            stopped_at: None,
+        };
+        Arc::make_mut(&mut d.tasks[1].frames)[0].holds = vec![held.clone()];
+        let deadline = Value::Instant {
+            monotonic_ns: 1,
+            age_ns: Some(-60_000_000_000),
+        };
+        Arc::make_mut(&mut d.tasks[2].frames)[0].waits_on = Some(WaitOn {
+            kind: WaitKind::Sleep,
+            parts: vec![Local {
+                name: "deadline".into(),
+                type_name: "Instant".into(),
+                value: deadline,
+                acquired: None,
+            }],
+            holders: Vec::new(),
+        });
+        let holder = Holder {
+            task: 2,
+            frame: "read_frame".into(),
+            at: None,
+            held,
+        };
+        d.waits = vec![WaitEdge {
+            from: 3,
+            to: 2,
+            waits_in: None,
+            waits_at: None,
+            any_of: false,
+            on: WaitsFor::Lock { holder },
+        }];
+        d
+    }
+
+    #[test]
+    fn enter_follows_a_wait_to_the_holder_and_searches_find_waiters_and_holders() {
+        let now = Instant::now();
+        let mut app = App::new(now);
+        app.update(waiting_on_a_holder(), now);
+        app.key(Key::Bottom);
+        app.key(Key::Follow);
+        assert_eq!(
+            app.selected,
+            Some(2),
+            "task 3 waits for the lock task 2 holds"
+        );
+        let search = |app: &mut App, text: &str| {
+            app.key(Key::Search);
+            for c in text.chars() {
+                app.key(Key::Char(c));
+            }
+            app.key(Key::Done);
+            let ids: Vec<u64> = app.rows().iter().map(|t| t.id).collect();
+            app.key(Key::Search);
+            for _ in text.chars() {
+                app.key(Key::Erase);
+            }
+            app.key(Key::Done);
+            ids
+        };
+        assert_eq!(search(&mut app, "on:deadline in 1m"), [3]);
+        assert_eq!(search(&mut app, "holds:Mutex @ 0xa"), [2]);
+        assert_eq!(search(&mut app, "holds:0xb"), Vec::<u64>::new());
     }
 
     #[test]

@@ -302,7 +302,10 @@ fn attention_line(app: &App, d: &crate::model::Dump, t: &TaskView) -> String {
         Attention::Deadlock => {
             let cycle = d.deadlocks.iter().find(|c| c.contains(&t.id));
             let path = cycle.map_or(String::new(), |c| {
-                let mut ids: Vec<String> = c.iter().map(|id| format!("task {id}")).collect();
+                let mut ids: Vec<String> = c
+                    .iter()
+                    .map(|&id| crate::view::TaskId(id).to_string())
+                    .collect();
                 ids.push(ids[0].clone());
                 ids.join(" → ")
             });

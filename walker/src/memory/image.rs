@@ -125,5 +125,12 @@ mod tests {
         assert!(m.insert(0x700, words(&[0, 0x700])));
         let c = m.chase(0x600, 8, 5);
         assert_eq!((c.nodes.len(), c.ended, c.failed), (5, false, false));
+        // All of them together, a step at a time, say what each alone says.
+        let lists = [(0x100, 8, 10), (0x400, 8, 10), (0x600, 8, 5), (0x100, 8, 0)];
+        let alone: Vec<super::super::Chased> = lists
+            .iter()
+            .map(|&(a, n, max)| m.chase(a, n, max))
+            .collect();
+        assert_eq!(m.chase_all(&lists), alone);
     }
 }

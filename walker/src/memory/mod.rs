@@ -129,6 +129,44 @@ pub trait Memory {
         out
     }
 
+    /// Follows every list of `lists` (each `(at, next, max)` as [`Memory::chase`] takes it), all of
+    /// them a node at a time together: one batch of reads per step down the longest, not one read
+    /// per node. A source that can follow them where the memory is (an agent) does all in one
+    /// exchange.
+    fn chase_all(&self, lists: &[(u64, u32, usize)]) -> Vec<Chased> {
+        let mut out: Vec<Chased> = lists.iter().map(|_| Chased::default()).collect();
+        // Each list still going: its index and the address of the word naming its next node.
+        let mut going: Vec<(usize, u64)> = (lists.iter().enumerate())
+            .filter(|(_, l)| l.2 > 0)
+            .map(|(i, l)| (i, l.0))
+            .collect();
+        while !going.is_empty() {
+            let mut words = vec![[0u8; 8]; going.len()];
+            let mut reads: Vec<Read<'_>> = (going.iter().zip(words.iter_mut()))
+                .map(|(&(_, at), w)| Read::new(at, w))
+                .collect();
+            let all_failed = self.read_many(&mut reads).is_err();
+            let failed: Vec<bool> = reads.iter().map(|r| all_failed || r.failed).collect();
+            drop(reads);
+            let mut next = Vec::with_capacity(going.len());
+            for ((&(i, _), w), failed) in going.iter().zip(&words).zip(failed) {
+                let c = &mut out[i];
+                match (failed, bytes::word(w, 0)) {
+                    (true, _) => c.failed = true,
+                    (false, 0) => c.ended = true,
+                    (false, node) => {
+                        c.nodes.push(node);
+                        if c.nodes.len() < lists[i].2 {
+                            next.push((i, node.wrapping_add(u64::from(lists[i].1))));
+                        }
+                    }
+                }
+            }
+            going = next;
+        }
+        out
+    }
+
     /// Reads each address of `from` into the buffer `into` gives it, in one batch; whether each read.
     fn read_each<'b>(
         &self,
