@@ -90,9 +90,6 @@ const RECEIVER: &str = "channel receiver";
 
 /// The edges of task `t`'s waits to the holders of what it waits for, each leaf told its holders.
 fn waits_of(t: &mut TaskView, held: &FastMap<(Role, u64), Vec<Holder>>) -> Vec<WaitEdge> {
-    if !any(&t.frames, &|n: &FrameNode| waited(n).is_some()) {
-        return Vec::new();
-    }
     let mut waits = Vec::new();
     preorder_with_path(&t.frames, &mut |i, n, path| {
         if let Some(w) = waited(n) {
@@ -100,6 +97,10 @@ fn waits_of(t: &mut TaskView, held: &FastMap<(Role, u64), Vec<Holder>>) -> Vec<W
             waits.push((i, w, own.map(|f| (f.meta.name.clone(), where_(f)))));
         }
     });
+    // Most tasks wait on nothing a frame holds: their frames stay shared, not copied.
+    if waits.is_empty() {
+        return Vec::new();
+    }
     let mut edges = Vec::new();
     let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
     for (i, (role, addr, alive), own) in waits {
