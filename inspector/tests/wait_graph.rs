@@ -217,13 +217,17 @@ fn assert_channel_waits(text: &str) {
     // The client waits for the server's reply; the server for room the client would make.
     let report = report(text);
     let (client, server) = (&task["client"], &task["server"]);
-    assert_eq!(report.len(), 3, "{text}");
+    // Two cycles of two edges each: this one, and the two `ask`s' below.
+    assert_eq!(report.len(), 6, "{text}");
     let (a, b) = if client < server {
         (client, server)
     } else {
         (server, client)
     };
-    assert_eq!(report[0], format!("DEADLOCK cycle: {a} → {b} → {a}"));
+    assert!(
+        report.contains(&format!("DEADLOCK cycle: {a} → {b} → {a}")),
+        "{report:#?}"
+    );
     let asks = at_line("channels", "let reply = replies.recv().await");
     let sends = at_line("channels", "if requests.send(2).await.is_ok()");
     let client_edge =
@@ -246,17 +250,35 @@ fn assert_channel_waits(text: &str) {
     );
 }
 
+/// The two `ask` tasks each wait on a `oneshot` whose sender the other holds.
+fn assert_oneshot_cycle(text: &str) {
+    let asks: Vec<String> = (text.lines())
+        .filter_map(|l| l.strip_suffix(" (channels::ask) · idle"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(asks.len(), 2, "{text}");
+    let waits_at = at_line("channels", "let got = answer.await");
+    for (me, other) in [(&asks[0], &asks[1]), (&asks[1], &asks[0])] {
+        let edge = format!(
+            "  {me} waits in channels::ask at {waits_at} for a value on a oneshot whose sender {other} holds"
+        );
+        assert!(report(text).contains(&edge), "{edge}\n{text}");
+    }
+}
+
 #[test]
 fn a_channel_wait_says_who_holds_its_other_end_and_channels_can_deadlock() {
     let fx = Fixture::start("channels", &[]);
-    let text = dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    let text = dump_until(fx.pid, &[], |t| t.matches("DEADLOCK").count() == 2);
     assert_channel_waits(&text);
+    assert_oneshot_cycle(&text);
 }
 
 #[test]
 fn channel_waits_read_the_same_through_the_agent() {
     let fx = Fixture::start("channels", &["--agent"]);
-    let text = dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));
+    let text = dump_until(fx.pid, &[], |t| t.matches("DEADLOCK").count() == 2);
     assert!(text.lines().next().unwrap().contains("· agent "), "{text}");
     assert_channel_waits(&text);
+    assert_oneshot_cycle(&text);
 }

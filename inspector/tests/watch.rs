@@ -392,3 +392,28 @@ fn watch_shows_who_holds_what_follows_a_lock_wait_to_its_holder_and_finds_waiter
     tmux.keys("q");
     tmux.until("q quits with status 0", |s| s.contains("watch-exited-0"));
 }
+
+#[test]
+fn watch_keeps_updating_while_it_reads_what_leaves_wait_for() {
+    // The demo's queue consumer waits on a channel receive, which each update reads, on a
+    // connection of its own: the subscribed one carries updates only.
+    let fx = Fixture::start("demo_service", &[]);
+    let tmux = Tmux::sized(
+        &format!("{} watch {}", env!("CARGO_BIN_EXE_asyncdump"), fx.pid),
+        200,
+        40,
+    );
+    let rate = |s: &str| -> f64 {
+        (s.split(" updates/s").next())
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0.0)
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    tmux.until_within(
+        Duration::from_secs(15),
+        "four updates a second, or near",
+        |s| rate(s) >= 2.0,
+    );
+    tmux.keys("q");
+}

@@ -76,6 +76,12 @@ pub struct Client {
 }
 
 impl Client {
+    /// Another connection to the same agent, with the same patience: a subscribed connection
+    /// carries updates, and takes no other request.
+    pub fn reconnect(&self) -> Result<Client, TargetError> {
+        Client::connect(&self.path, self.patience)
+    }
+
     /// Connects and completes the handshake, each reply (this one too) to arrive whole within
     /// `patience`. A refused connection removes the stale socket if it is ours.
     pub fn connect(path: &Path, patience: Patience) -> Result<Client, TargetError> {

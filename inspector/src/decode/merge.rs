@@ -359,8 +359,8 @@ impl<'a> Merge<'a> {
     }
 
     /// The wanted locals of a state machine in state `s`, unread, and with wait targets on every
-    /// one that may hold a lock (read for the wait graph, then dropped if not wanted): each with
-    /// where it is, and the state to find again after reading it.
+    /// one that may hold a lock or a channel's end (read for the wait graph, then dropped if not
+    /// wanted): each with where it is, and the state to find again after reading it.
     fn locals(&self, n: &WalkNode, s: &StateView) -> Vec<Local> {
         let discr = self
             .plan
@@ -387,7 +387,8 @@ impl<'a> Merge<'a> {
     }
 
     /// The futures the walk went into below `n` that lie inside its locals (in state `s`) that may
-    /// hold a lock: a `select!` branch pinned in the frame is polled through the select.
+    /// hold a lock or a channel's end: a `select!` branch pinned in the frame is polled through the
+    /// select.
     fn walked_within(&self, n: &WalkNode, s: &StateView) -> Vec<u64> {
         let spans: Vec<(u64, u64)> = (s.locals.iter())
             .filter(|l| self.may_hold(l))

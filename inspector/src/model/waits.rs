@@ -74,6 +74,9 @@ pub enum WaitsFor {
     /// `from` waits on a channel whose other end `to` holds: the receiver of a full channel it
     /// sends into, a sender of one it receives from.
     Channel { holder: Holder },
+    /// `from` receives from a `oneshot` whose sender `to` holds across an await (found by the walks,
+    /// see the decoded delegate's `sender_held_by`).
+    Oneshot,
 }
 
 impl WaitEdge {

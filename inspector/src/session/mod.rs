@@ -102,6 +102,9 @@ struct AgentSession {
     live: Option<Live>,
     /// What a snapshot reads after its chains.
     reading: Reading,
+    /// While subscribed: a second connection for those reads, opened at the first update that
+    /// needs it (the subscribed one carries updates only).
+    reader: Option<Client>,
 }
 
 /// A subscription's parameters and the state its updates built.
@@ -257,16 +260,33 @@ impl Session {
 }
 
 /// Reads what `dump`'s decoded frames carry unread (locals, what leaves wait for) through the
-/// agent, as the walk was (the kernel may not let us read the process), and finds who holds what.
-fn read_values(client: &mut Client, plan: &Plan, reading: &Reading, dump: &mut Dump) {
+/// agent's `client`, as the walk was (the kernel may not let us read the process), or from outside
+/// without one; and finds who holds what. Whether the agent answered every read.
+fn read_values(
+    client: Option<&mut Client>,
+    plan: &Plan,
+    reading: &Reading,
+    dump: &mut Dump,
+) -> bool {
     let pid = dump.process.pid;
-    let mem = crate::attach::memory::AgentMemory::new(client, pid);
     let now = Some(dump.snapshot.now_ns);
-    crate::values::read_locals(dump, &plan.values, &mem, now);
+    let through_agent = match client {
+        Some(client) => {
+            let mem = crate::attach::memory::AgentMemory::new(client, pid);
+            crate::values::read_locals(dump, &plan.values, &mem, now);
+            mem.through_agent()
+        }
+        None => {
+            let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
+            crate::values::read_locals(dump, &plan.values, &mem, now);
+            false
+        }
+    };
     crate::values::describe_fds(dump, &|fd| socket_value(pid, fd));
     if reading.targets {
         crate::waits::resolve(dump, reading);
     }
+    through_agent
 }
 
 impl AgentSession {
@@ -294,6 +314,7 @@ impl AgentSession {
             decoding,
             live: None,
             reading: options.reading.clone(),
+            reader: None,
         })
     }
 
@@ -327,7 +348,7 @@ impl AgentSession {
             &mut ChainCache::one_off().reading(self.reading.clone()),
         );
         if let Some(plan) = &self.decoder {
-            read_values(&mut self.client, plan, &self.reading, &mut dump);
+            read_values(Some(&mut self.client), plan, &self.reading, &mut dump);
         }
         Ok(dump)
     }
@@ -401,7 +422,15 @@ impl AgentSession {
             applied.bytes = self.client.last_reply_bytes;
             let mut dump = dump;
             if let Some(plan) = self.decoder.as_ref().filter(|_| self.reading.targets) {
-                read_values(&mut self.client, plan, &self.reading, &mut dump);
+                if self.reader.is_none() {
+                    self.reader = self.client.reconnect().ok();
+                }
+                // Without a second connection (the agent's slots are taken), from outside.
+                let through_agent =
+                    read_values(self.reader.as_mut(), plan, &self.reading, &mut dump);
+                if !through_agent {
+                    self.reader = None;
+                }
             }
             applied.build_ns = start.elapsed().as_nanos() as u64;
             return Ok((dump, applied));

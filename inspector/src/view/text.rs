@@ -703,7 +703,7 @@ fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
     let mut s = labels.of(e.from).to_string();
     let wait = match &e.on {
         WaitsFor::Join => "awaits",
-        WaitsFor::Lock { .. } | WaitsFor::Channel { .. } => "waits",
+        WaitsFor::Lock { .. } | WaitsFor::Channel { .. } | WaitsFor::Oneshot => "waits",
     };
     s.push(' ');
     s.push_str(wait);
@@ -716,6 +716,13 @@ fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
     match &e.on {
         WaitsFor::Join => {
             let _ = write!(s, " for {} to finish", labels.of(e.to));
+        }
+        WaitsFor::Oneshot => {
+            let _ = write!(
+                s,
+                " for a value on a oneshot whose sender {} holds",
+                labels.of(e.to)
+            );
         }
         WaitsFor::Lock { holder } => {
             let lock = super::values::lock_text(&holder.held);

@@ -35,6 +35,7 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
         .collect();
     for t in &mut dump.tasks {
         edges.extend(waits_of(t, &held));
+        edges.extend(oneshot_waits(t));
     }
     edges.sort_by_key(|e| (e.from, e.to));
     // A receive any of several senders can end is no deadlock for one of them being stuck.
@@ -123,6 +124,39 @@ fn waits_of(t: &mut TaskView, held: &FastMap<(Role, u64), Vec<Holder>>) -> Vec<W
             if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
                 w.holders = holders.clone();
             }
+        });
+    }
+    edges
+}
+
+/// The edges of task `t`'s `oneshot` receives whose sender a walk found held by a task (the decoded
+/// delegate's `sender_held_by`), while nothing was sent and the sender is not dropped.
+fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
+    let mut edges = Vec::new();
+    for d in t
+        .decoded_delegates
+        .iter()
+        .filter(|d| !d.value_sent && !d.closed)
+    {
+        let Some(sender) = d.sender_held_by else {
+            continue;
+        };
+        // The program's own frame above the receiver's leaf.
+        let mut own = None;
+        preorder_with_path(&t.frames, &mut |_, n, path| {
+            if own.is_none() && n.meta.name == d.leaf {
+                let f = path.iter().rev().find(|f| is_own_code(f));
+                own = f.map(|f| (f.meta.name.clone(), where_(f)));
+            }
+        });
+        let (waits_in, waits_at) = own.unzip();
+        edges.push(WaitEdge {
+            from: t.id,
+            to: sender,
+            waits_in,
+            waits_at: waits_at.flatten(),
+            any_of: false,
+            on: WaitsFor::Oneshot,
         });
     }
     edges

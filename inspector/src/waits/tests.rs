@@ -304,3 +304,31 @@ fn a_receive_another_sender_can_end_is_no_deadlock() {
         .expect("the receive's edge");
     assert!(receive.any_of);
 }
+
+#[test]
+fn a_oneshot_whose_sender_another_task_holds_is_an_edge_until_it_is_sent_or_dropped() {
+    use crate::model::DecodedDelegate;
+    let leaf = "tokio::sync::oneshot::Receiver<u64>";
+    let mut receive = frame("app::ask", 12, Vec::new());
+    receive.children = vec![frame(leaf, 0, Vec::new())];
+    let delegate = |value_sent, closed| DecodedDelegate {
+        leaf: leaf.into(),
+        registered: true,
+        waker_of: Some(1),
+        foreign_vtable: None,
+        foreign_waker: None,
+        value_sent,
+        closed,
+        sender_held_by: Some(2),
+    };
+    for (sent, closed, edges) in [(false, false, 1), (true, false, 0), (false, true, 0)] {
+        let mut dump = dump_with(vec![vec![receive.clone()]]);
+        dump.tasks[0].decoded_delegates = Arc::new(vec![delegate(sent, closed)]);
+        resolve(&mut dump, &targets());
+        assert_eq!(dump.waits.len(), edges, "sent {sent}, dropped {closed}");
+        if let Some(e) = dump.waits.first() {
+            assert_eq!((e.from, e.to, &e.on), (1, 2, &WaitsFor::Oneshot));
+            assert_eq!(e.waits_at.as_ref().map(|l| l.line), Some(12));
+        }
+    }
+}
