@@ -370,8 +370,8 @@ impl Decoder<'_> {
         }
         let me = addr.wrapping_add(u64::from(node));
         let position = queue.position(me);
-        let field = |name: &str, value| Field {
-            name: name.into(),
+        let field = |name: &'static str, value| Field {
+            name: named(name),
             value,
         };
         let mut fields = vec![
@@ -385,7 +385,7 @@ impl Decoder<'_> {
             fields.push(field("position", Value::Uint(pos as u64 + 1)));
         }
         Some(Value::Struct {
-            type_name: "Semaphore".into(),
+            type_name: named("Semaphore"),
             fields,
         })
     }
@@ -419,8 +419,8 @@ impl Decoder<'_> {
             Err(later) => return Some(pending(later)),
         };
         let permits = word(c, layout.permits)?;
-        let field = |name: &str, value| Field {
-            name: name.into(),
+        let field = |name: &'static str, value| Field {
+            name: named(name),
             value,
         };
         let mut fields = vec![field("addr", Value::Address(chan))];
@@ -441,7 +441,7 @@ impl Decoder<'_> {
         };
         fields.push(field("receiver_alive", Value::Bool(!closed)));
         Some(Value::Struct {
-            type_name: "Channel".into(),
+            type_name: named("Channel"),
             fields,
         })
     }
@@ -549,6 +549,22 @@ impl Decoder<'_> {
             age_ns,
         })
     }
+}
+
+/// The name `s` as a shared string, made once per thread: every waiter's semaphore and channel
+/// value has the same few field names, and copying each would be an allocation per field.
+fn named(s: &'static str) -> Arc<str> {
+    thread_local! {
+        static NAMES: std::cell::RefCell<crate::model::FastMap<&'static str, Arc<str>>> =
+            Default::default();
+    }
+    NAMES.with(|names| {
+        names
+            .borrow_mut()
+            .entry(s)
+            .or_insert_with(|| s.into())
+            .clone()
+    })
 }
 
 /// A zero-sized value: a unit struct by its name, `()` as an empty tuple.
