@@ -242,9 +242,10 @@ pub fn lock_text(h: &Held) -> String {
 
 /// How it is held: `` `guard` in app::transfer, acquired at app.rs:29 `` (the frame where given).
 pub fn how_held_into(out: &mut String, h: &Held, frame: Option<&str>) {
-    let _ = write!(out, "`{}`", h.local);
+    // Names from the binary's DWARF: a line break in one must not end the line.
+    let _ = write!(out, "`{}`", super::no_breaks(&h.local));
     if let Some(f) = frame {
-        let _ = write!(out, " in {f}");
+        let _ = write!(out, " in {}", super::no_breaks(f));
     }
     if !h.polled {
         out.push_str(", a future not polled");
@@ -257,9 +258,10 @@ pub fn how_held_into(out: &mut String, h: &Held, frame: Option<&str>) {
     }
 }
 
-/// `file.rs:12`, the file's path shortened.
+/// `file.rs:12`, the file's path shortened (and its line breaks escaped).
 pub fn loc(at: &Loc) -> String {
-    format!("{}:{}", crate::names::short_path(&at.file), at.line)
+    let file = super::no_breaks(crate::names::short_path(&at.file));
+    format!("{file}:{}", at.line)
 }
 
 fn ordinal(n: u64) -> String {
@@ -564,6 +566,9 @@ mod tests {
         );
         (h.lock, h.write, h.acquired_at) = ("RwLock".into(), true, None);
         assert_eq!(held_text(&h), "RwLock @ 0x10 (write) in `guard`");
+        // A name from a hostile binary's DWARF cannot end the line.
+        h.local = "a\nb".into();
+        assert!(!held_text(&h).contains('\n'), "{}", held_text(&h));
     }
 
     #[test]
