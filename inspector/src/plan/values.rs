@@ -43,7 +43,8 @@ pub struct LocalPlan {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ValueTypes {
     pub types: Vec<ValueType>,
-    /// Which types may hold a lock guard or permit (see [`ValueTypes::may_hold`]), found on first use.
+    /// Which types may hold a lock guard, a permit or a channel's end (see [`ValueTypes::may_hold`]),
+    /// found on first use.
     #[serde(skip)]
     holding: std::sync::OnceLock<Vec<bool>>,
 }
@@ -181,9 +182,10 @@ pub struct ChanLayout {
 impl ChanLayout {
     /// Bytes to read from the channel's start to hold every part.
     pub fn span(&self) -> u32 {
+        // Saturating: the offsets may come from a damaged plan cache.
         let words = [self.permits, self.tx_count].into_iter().chain(self.bound);
-        (words.map(|w| w + 8))
-            .chain([self.rx_closed + 1])
+        (words.map(|w| w.saturating_add(8)))
+            .chain([self.rx_closed.saturating_add(1)])
             .max()
             .unwrap_or(0)
     }

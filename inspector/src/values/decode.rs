@@ -328,7 +328,10 @@ impl Decoder<'_> {
             return None;
         };
         let p = word(b, ptr)?;
-        let (s, w) = match self.bytes.get(self.needs, p, strong.max(weak) + 8) {
+        let (s, w) = match self
+            .bytes
+            .get(self.needs, p, strong.max(weak).saturating_add(8))
+        {
             Ok(c) => (word(c, strong)?, word(c, weak)?),
             Err(later) => return Some(pending(later)),
         };
@@ -414,7 +417,9 @@ impl Decoder<'_> {
         let chan = p
             .wrapping_add(u64::from(data))
             .checked_sub(u64::from(back))?;
-        let c = match self.bytes.get(self.needs, chan, layout.span()) {
+        // A channel's parts lie within its first few hundred bytes; more is a damaged plan.
+        let span = Some(layout.span()).filter(|&s| s <= MAX_INLINE)?;
+        let c = match self.bytes.get(self.needs, chan, span) {
             Ok(c) => c,
             Err(later) => return Some(pending(later)),
         };

@@ -457,3 +457,31 @@ fn a_channel_says_its_capacity_what_is_queued_its_senders_and_its_receiver() {
     let (types, mem) = channel_at(0, 7);
     assert_eq!(read_with(&types, &mem, 6, 0x2000), Value::Unreadable);
 }
+
+#[test]
+fn a_channel_whose_parts_lie_past_any_real_channel_is_unreadable_not_read() {
+    let (mut types, mem) = channel_at(0, 0);
+    let Shape::Channel { layout, .. } = &mut types.types[6].shape else {
+        panic!("the channel type")
+    };
+    // As a damaged plan cache could give it: 4 GiB to read.
+    layout.rx_closed = u32::MAX;
+    let local = Local {
+        acquired: None,
+        name: "channel".into(),
+        type_name: "".into(),
+        value: Value::Unread {
+            shape: 6,
+            addr: 0x2000,
+            check: Check::default(),
+        },
+    };
+    let mut frame = FrameNode::cut(0);
+    frame.locals = vec![local];
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    dump.tasks.truncate(1);
+    dump.tasks[0].frames = Arc::new(vec![frame]);
+    let read = read_locals(&mut dump, &types, &mem, None);
+    assert_eq!(dump.tasks[0].frames[0].locals[0].value, Value::Unreadable);
+    assert!(read.bytes < 4096, "{} bytes asked for", read.bytes);
+}
