@@ -660,10 +660,9 @@ impl Filter {
     pub fn matches(&self, t: &TaskView) -> bool {
         (self.all || t.state.suspended())
             && t.waiting_ns().map_or(0, |w| w.0) >= self.min_age_ns
-            && self
-                .type_substr
-                .as_deref()
-                .is_none_or(|s| t.root_type.contains(s) || any_frame(&t.frames, s))
+            && self.type_substr.as_deref().is_none_or(|s| {
+                t.root_type.contains(s) || any_frame(&t.frames, &|f| f.meta.name.contains(s))
+            })
     }
 }
 
@@ -774,9 +773,22 @@ pub fn leaf_frame(frames: &[FrameNode]) -> Option<&FrameNode> {
     summary(frames).map(|s| s.leaf)
 }
 
-/// Iterative: chains may be deep.
-/// Allocates only where a chain branches: a search visits every chain of 100,000 tasks per key.
+/// Whether a frame or a file of `frames` is one `has` finds.
 fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
+    any_frame(frames, &|f| {
+        let m = &f.meta;
+        let files = [&m.location, &m.suspended_at];
+        has(&m.name)
+            || files
+                .iter()
+                .any(|l| l.as_ref().is_some_and(|l| has(&l.file)))
+    })
+}
+
+/// Whether any frame of `frames`, at any depth, is `has`. Iterative: a tree read from a file may
+/// be of any depth. Allocates only where a chain branches: a search visits every chain of 100,000
+/// tasks per key, and each dump's later stages every chain.
+pub fn any_frame(frames: &[FrameNode], has: &dyn Fn(&FrameNode) -> bool) -> bool {
     // Siblings still to visit, one slice per branch point above the current frame.
     let mut later: Vec<&[FrameNode]> = Vec::new();
     let mut cur = frames;
@@ -790,13 +802,7 @@ fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
                 None => return false,
             }
         };
-        let m = &f.meta;
-        let files = [&m.location, &m.suspended_at];
-        if has(&m.name)
-            || files
-                .iter()
-                .any(|l| l.as_ref().is_some_and(|l| has(&l.file)))
-        {
+        if has(f) {
             return true;
         }
         if !rest.is_empty() {
@@ -804,18 +810,6 @@ fn frames_mention(frames: &[FrameNode], has: &dyn Fn(&str) -> bool) -> bool {
         }
         cur = &f.children;
     }
-}
-
-/// Iterative: chains may be deep.
-fn any_frame(frames: &[FrameNode], substr: &str) -> bool {
-    let mut stack: Vec<&FrameNode> = frames.iter().collect();
-    while let Some(f) = stack.pop() {
-        if f.meta.name.contains(substr) {
-            return true;
-        }
-        stack.extend(&f.children);
-    }
-    false
 }
 
 /// Cycles in the "task awaits task" graph. Every task has at most one awaiter (`awaited_by`), so following

@@ -190,11 +190,8 @@ fn each_frame(
             visit(&mut n.children, f);
         }
     }
-    fn any(nodes: &[FrameNode], has: impl Fn(&FrameNode) -> bool + Copy) -> bool {
-        nodes.iter().any(|n| has(n) || any(&n.children, has))
-    }
     for t in &mut dump.tasks {
-        if any(&t.frames, has) {
+        if crate::model::any_frame(&t.frames, &has) {
             visit(std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(), f);
         }
     }

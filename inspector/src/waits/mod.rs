@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::model::values::{Reading, Value, WaitKind};
 use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor, cycles};
-use crate::model::{Dump, FastMap, FrameNode, Loc, TaskView, is_own_code};
+use crate::model::{Dump, FastMap, FrameNode, Loc, TaskView, any_frame, is_own_code};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
 pub fn resolve(dump: &mut Dump, reading: &Reading) {
@@ -56,7 +56,7 @@ enum Role {
 fn holders(dump: &mut Dump, reading: &Reading) -> FastMap<(Role, u64), Vec<Holder>> {
     let mut held: FastMap<(Role, u64), Vec<Holder>> = FastMap::default();
     for t in &mut dump.tasks {
-        if !any(&t.frames, &|n| !n.locals.is_empty()) {
+        if !any_frame(&t.frames, &|n| !n.locals.is_empty()) {
             continue;
         }
         let task = t.id;
@@ -259,10 +259,6 @@ fn guards(v: &Value, f: &mut dyn FnMut(&Value)) {
         } => guards(to, f),
         _ => {}
     }
-}
-
-fn any(nodes: &[FrameNode], has: &dyn Fn(&FrameNode) -> bool) -> bool {
-    nodes.iter().any(|n| has(n) || any(&n.children, has))
 }
 
 /// Calls `f` on every frame in pre-order, with its number in that order.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::input::Key;
-use crate::model::{Dump, FrameNode, Group, State, TaskView, coalesce, leaf_frame};
+use crate::model::{Dump, FrameNode, Group, State, TaskView, any_frame, coalesce, leaf_frame};
 
 /// What a key asks of the screen's loop, beyond changing the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -552,18 +552,6 @@ fn found(t: &TaskView, needle: &str) -> bool {
         return any_frame(&t.frames, &holds);
     }
     t.mentions(needle)
-}
-
-/// Whether any frame of `frames` is `has`.
-fn any_frame(frames: &[FrameNode], has: &dyn Fn(&FrameNode) -> bool) -> bool {
-    let mut stack: Vec<&FrameNode> = frames.iter().collect();
-    while let Some(f) = stack.pop() {
-        if has(f) {
-            return true;
-        }
-        stack.extend(&f.children);
-    }
-    false
 }
 
 /// The name a task is listed by: the program's, else the one from its chain.
