@@ -199,3 +199,122 @@ fn a_socket_read_names_its_descriptor_and_both_ends() {
     let outside = leaf_lines(&asyncdump_ok(&["dump", &pid, "--no-agent"]), leaf);
     assert_eq!(outside, reads);
 }
+
+/// The `signals` fixture's wait lines, by the leaf and the frame above it, with addresses and
+/// descriptors as `0x…` and `N`, in the fixture's task order.
+fn signal_lines(text: &str) -> Vec<String> {
+    (text.lines())
+        .filter_map(|l| l.trim_start().strip_prefix("↳ "))
+        .filter(|l| !l.starts_with("deadline"))
+        .map(|l| numbers_after(&numbers_after(l, "0x", "0x…"), "fd ", "fd N"))
+        .collect()
+}
+
+/// `line` with each `prefix` and the hex digits after it as `with`.
+fn numbers_after(line: &str, prefix: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find(prefix) {
+        out.push_str(&rest[..at]);
+        out.push_str(with);
+        rest = rest[at + prefix.len()..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The descriptors a dump's wait lines name.
+fn fds_named(text: &str) -> Vec<u32> {
+    (text.split("fd ").skip(1))
+        .filter_map(|w| w.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect()
+}
+
+/// What the `signals` fixture's tasks wait for, as its documentation says, where `/proc` is read.
+fn signals_expected(pid: u32, port: &str) -> Vec<String> {
+    vec![
+        "Notify @ 0x…: not notified, this task 1st of 1 waiting".into(),
+        "watch @ 0x…: version 1 seen, unchanged since, 1 sender alive".into(),
+        "watch @ 0x…: changed to version 2 (seen 1), not yet polled".into(),
+        "receiving from broadcast @ 0x…: lagged, 5 sent since its last read, capacity 2 (3 missed), \
+         1 sender alive, 1 receiver"
+            .into(),
+        "Barrier @ 0x…: 1 of 3 arrived, waiting for 2 more".into(),
+        format!("accepting on fd N, tcp 127.0.0.1:{port}, 1 connection waiting"),
+        format!(
+            "reading fd N, unix (unnamed) → \"{}/asyncdump-signals-{pid}/quiet.sock\", 0 bytes queued",
+            std::env::temp_dir().display()
+        ),
+    ]
+}
+
+/// The port the fixture's listener has: the one listening TCP socket among its descriptors.
+fn listening_port(pid: u32) -> String {
+    let tcp = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap();
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            Some(
+                l.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    let line = (tcp.lines())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| {
+            f.get(3) == Some(&"0A") && f.get(9).is_some_and(|i| inodes.iter().any(|n| n == i))
+        })
+        .expect("the fixture's listener");
+    let port = line[1].split(':').nth(1).unwrap();
+    u16::from_str_radix(port, 16).unwrap().to_string()
+}
+
+#[test]
+fn notify_watch_broadcast_barrier_accept_and_unix_sockets_say_why_they_wait() {
+    for args in [&[][..], &["--agent"][..]] {
+        let fx = Fixture::start("signals", args);
+        let text = dump_settled(fx.pid, &[], 9);
+        let expected = signals_expected(fx.pid, &listening_port(fx.pid));
+        assert_eq!(signal_lines(&text), expected, "{args:?}\n{text}");
+        // Both descriptors named are the fixture's sockets.
+        let fds = fds_named(&text);
+        assert_eq!(fds.len(), 2, "{text}");
+        for n in fds {
+            let link = std::fs::read_link(format!("/proc/{}/fd/{n}", fx.pid)).unwrap();
+            assert!(link.to_str().unwrap().starts_with("socket:["), "{link:?}");
+        }
+    }
+}
+
+#[test]
+fn a_core_says_the_same_of_them_but_what_only_proc_knows() {
+    let fx = Fixture::start("signals", &[]);
+    dump_settled(fx.pid, &[], 9);
+    let dir = crate::support::tempdir();
+    let core = crate::cores::gcore(fx.pid, dir.as_path());
+    let text = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
+    let mut expected = signals_expected(fx.pid, "");
+    expected[5] = "accepting on fd N".into();
+    expected[6] = "reading fd N".into();
+    assert_eq!(signal_lines(&text), expected, "{text}");
+}
+
+#[test]
+fn json_names_each_of_these_waits_by_kind() {
+    let fx = Fixture::start("signals", &[]);
+    dump_settled(fx.pid, &[], 9);
+    let doc = crate::support::dump_json(fx.pid, &[]);
+    let text = doc.to_string();
+    for kind in ["notify", "watch", "broadcast", "barrier", "accept"] {
+        assert!(
+            text.contains(&format!("\"kind\":\"{kind}\"")),
+            "{kind}: {text}"
+        );
+    }
+    let unix = text.find("\"proto\"").map(|at| &text[at..]).unwrap_or("");
+    assert!(unix.contains("quiet.sock"), "{text}");
+}

@@ -417,3 +417,34 @@ fn watch_keeps_updating_while_it_reads_what_leaves_wait_for() {
     );
     tmux.keys("q");
 }
+
+#[test]
+fn watch_shows_the_values_asked_for_in_the_detail_pane_and_only_those() {
+    for args in [&[][..], &["--agent"][..]] {
+        let fx = Fixture::start("locals", args);
+        let command = |flags: &str| {
+            format!(
+                "{} watch {flags} {}",
+                env!("CARGO_BIN_EXE_asyncdump"),
+                fx.pid
+            )
+        };
+        let tmux = Tmux::sized(&command("--fields user,ratio"), 200, 40);
+        let screen = tmux.until("the handler's chosen locals in the detail pane", |s| {
+            s.contains(r#"user: String = "user-42""#) && s.contains("ratio: f64 = 0.25")
+        });
+        assert!(!screen.contains("letter: char"), "{args:?}\n{screen}");
+        tmux.keys("q");
+        drop(tmux);
+        let tmux = Tmux::sized(&command("-v"), 200, 40);
+        tmux.until("every local with -v", |s| {
+            s.contains("letter: char = 'λ'") && s.contains("ratio: f64 = 0.25")
+        });
+        tmux.keys("q");
+        drop(tmux);
+        let tmux = Tmux::sized(&command(""), 200, 40);
+        let plain = tmux.until("no locals without", |s| s.contains("locals::handle"));
+        assert!(!plain.contains("ratio: f64"), "{args:?}\n{plain}");
+        tmux.keys("q");
+    }
+}

@@ -76,26 +76,37 @@ pub fn is_under(path: &std::path::Path) -> bool {
     path.starts_with("/proc")
 }
 
-/// An internet socket of a process, as its `/proc/PID/net` tables show it.
+/// A socket of a process, as its `/proc/PID/net` tables (and, for a Unix one's peer,
+/// [`super::unix_sockets`]) show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Socket {
-    /// `tcp` or `udp`.
+    /// `tcp`, `udp` or `unix`.
     pub proto: &'static str,
-    pub local: std::net::SocketAddr,
-    pub peer: std::net::SocketAddr,
-    /// Bytes queued to send and to read.
+    pub local: End,
+    pub peer: End,
+    /// Bytes queued to send and to read; a listener's connections waiting to be accepted are its
+    /// `rx_queue`.
     pub tx_queue: u64,
     pub rx_queue: u64,
 }
 
-/// The socket that file descriptor `fd` of process `pid` is, if it is an internet one this process
-/// may see (`/proc/PID/fd/FD` names its inode; the process's own network namespace's tables hold it).
+/// One end of a socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    Inet(std::net::SocketAddr),
+    /// A Unix socket's path: empty when unnamed, `@…` when abstract, `None` when not known (a
+    /// peer the netlink query could not see).
+    Unix(Option<String>),
+}
+
+/// The socket that file descriptor `fd` of process `pid` is, if this process may see it
+/// (`/proc/PID/fd/FD` names its inode; the process's own network namespace's tables hold it).
 pub fn socket(pid: u32, fd: i64) -> Option<Socket> {
     let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
     let inode: u64 = (link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?)
         .parse()
         .ok()?;
-    ["tcp", "tcp6", "udp", "udp6"].iter().find_map(|table| {
+    let inet = ["tcp", "tcp6", "udp", "udp6"].iter().find_map(|table| {
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok()?;
         let proto = if table.starts_with("tcp") {
             "tcp"
@@ -105,7 +116,41 @@ pub fn socket(pid: u32, fd: i64) -> Option<Socket> {
         text.lines()
             .skip(1)
             .find_map(|l| socket_line(l, proto, inode))
-    })
+    });
+    inet.or_else(|| unix_socket(pid, inode))
+}
+
+/// Unix socket `inode` of process `pid`: its path from `/proc/PID/net/unix`, its peer's and its
+/// queues from the kernel's socket diagnostics where they see it.
+fn unix_socket(pid: u32, inode: u64) -> Option<Socket> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).ok()?;
+    let own = text.lines().skip(1).find_map(|l| unix_line(l, inode))?;
+    let mut socket = Socket {
+        proto: "unix",
+        local: End::Unix(Some(own)),
+        peer: End::Unix(None),
+        tx_queue: 0,
+        rx_queue: 0,
+    };
+    let all = super::unix_sockets::all();
+    if let Some(me) = all.as_ref().and_then(|a| a.get(&inode)) {
+        let peer = me.peer.and_then(|p| all.as_ref()?.get(&p));
+        socket.peer = End::Unix(peer.map(|p| p.path.clone()));
+        (socket.rx_queue, socket.tx_queue) = (me.rqueue, me.wqueue);
+    }
+    Some(socket)
+}
+
+/// One line of `/proc/net/unix`, if it is the socket `inode`: its path, empty when unnamed:
+/// `Num RefCount Protocol Flags Type St Inode Path`.
+fn unix_line(line: &str, inode: u64) -> Option<String> {
+    let mut f = line.split_whitespace();
+    if f.nth(6)?.parse::<u64>().ok()? != inode {
+        return None;
+    }
+    // A path may hold spaces: it is the rest of the line after the inode.
+    let at = line.find(&format!(" {inode}"))? + 1 + inode.to_string().len();
+    Some(line[at..].trim_start().to_owned())
 }
 
 /// One line of `/proc/net/tcp` (or `tcp6`, `udp`, `udp6`), if it is the socket `inode`:
@@ -118,8 +163,8 @@ fn socket_line(line: &str, proto: &'static str, inode: u64) -> Option<Socket> {
     let (tx, rx) = f.get(4)?.split_once(':')?;
     Some(Socket {
         proto,
-        local: net_address(f.get(1)?)?,
-        peer: net_address(f.get(2)?)?,
+        local: End::Inet(net_address(f.get(1)?)?),
+        peer: End::Inet(net_address(f.get(2)?)?),
         tx_queue: u64::from_str_radix(tx, 16).ok()?,
         rx_queue: u64::from_str_radix(rx, 16).ok()?,
     })
@@ -156,13 +201,25 @@ mod tests {
     fn a_socket_table_line_reads_as_its_addresses_and_queues() {
         let v4 = "   3: 0100007F:A8CA 0100007F:1538 01 00000000:0000000A 00:00000000 00000000     0        0 48213 1 0000000000000000 20 4 30 10 -1";
         let s = socket_line(v4, "tcp", 48213).expect("the socket");
-        assert_eq!(s.local.to_string(), "127.0.0.1:43210");
-        assert_eq!(s.peer.to_string(), "127.0.0.1:5432");
+        assert_eq!(s.local, End::Inet("127.0.0.1:43210".parse().unwrap()));
+        assert_eq!(s.peer, End::Inet("127.0.0.1:5432".parse().unwrap()));
         assert_eq!((s.tx_queue, s.rx_queue), (0, 10));
         assert_eq!(socket_line(v4, "tcp", 1), None);
         let v6 = "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1";
         let s = socket_line(v6, "tcp", 777).expect("the socket");
-        assert_eq!(s.local.to_string(), "[::1]:8080");
+        assert_eq!(s.local, End::Inet("[::1]:8080".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_unix_table_line_reads_as_its_path() {
+        let named = "00000000c414532b: 00000002 00000000 00010000 0001 01 148504797 /tmp/a b.sock";
+        assert_eq!(
+            unix_line(named, 148504797).as_deref(),
+            Some("/tmp/a b.sock")
+        );
+        let unnamed = "0000000013b4960f: 00000003 00000000 00000000 0001 03   312";
+        assert_eq!(unix_line(unnamed, 312).as_deref(), Some(""));
+        assert_eq!(unix_line(unnamed, 31), None);
     }
 
     #[test]

@@ -233,15 +233,7 @@ impl DumpOptions {
     /// What to read after the chains: the locals `--fields` names, every one with `--values`, or
     /// none; and what leaves wait for, unless `--no-targets`.
     pub fn reading(&self) -> Reading {
-        let locals = match (self.fields.is_empty(), self.values) {
-            (false, _) => Wanted::Named(self.fields.clone()),
-            (true, true) => Wanted::All,
-            (true, false) => Wanted::None,
-        };
-        Reading {
-            locals,
-            targets: !self.no_targets,
-        }
+        reading(&self.fields, self.values, self.no_targets)
     }
 }
 
@@ -262,6 +254,34 @@ pub struct WatchOptions {
     /// update's chains.
     #[arg(long)]
     pub no_targets: bool,
+    /// Show the values each decoded frame holds across its await in the selected task's section,
+    /// read again at every update (as `dump --values`).
+    #[arg(short = 'v', long = "values")]
+    pub values: bool,
+    /// Show only these locals of each decoded frame (implies --values).
+    #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
+    pub fields: Vec<String>,
+}
+
+impl WatchOptions {
+    /// What to read after each update's chains, as [`DumpOptions::reading`] says.
+    pub fn reading(&self) -> Reading {
+        reading(&self.fields, self.values, self.no_targets)
+    }
+}
+
+/// The locals `fields` names, every one with `values`, or none; and what leaves wait for, unless
+/// `no_targets`.
+fn reading(fields: &[String], values: bool, no_targets: bool) -> Reading {
+    let locals = match (fields.is_empty(), values) {
+        (false, _) => Wanted::Named(fields.to_vec()),
+        (true, true) => Wanted::All,
+        (true, false) => Wanted::None,
+    };
+    Reading {
+        locals,
+        targets: !no_targets,
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -91,13 +91,9 @@ fn list(json: bool, timeout: Duration, out: &mut dyn Write) -> Result<(), Error>
 
 /// `watch`: the live view of `target`, until the user quits.
 fn watch(target: &Target, o: &WatchOptions) -> Result<(), Error> {
-    let reading = asyncdump::model::values::Reading {
-        locals: asyncdump::model::values::Wanted::None,
-        targets: !o.no_targets,
-    };
     let options = Watching {
         session: SessionOptions {
-            reading,
+            reading: o.reading(),
             ..o.attach.session()
         },
         interval: Duration::from_nanos(o.interval.max(10_000_000)),
@@ -120,6 +116,8 @@ fn demo(watching: bool, options: &DumpOptions, out: &mut dyn Write) -> Result<()
             stuck_after,
             interval: 250_000_000,
             no_targets: options.no_targets,
+            values: options.values,
+            fields: options.fields.clone(),
         };
         watch(&Target::Pid(pid), &o)?;
         drop(fixture);

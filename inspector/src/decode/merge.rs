@@ -12,9 +12,9 @@ use asyncdump_protocol::{NO_PARENT, NodeStatus, WalkNode};
 use super::arena::Arena;
 use super::{AnnotatedFrame, TaskRefs};
 use crate::model::values::{Check, Local, Reading, Value, WaitKind, WaitOn};
-use crate::model::{FastMap, FrameInfo, FrameNode, Source};
+use crate::model::{FastMap, FrameInfo, FrameNode, MAX_CHAIN_DEPTH, Source};
 use crate::names::base_name;
-use crate::plan::values::{LocalPlan, TargetKind};
+use crate::plan::values::{LocalPlan, TargetKind, TargetPlan};
 use crate::plan::{Kind, Plan, StateView};
 
 /// Where the merge put one walk node.
@@ -52,6 +52,9 @@ pub(super) struct Merge<'a> {
     next_branch: Vec<u32>,
     /// The walk's `Inner` nodes of the oneshot receivers that are part of the chain.
     pub(super) receivers: Vec<usize>,
+    /// Wait targets planned from a frame's locals (see `StateView::target`), by the frame's line:
+    /// given to its leaf once every line is placed.
+    frame_waits: Vec<(usize, WaitOn)>,
 }
 
 /// Where a node goes: the line it hangs under, and the line its parent folds into (if any).
@@ -85,6 +88,7 @@ impl<'a> Merge<'a> {
             mask: vec![None; walk.len()],
             next_branch: vec![0; walk.len()],
             receivers: Vec::new(),
+            frame_waits: Vec::new(),
         }
     }
 
@@ -96,7 +100,26 @@ impl<'a> Merge<'a> {
         }
         self.name_dead_ends();
         self.hang_unreached();
+        self.lower_frame_waits();
         (self.arena.into_trees(), self.receivers)
+    }
+
+    /// Gives each frame's wait target to the leaf it awaits through a line of single children (a
+    /// `Barrier`'s wait through the `watch` it waits on): the innermost first, so an outer frame,
+    /// which says more, has the last word. Where the chain forks below, it stays on the frame.
+    fn lower_frame_waits(&mut self) {
+        self.frame_waits
+            .sort_unstable_by_key(|(line, _)| std::cmp::Reverse(*line));
+        for (line, wait) in std::mem::take(&mut self.frame_waits) {
+            let mut leaf = line;
+            for _ in 0..MAX_CHAIN_DEPTH {
+                match self.arena.nodes[leaf].children.as_slice() {
+                    [only] => leaf = *only,
+                    _ => break,
+                }
+            }
+            self.arena.nodes[leaf].waits_on = Some(wait);
+        }
     }
 
     fn kind(&self, i: usize) -> Option<&'a Kind> {
@@ -327,16 +350,37 @@ impl<'a> Merge<'a> {
                 self.arena.nodes[line].walked_within.extend(walked);
             }
         }
+        if let Some(target) = s.target.as_ref().filter(|_| self.reading.targets) {
+            let check = self.state_check(n);
+            let wait = self.wait_on(target, n.addr, check, None);
+            self.frame_waits.push((line, wait));
+        }
     }
 
     /// What leaf `n` waits for, unread, if the plan knows its type. A semaphore's is named by the
     /// frame that awaits it, `under` (`Mutex::acquire`: a `Mutex`).
     fn wait_target(&self, n: &WalkNode, under: Option<usize>) -> Option<WaitOn> {
         let target = self.plan.targets.get(&n.ty)?;
+        Some(self.wait_on(target, n.addr, Check::default(), under))
+    }
+
+    /// Target `target` of the future at `base`, unread, its parts checked by `check`.
+    fn wait_on(
+        &self,
+        target: &TargetPlan,
+        base: u64,
+        check: Check,
+        under: Option<usize>,
+    ) -> WaitOn {
         let kind = match target.kind {
             TargetKind::Sleep => WaitKind::Sleep,
             TargetKind::Io { write } => WaitKind::Io { write },
             TargetKind::Receive => WaitKind::Receive,
+            TargetKind::Notify => WaitKind::Notify,
+            TargetKind::Watch => WaitKind::Watch,
+            TargetKind::Broadcast => WaitKind::Broadcast,
+            TargetKind::Barrier => WaitKind::Barrier,
+            TargetKind::Accept => WaitKind::Accept,
             TargetKind::Permits => {
                 let above = under.map(|u| self.arena.nodes[u].info.name.as_str());
                 WaitKind::Permits {
@@ -349,37 +393,42 @@ impl<'a> Merge<'a> {
         let channel = matches!(&kind, WaitKind::Permits { lock } if &**lock == "channel");
         let parts = (target.parts.iter())
             .filter(|p| channel || &*p.name != "channel" || kind == WaitKind::Receive)
-            .map(|p| self.unread(p, n.addr, Check::default()))
+            .map(|p| self.unread(p, base, check))
             .collect();
-        Some(WaitOn {
+        WaitOn {
             kind,
             parts,
             holders: Vec::new(),
-        })
+        }
     }
 
     /// The wanted locals of a state machine in state `s`, unread, and with wait targets on every
     /// one that may hold a lock or a channel's end (read for the wait graph, then dropped if not
     /// wanted): each with where it is, and the state to find again after reading it.
     fn locals(&self, n: &WalkNode, s: &StateView) -> Vec<Local> {
+        let check = self.state_check(n);
+        (s.locals.iter())
+            .filter(|l| self.reading.locals.wants(&l.name) || self.may_hold(l))
+            .map(|l| self.unread(l, n.addr, check))
+            .collect()
+    }
+
+    /// How to find a state machine's state again after reading what it kept there.
+    fn state_check(&self, n: &WalkNode) -> Check {
         let discr = self
             .plan
             .walk
             .types
             .get(n.ty as usize)
             .and_then(|t| t.discr);
-        let check = match (discr, n.discr) {
+        match (discr, n.discr) {
             (Some(d), Some(expected)) => Check {
                 addr: n.addr.wrapping_add(u64::from(d.offset)),
                 size: d.size,
                 expected,
             },
             _ => Check::default(),
-        };
-        (s.locals.iter())
-            .filter(|l| self.reading.locals.wants(&l.name) || self.may_hold(l))
-            .map(|l| self.unread(l, n.addr, check))
-            .collect()
+        }
     }
 
     fn may_hold(&self, l: &LocalPlan) -> bool {

@@ -29,6 +29,7 @@ fn async_fn(name: &str, line: u32) -> Kind {
         info: Arc::new(info),
         done,
         locals: Arc::from([]),
+        target: None,
     };
     states.insert(3, view(suspended, false));
     states.insert(1, view(decoded(name), true));
@@ -380,4 +381,99 @@ fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() 
         }
     );
     assert_eq!(locals(&Wanted::All).len(), 2);
+}
+
+/// An async fn (see [`async_fn`]) whose suspend state plans a wait target of `kind`, one part at
+/// offset 8.
+fn async_fn_waiting(name: &str, line: u32, kind: crate::plan::values::TargetKind) -> Kind {
+    use crate::plan::values::{LocalPlan, TargetPlan};
+    let mut sm = async_fn(name, line);
+    if let Kind::Coroutine(states) = &mut sm {
+        let part = LocalPlan {
+            name: "part".into(),
+            offset: 8,
+            ty: 0,
+            acquired: None,
+        };
+        states.get_mut(&3).unwrap().target = Some(TargetPlan {
+            kind,
+            parts: Arc::from([part]),
+        });
+    }
+    sm
+}
+
+/// Each frame's wait kind, in pre-order, where it has one: (frame name, kind).
+fn wait_kinds(frames: &[FrameNode]) -> Vec<(String, crate::model::values::WaitKind)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<&FrameNode> = frames.iter().rev().collect();
+    while let Some(f) = stack.pop() {
+        if let Some(w) = &f.waits_on {
+            out.push((f.meta.name.to_string(), w.kind.clone()));
+        }
+        stack.extend(f.children.iter().rev());
+    }
+    out
+}
+
+#[test]
+fn a_frames_wait_target_goes_to_its_leaf_and_the_outermost_says_it() {
+    use crate::model::values::WaitKind;
+    use crate::plan::values::TargetKind;
+    let reading = Reading {
+        locals: Wanted::None,
+        targets: true,
+    };
+    let merge = |p: &Plan, walk: &[WalkNode]| {
+        let (frames, _) = p.merge(walk, &[], &mut Vec::new(), &TaskRefs::default(), &reading);
+        wait_kinds(&frames)
+    };
+    // A barrier's wait through a watch's change: the barrier's target reaches the leaf.
+    let p = plan(vec![
+        async_fn_waiting(
+            "tokio::sync::barrier::Barrier::wait_internal",
+            188,
+            TargetKind::Barrier,
+        ),
+        async_fn_waiting("tokio::sync::watch::changed_impl", 1017, TargetKind::Watch),
+        leaf("tokio::sync::notify::Notified"),
+    ]);
+    let walk = [
+        node(NO_PARENT, 0, Some(3)),
+        node(0, 1, Some(3)),
+        node(1, 2, None),
+    ];
+    assert_eq!(
+        merge(&p, &walk),
+        [("tokio::sync::notify::Notified".into(), WaitKind::Barrier)]
+    );
+    // The watch's alone.
+    let walk = [node(NO_PARENT, 1, Some(3)), node(0, 2, None)];
+    assert_eq!(
+        merge(&p, &walk),
+        [("tokio::sync::notify::Notified".into(), WaitKind::Watch)]
+    );
+    // Where the chain forks below it, the frame keeps its target.
+    let p = plan(vec![
+        async_fn_waiting("app::both", 3, TargetKind::Watch),
+        Kind::Tuple,
+        leaf("a"),
+        leaf("b"),
+    ]);
+    let walk = [
+        node(NO_PARENT, 0, Some(3)),
+        node(0, 1, None),
+        node(1, 2, None),
+        node(1, 3, None),
+    ];
+    assert_eq!(merge(&p, &walk), [("app::both".into(), WaitKind::Watch)]);
+    // Without targets asked for, none.
+    let (frames, _) = p.merge(
+        &walk,
+        &[],
+        &mut Vec::new(),
+        &TaskRefs::default(),
+        &Reading::default(),
+    );
+    assert!(wait_kinds(&frames).is_empty());
 }

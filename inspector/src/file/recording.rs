@@ -2,7 +2,8 @@
 //!
 //! The file is JSON lines. The first is the header: `{"format": "asyncdump-recording", "version": 1,
 //! "json_version": 3, "process": {…}, "started_unix_ms": …}`. Each later line is one update:
-//! `{"at_ms", "now_ns", "uptime_ns", "snapshot", "runtimes", "deadlocks", "decoding"?, "tasks", "gone"}`,
+//! `{"at_ms", "now_ns", "uptime_ns", "snapshot", "runtimes", "deadlocks", "waits"?, "decoding"?, "tasks",
+//! "gone"}` (`waits`: the wait graph's edges, where wait targets were read),
 //! where `tasks` holds only the tasks (as in the `--json` document) that are new or differ from the
 //! previous update once their ages have grown by the time between the two (`now_ns` is the agent's
 //! clock), `gone` the ids of tasks no longer there, and `decoding` appears when it changed. So a task
@@ -47,6 +48,8 @@ struct Record {
     snapshot: SnapshotInfo,
     runtimes: Vec<RuntimeView>,
     deadlocks: Vec<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    waits: Vec<crate::model::waits::WaitEdge>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     decoding: Option<DecodingInfo>,
     tasks: Vec<TaskView>,
@@ -113,6 +116,7 @@ impl Recorder {
             snapshot: dump.snapshot.clone(),
             runtimes: dump.runtimes.clone(),
             deadlocks: dump.deadlocks.clone(),
+            waits: dump.waits.clone(),
             decoding: (self.decoding.as_ref() != Some(&decoding)).then(|| dump.decoding.clone()),
             tasks,
             gone,
@@ -289,6 +293,7 @@ impl Replay {
             snapshot: r.snapshot.clone(),
             runtimes: r.runtimes.clone(),
             deadlocks: r.deadlocks.clone(),
+            waits: r.waits.clone(),
             decoding: self.decoding.clone(),
             tasks: self.tasks.clone(),
             ..Dump::default()
@@ -311,6 +316,15 @@ mod tests {
         let mut out = vec![Dump::build(&handshake(), &snap, 0)];
         snap.now_ns += 250_000_000;
         out.push(Dump::build(&handshake(), &snap, 0));
+        // The wait graph of the second: one task awaits another's JoinHandle.
+        out[1].waits = vec![crate::model::waits::WaitEdge {
+            from: snap.tasks[0].id,
+            to: snap.tasks[0].id + 1,
+            waits_in: Some("app::run".into()),
+            waits_at: None,
+            any_of: false,
+            on: crate::model::waits::WaitsFor::Join,
+        }];
         snap.now_ns += 250_000_000;
         snap.tasks[0].polls += 1;
         snap.tasks[0].last_poll_end_ns = Some(snap.now_ns - 1_000);

@@ -51,6 +51,21 @@ pub enum WaitKind {
     /// A tokio `mpsc` receive: part `channel`, as a bounded send's is (`addr`, `capacity` if bounded,
     /// `queued` messages, `senders` alive, `receiver_alive`).
     Receive,
+    /// A `Notify`'s `notified()`: part `notify` (`addr`, `state`: `empty`, `waiting` or
+    /// `notified`, `queued` waiters and this one's `position`, `notified`: this waiter was).
+    Notify,
+    /// A `watch` receiver's `changed()`: part `watch` (`addr`, `state`: the version shifted left
+    /// one, the low bit set once its senders are gone, `senders` alive, the version `seen`, as
+    /// `state` keeps it).
+    Watch,
+    /// A `broadcast` receive: part `broadcast` (`addr`, `next` position to read, `tail` position
+    /// next written, `mask`: the capacity less one, `closed`, `senders`, `receivers`).
+    Broadcast,
+    /// A `Barrier`'s `wait()`: part `barrier` (`addr`, `arrived`, `n` to arrive).
+    Barrier,
+    /// A listener's `accept()`: part `fd` and, where the process's `/proc` says, part `socket`
+    /// (`queued`: connections waiting to be accepted).
+    Accept,
 }
 
 impl WaitOn {

@@ -95,6 +95,11 @@ pub(crate) struct StateView {
     pub(crate) done: bool,
     /// For a suspend state, the locals that live across its await.
     pub(crate) locals: Arc<[values::LocalPlan]>,
+    /// For a suspend state of a library's async fn whose locals say what its leaf waits for (a
+    /// `watch`'s `changed`: the watch and the version seen), that target: the leaf's own, if any,
+    /// says less.
+    #[serde(default)]
+    pub(crate) target: Option<values::TargetPlan>,
 }
 
 /// A plan for one binary, and what its types mean. Serialized whole (at load bias 0) by the plan cache;

@@ -135,6 +135,22 @@ pub enum Shape {
         node: u32,
         prev: u32,
     },
+    /// tokio's `Notified`: the `Notify` its pointer at `ptr` leads to (its state word at `state`,
+    /// its wait list's `tail`), where this waiter's `node` is in that list (followed by `prev`, as
+    /// a semaphore's), and the waiter's own notification word, `notification` bytes into the value.
+    Notify {
+        ptr: u32,
+        state: u32,
+        tail: u32,
+        node: u32,
+        prev: u32,
+        notification: u32,
+    },
+    /// Chosen words of what the value's pointers lead to, each named (a `watch`'s version, a
+    /// `Barrier`'s count): what a wait target says in words, read without a rule per type.
+    Words {
+        words: Vec<Word>,
+    },
     /// A pointer at `ptr` to an I/O object whose file descriptor (an `i32`) is `fd` bytes in.
     Fd {
         ptr: u32,
@@ -166,6 +182,17 @@ pub enum Shape {
         layout: ChanLayout,
     },
     Opaque,
+}
+
+/// One word of a [`Shape::Words`]: from the value, the pointer `hops[0]` bytes in, then the pointer
+/// that many bytes into what each points at for each further hop; the word is `at` bytes into the
+/// last (into the value itself, with no hops). `size` 0 names the address there, not a word.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Word {
+    pub name: Arc<str>,
+    pub hops: Vec<u32>,
+    pub at: u32,
+    pub size: u8,
 }
 
 /// Where a tokio `mpsc` channel keeps what a wait on it is told by: its permit word (a bounded
@@ -209,6 +236,17 @@ pub enum TargetKind {
     Io { write: bool },
     /// A channel receive: part `channel` ([`Shape::Channel`]).
     Receive,
+    /// A `Notify`'s `notified()`: part `notify` ([`Shape::Notify`]).
+    Notify,
+    /// A `watch` receiver's `changed()`: part `watch` (words `addr`, `state`, `senders`, `seen`).
+    Watch,
+    /// A `broadcast` receive: part `broadcast` (words `addr`, `next`, `tail`, `mask`, `closed`,
+    /// `senders`, `receivers`).
+    Broadcast,
+    /// A `Barrier`'s `wait()`: part `barrier` (words `addr`, `arrived`, `n`).
+    Barrier,
+    /// A listener's `accept()`: part `fd`, as a read's.
+    Accept,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -421,7 +421,8 @@ impl AgentSession {
             );
             applied.bytes = self.client.last_reply_bytes;
             let mut dump = dump;
-            if let Some(plan) = self.decoder.as_ref().filter(|_| self.reading.targets) {
+            let reads = self.reading.targets || self.reading.locals.any();
+            if let Some(plan) = self.decoder.as_ref().filter(|_| reads) {
                 if self.reader.is_none() {
                     self.reader = self.client.reconnect().ok();
                 }
@@ -520,8 +521,18 @@ impl AgentSession {
 
 /// What `/proc` says of file descriptor `fd` of live process `pid`, as a wait target's `socket` part.
 pub(crate) fn socket_value(pid: u32, fd: i64) -> Option<crate::model::values::Value> {
+    use crate::attach::procfs::End;
     use crate::model::values::{Field, Value};
     let s = crate::attach::procfs::socket(pid, fd)?;
+    // A Unix socket's path is the target's text: a string value, escaped when shown.
+    let end = |e: End| match e {
+        End::Inet(a) => Value::SocketAddr(a.to_string()),
+        End::Unix(Some(path)) => Value::Str {
+            len: path.len() as u64,
+            text: path,
+        },
+        End::Unix(None) => Value::Unreadable,
+    };
     let field = |name: &str, value| Field {
         name: name.into(),
         value,
@@ -534,8 +545,8 @@ pub(crate) fn socket_value(pid: u32, fd: i64) -> Option<crate::model::values::Va
         type_name: "socket".into(),
         fields: vec![
             field("proto", text(s.proto)),
-            field("local", Value::SocketAddr(s.local.to_string())),
-            field("peer", Value::SocketAddr(s.peer.to_string())),
+            field("local", end(s.local)),
+            field("peer", end(s.peer)),
             field("to_send", Value::Uint(s.tx_queue)),
             field("to_read", Value::Uint(s.rx_queue)),
         ],

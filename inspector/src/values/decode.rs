@@ -9,7 +9,7 @@ use asyncdump_walker::memory::Memory;
 
 use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
 use crate::model::values::{Field, FloatBits, PointerKind, Value, Within};
-use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes};
+use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes, Word};
 
 /// Every run of bytes read so far (or `None` where its read failed), sorted by start.
 #[derive(Default)]
@@ -271,7 +271,32 @@ impl Decoder<'_> {
             }
             Shape::Socket { v6, ip, port } => socket(b, *v6, *ip, *port)?,
             Shape::Enum { .. } => self.variant(&t.shape, b, addr, depth)?,
+            Shape::Semaphore { .. }
+            | Shape::Notify { .. }
+            | Shape::Words { .. }
+            | Shape::Fd { .. }
+            | Shape::Guard { .. }
+            | Shape::Endpoint { .. }
+            | Shape::Channel { .. } => self.library(t, b, addr)?,
+            Shape::Struct { fields, tuple } => Value::Struct {
+                type_name: if *tuple {
+                    Arc::from("")
+                } else {
+                    t.name.clone()
+                },
+                fields: self.fields(fields, addr, depth),
+            },
+            Shape::Unit | Shape::Opaque => return None,
+        })
+    }
+
+    /// The value of one of the shapes the wait targets and the wait graph read (tokio's locks,
+    /// channels, descriptors), from its own bytes `b`.
+    fn library(&mut self, t: &ValueType, b: &[u8], addr: u64) -> Option<Value> {
+        Some(match &t.shape {
             Shape::Semaphore { .. } => self.semaphore(&t.shape, b, addr)?,
+            Shape::Notify { .. } => self.notify(&t.shape, b, addr)?,
+            Shape::Words { words } => self.words(&t.name, words, b)?,
             Shape::Fd { ptr, fd } => {
                 let at = word(b, *ptr)?.wrapping_add(u64::from(*fd));
                 match self.bytes.get(self.needs, at, 4) {
@@ -302,15 +327,7 @@ impl Decoder<'_> {
                 back,
                 layout,
             } => self.channel(b, hops, *data, *back, layout)?,
-            Shape::Struct { fields, tuple } => Value::Struct {
-                type_name: if *tuple {
-                    Arc::from("")
-                } else {
-                    t.name.clone()
-                },
-                fields: self.fields(fields, addr, depth),
-            },
-            Shape::Unit | Shape::Opaque => return None,
+            _ => return None,
         })
     }
 
@@ -361,34 +378,138 @@ impl Decoder<'_> {
             Ok(w) => word(w, 0)?,
             Err(later) => return Some(pending(later)),
         };
-        let list = (sem.wrapping_add(u64::from(tail)), prev);
-        let queue = self.queues.lists.entry(list).or_default();
-        match (queue.done, queue.failed) {
-            (false, _) => {
-                self.queues.asked += 1;
-                return Some(Value::Cut);
-            }
-            (true, true) => return None,
-            (true, false) => {}
-        }
-        let me = addr.wrapping_add(u64::from(node));
-        let position = queue.position(me);
-        let field = |name: &'static str, value| Field {
-            name: named(name),
-            value,
-        };
         let mut fields = vec![
             field("addr", Value::Address(sem)),
             field("available", Value::Uint(p >> 1)),
             field("closed", Value::Bool(p & 1 == 1)),
-            field("queued", Value::Uint(queue.nodes.len() as u64)),
-            field("more", Value::Bool(queue.more)),
         ];
-        if let Some(pos) = position {
-            fields.push(field("position", Value::Uint(pos as u64 + 1)));
+        let me = addr.wrapping_add(u64::from(node));
+        if let Err(pending) =
+            self.place_in_list(sem.wrapping_add(u64::from(tail)), prev, me, &mut fields)
+        {
+            return pending;
         }
         Some(Value::Struct {
             type_name: named("Semaphore"),
+            fields,
+        })
+    }
+
+    /// A `Notified`'s `Notify`: its state (`empty`, `waiting`, `notified`), its wait list as a
+    /// semaphore's, and whether this waiter was notified (and not polled since).
+    fn notify(&mut self, shape: &Shape, b: &[u8], addr: u64) -> Option<Value> {
+        let Shape::Notify {
+            ptr,
+            state,
+            tail,
+            node,
+            prev,
+            notification,
+        } = *shape
+        else {
+            return None;
+        };
+        let notify = word(b, ptr)?;
+        let word_at = notify.wrapping_add(u64::from(state));
+        let s = match self.bytes.get(self.needs, word_at, 8) {
+            Ok(w) => word(w, 0)?,
+            Err(later) => return Some(pending(later)),
+        };
+        let state = match s & 3 {
+            0 => "empty",
+            1 => "waiting",
+            2 => "notified",
+            _ => return None,
+        };
+        let mut fields = vec![
+            field("addr", Value::Address(notify)),
+            field("state", text(state)),
+            field("notified", Value::Bool(word(b, notification)? != 0)),
+        ];
+        let me = addr.wrapping_add(u64::from(node));
+        if let Err(pending) =
+            self.place_in_list(notify.wrapping_add(u64::from(tail)), prev, me, &mut fields)
+        {
+            return pending;
+        }
+        Some(Value::Struct {
+            type_name: named("Notify"),
+            fields,
+        })
+    }
+
+    /// A tokio wait list's length (at most [`MAX_QUEUE`] counted) and where `me` is in it, counted
+    /// from the tail, which tokio serves first, as fields. The list is followed once per dump,
+    /// however many wait in it: until it is, `Err` holds what the value stands as meanwhile.
+    fn place_in_list(
+        &mut self,
+        tail: u64,
+        prev: u32,
+        me: u64,
+        fields: &mut Vec<Field>,
+    ) -> Result<(), Option<Value>> {
+        let queue = self.queues.lists.entry((tail, prev)).or_default();
+        match (queue.done, queue.failed) {
+            (false, _) => {
+                self.queues.asked += 1;
+                return Err(Some(Value::Cut));
+            }
+            (true, true) => return Err(None),
+            (true, false) => {}
+        }
+        let position = queue.position(me);
+        fields.push(field("queued", Value::Uint(queue.nodes.len() as u64)));
+        fields.push(field("more", Value::Bool(queue.more)));
+        if let Some(pos) = position {
+            fields.push(field("position", Value::Uint(pos as u64 + 1)));
+        }
+        Ok(())
+    }
+
+    /// Chosen words through pointers (see [`Shape::Words`]), as a structure of unsigned integers
+    /// (and addresses, for a word of size 0), named `name`.
+    fn words(&mut self, name: &Arc<str>, words: &[Word], b: &[u8]) -> Option<Value> {
+        let mut fields = Vec::with_capacity(words.len());
+        for w in words {
+            let mut p = None;
+            for &hop in &w.hops {
+                let next = match p {
+                    None => word(b, hop)?,
+                    Some(at) => {
+                        match self
+                            .bytes
+                            .get(self.needs, u64::wrapping_add(at, u64::from(hop)), 8)
+                        {
+                            Ok(bytes) => word(bytes, 0)?,
+                            Err(later) => return Some(pending(later)),
+                        }
+                    }
+                };
+                p = Some(next);
+            }
+            let value = match (p, w.size) {
+                (Some(p), 0) => Value::Address(p.checked_add(u64::from(w.at))?),
+                (None, 0) => return None,
+                (None, size) => Value::Uint(uint(b, w.at, size)?),
+                (Some(p), size @ (1 | 2 | 4 | 8)) => {
+                    match self.bytes.get(
+                        self.needs,
+                        p.checked_add(u64::from(w.at))?,
+                        u32::from(size),
+                    ) {
+                        Ok(bytes) => Value::Uint(uint(bytes, 0, size)?),
+                        Err(later) => return Some(pending(later)),
+                    }
+                }
+                (Some(_), _) => return None,
+            };
+            fields.push(Field {
+                name: w.name.clone(),
+                value,
+            });
+        }
+        Some(Value::Struct {
+            type_name: name.clone(),
             fields,
         })
     }
@@ -424,10 +545,6 @@ impl Decoder<'_> {
             Err(later) => return Some(pending(later)),
         };
         let permits = word(c, layout.permits)?;
-        let field = |name: &'static str, value| Field {
-            name: named(name),
-            value,
-        };
         let mut fields = vec![field("addr", Value::Address(chan))];
         match layout.bound {
             Some(at) => {
@@ -643,4 +760,20 @@ fn socket(b: &[u8], v6: bool, ip: u32, port: u32) -> Option<Value> {
         format!("{}:{port}", Ipv4Addr::from(o))
     };
     Some(Value::SocketAddr(text))
+}
+
+/// A field named by one of the few names the decoder gives.
+fn field(name: &'static str, value: Value) -> Field {
+    Field {
+        name: named(name),
+        value,
+    }
+}
+
+/// A short text the decoder chose (a state's name): never from the target.
+fn text(t: &'static str) -> Value {
+    Value::Str {
+        text: t.into(),
+        len: t.len() as u64,
+    }
 }

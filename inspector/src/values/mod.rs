@@ -17,7 +17,7 @@ mod tests;
 use asyncdump_walker::bytes::uint;
 use asyncdump_walker::memory::Memory;
 
-use crate::model::values::{Check, Local, Value, WaitKind};
+use crate::model::values::{Check, Local, Value, WaitKind, WaitOn};
 use crate::model::{Dump, FastMap, FrameNode};
 use crate::plan::values::ValueTypes;
 
@@ -111,17 +111,13 @@ pub fn read_locals(
     }
 }
 
-/// Adds to each I/O wait whose descriptor was read what `socket_of` says of it, as a part
+/// Adds to each I/O wait (and each accept) whose descriptor was read what `socket_of` says of it, as a part
 /// `socket` (for a live process: its `/proc`; a core has none).
 pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
-    let io = |n: &FrameNode| {
-        (n.waits_on.as_ref()).is_some_and(|w| matches!(w.kind, WaitKind::Io { .. }))
-    };
+    let on_fd = |w: &WaitOn| matches!(w.kind, WaitKind::Io { .. } | WaitKind::Accept);
+    let io = |n: &FrameNode| n.waits_on.as_ref().is_some_and(on_fd);
     each_frame(dump, io, &mut |n| {
-        if let Some(w) = n
-            .waits_on
-            .as_mut()
-            .filter(|w| matches!(w.kind, WaitKind::Io { .. }))
+        if let Some(w) = n.waits_on.as_mut().filter(|w| on_fd(w))
             && let Some(&Value::Int(fd)) = w.part("fd")
             && let Some(value) = socket_of(fd)
         {

@@ -485,3 +485,110 @@ fn a_channel_whose_parts_lie_past_any_real_channel_is_unreadable_not_read() {
     assert_eq!(dump.tasks[0].frames[0].locals[0].value, Value::Unreadable);
     assert!(read.bytes < 4096, "{} bytes asked for", read.bytes);
 }
+
+/// A `Notified` at 0x2000 (its `Notify` pointer at 0, its waiter node at 8, the waiter's
+/// notification word at 24), its `Notify` at 0x5000 (state at 0, the wait list's tail at 8), each
+/// waiter's `prev` at 0 of it: type number 6.
+fn notify_types() -> ValueTypes {
+    let mut t = types();
+    let shape = Shape::Notify {
+        ptr: 0,
+        state: 0,
+        tail: 8,
+        node: 8,
+        prev: 0,
+        notification: 24,
+    };
+    t.types.push(ty("Notify", 32, shape));
+    t
+}
+
+#[test]
+fn a_notify_waiter_knows_its_place_and_whether_it_was_notified() {
+    // Waiting (state 1, two `notify_waiters` calls above it), 2 in the list, this one first:
+    // the tail is its node, whose `prev` is the other.
+    let mem = memory(&[
+        (0x2000, words(&[0x5000, 0x7000, 0, 0])),
+        (0x5000, words(&[(2 << 2) | 1, 0x2008])),
+        (0x7000, words(&[0])),
+    ]);
+    let f = fields(&read_with(&notify_types(), &mem, 6, 0x2000));
+    assert!(f.contains(&("addr".into(), Value::Address(0x5000))));
+    let waiting = Value::Str {
+        text: "waiting".into(),
+        len: 7,
+    };
+    assert!(f.contains(&("state".into(), waiting)));
+    assert!(f.contains(&("notified".into(), Value::Bool(false))));
+    assert!(f.contains(&("queued".into(), Value::Uint(2))));
+    assert!(f.contains(&("position".into(), Value::Uint(1))));
+    // Notified (by `notify_one`) and out of the list: no place in it.
+    let mem = memory(&[
+        (0x2000, words(&[0x5000, 0, 0, 1])),
+        (0x5000, words(&[0, 0])),
+    ]);
+    let f = fields(&read_with(&notify_types(), &mem, 6, 0x2000));
+    assert!(f.contains(&("notified".into(), Value::Bool(true))));
+    assert!(f.contains(&("queued".into(), Value::Uint(0))));
+    assert!(!f.iter().any(|(n, _)| n == "position"));
+    // A state no `Notify` has is no value.
+    let mem = memory(&[
+        (0x2000, words(&[0x5000, 0, 0, 0])),
+        (0x5000, words(&[3, 0])),
+    ]);
+    assert_eq!(
+        read_with(&notify_types(), &mem, 6, 0x2000),
+        Value::Unreadable
+    );
+}
+
+/// Words through pointers: type number 6, over a value at 0x2000 whose pointer at 8 leads to a
+/// block whose pointer at 16 leads to another.
+fn words_types() -> ValueTypes {
+    use crate::plan::values::Word;
+    let w = |name: &str, hops: Vec<u32>, at, size| Word {
+        name: name.into(),
+        hops,
+        at,
+        size,
+    };
+    let mut t = types();
+    let shape = Shape::Words {
+        words: vec![
+            w("own", vec![], 0, 4),
+            w("addr", vec![8], 0, 0),
+            w("near", vec![8], 8, 8),
+            w("far", vec![8, 16], 4, 1),
+        ],
+    };
+    t.types.push(ty("watch", 16, shape));
+    t
+}
+
+#[test]
+fn chosen_words_are_read_through_their_pointers() {
+    let mem = memory(&[
+        (0x2000, words(&[7, 0x5000])),
+        (0x5000, words(&[0, 42, 0x6000])),
+        (0x6000, vec![0, 0, 0, 0, 9, 0, 0, 0]),
+    ]);
+    let f = fields(&read_with(&words_types(), &mem, 6, 0x2000));
+    assert_eq!(
+        f,
+        [
+            ("own".into(), Value::Uint(7)),
+            ("addr".into(), Value::Address(0x5000)),
+            ("near".into(), Value::Uint(42)),
+            ("far".into(), Value::Uint(9)),
+        ]
+    );
+    // A pointer on the way that leads nowhere: the whole value is unreadable, not half of it.
+    let mem = memory(&[
+        (0x2000, words(&[7, 0x5000])),
+        (0x5000, words(&[0, 42, 0x9000])),
+    ]);
+    assert_eq!(
+        read_with(&words_types(), &mem, 6, 0x2000),
+        Value::Unreadable
+    );
+}

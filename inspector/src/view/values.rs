@@ -44,6 +44,11 @@ pub fn wait_text(w: &WaitOn) -> Option<String> {
         WaitKind::Permits { lock } => permits(lock, w),
         WaitKind::Io { write } => io(*write, w),
         WaitKind::Receive => receive(w),
+        WaitKind::Notify => notify(w),
+        WaitKind::Watch => watch(w),
+        WaitKind::Broadcast => broadcast(w),
+        WaitKind::Barrier => barrier(w),
+        WaitKind::Accept => accept(w),
     }
 }
 
@@ -112,19 +117,47 @@ fn io(write: bool, w: &WaitOn) -> Option<String> {
     let mut out = format!("{} fd {fd}", if write { "writing" } else { "reading" });
     if let Some(socket) = w.part("socket") {
         let get = |name: &str| socket.field(name);
-        if let (
-            Some(Value::Str { text: proto, .. }),
-            Some(Value::SocketAddr(local)),
-            Some(Value::SocketAddr(peer)),
-        ) = (get("proto"), get("local"), get("peer"))
+        if let (Some(Value::Str { text: proto, .. }), Some(local), Some(peer)) =
+            (get("proto"), get("local"), get("peer"))
         {
-            let _ = write!(out, ", {proto} {local} → {peer}");
+            let _ = write!(out, ", {proto} {} → {}", endpoint(local), endpoint(peer));
         }
         if let Some(Value::Uint(q)) = get(if write { "to_send" } else { "to_read" }) {
             let _ = write!(out, ", {q} bytes queued");
         }
     }
     Some(out)
+}
+
+/// `accepting on fd 7, tcp 127.0.0.1:8080, 2 connections waiting`.
+fn accept(w: &WaitOn) -> Option<String> {
+    let Some(Value::Int(fd)) = w.part("fd") else {
+        return None;
+    };
+    let mut out = format!("accepting on fd {fd}");
+    if let Some(socket) = w.part("socket") {
+        if let (Some(Value::Str { text: proto, .. }), Some(local)) =
+            (socket.field("proto"), socket.field("local"))
+        {
+            let _ = write!(out, ", {proto} {}", endpoint(local));
+        }
+        if let Some(Value::Uint(q)) = socket.field("to_read") {
+            let s = if *q == 1 { "" } else { "s" };
+            let _ = write!(out, ", {q} connection{s} waiting");
+        }
+    }
+    Some(out)
+}
+
+/// A socket's end: an internet address, or a Unix socket's path (escaped: it is the target's), or
+/// `(unnamed)`.
+fn endpoint(v: &Value) -> String {
+    match v {
+        Value::SocketAddr(a) => a.clone(),
+        Value::Str { text, .. } if text.is_empty() => "(unnamed)".into(),
+        Value::Str { text, .. } => bounded(format!("{text:?}")),
+        _ => "?".into(),
+    }
 }
 
 fn deadline(v: &Value) -> Option<String> {
@@ -201,7 +234,20 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
             }
         }
     }
-    let more = matches!(get("more"), Some(Value::Bool(true)));
+    place_in_queue(&mut out, semaphore);
+    if matches!(get("closed"), Some(Value::Bool(true))) {
+        out.push_str(", closed");
+    }
+    Some(out)
+}
+
+/// `, this task 2nd of 3 waiting`: from a wait list's `queued`, `more` and `position` fields.
+fn place_in_queue(out: &mut String, list: &Value) {
+    let uint = |name: &str| match list.field(name) {
+        Some(Value::Uint(u)) => Some(*u),
+        _ => None,
+    };
+    let more = matches!(list.field("more"), Some(Value::Bool(true)));
     let queued = uint("queued").unwrap_or(0);
     let of = format!("{queued}{}", if more { "+" } else { "" });
     let _ = match uint("position") {
@@ -209,10 +255,93 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
         None if more => write!(out, ", {of} waiting, this task after the first {queued}"),
         None => write!(out, ", {of} waiting, this task not among them yet"),
     };
-    if matches!(get("closed"), Some(Value::Bool(true))) {
-        out.push_str(", closed");
+}
+
+/// `Notify @ 0x…: not notified, this task 1st of 1 waiting`.
+fn notify(w: &WaitOn) -> Option<String> {
+    let n = w.part("notify")?;
+    let Some(Value::Address(addr)) = n.field("addr") else {
+        return None;
+    };
+    let mut out = format!("Notify @ {addr:#x}: ");
+    if let Some(Value::Bool(true)) = n.field("notified") {
+        out.push_str("notified, not yet polled");
+        return Some(out);
     }
+    out.push_str("not notified");
+    place_in_queue(&mut out, n);
     Some(out)
+}
+
+/// The unsigned word `name` of part `part`.
+fn word(w: &WaitOn, part: &str, name: &str) -> Option<u64> {
+    match w.part(part)?.field(name)? {
+        Value::Uint(u) => Some(*u),
+        Value::Address(a) => Some(*a),
+        _ => None,
+    }
+}
+
+/// `watch @ 0x…: version 3 seen, unchanged since, 1 sender alive`; a change not yet seen; closed.
+fn watch(w: &WaitOn) -> Option<String> {
+    let get = |name| word(w, "watch", name);
+    let (addr, state, seen) = (get("addr")?, get("state")?, get("seen")?);
+    // The version steps by 2 in the word, whose low bit says the senders are gone.
+    let (now, seen) = (state >> 1, seen >> 1);
+    let mut out = format!("watch @ {addr:#x}: ");
+    let _ = match (state & 1 == 1, now == seen) {
+        (true, _) => write!(out, "closed, its senders are gone"),
+        (false, true) => {
+            let senders = get("senders").unwrap_or(0);
+            let s = if senders == 1 { "" } else { "s" };
+            write!(
+                out,
+                "version {seen} seen, unchanged since, {senders} sender{s} alive"
+            )
+        }
+        (false, false) => write!(
+            out,
+            "changed to version {now} (seen {seen}), not yet polled"
+        ),
+    };
+    Some(out)
+}
+
+/// `receiving from broadcast @ 0x…: lagged, 5 sent since its last read, capacity 2 (3 missed)`.
+fn broadcast(w: &WaitOn) -> Option<String> {
+    let get = |name| word(w, "broadcast", name);
+    let (addr, next, tail, mask) = (get("addr")?, get("next")?, get("tail")?, get("mask")?);
+    let capacity = mask.checked_add(1)?;
+    let behind = tail.checked_sub(next)?;
+    let mut out = format!("receiving from broadcast @ {addr:#x}: ");
+    if get("closed")? != 0 {
+        out.push_str("closed, its senders are gone");
+        return Some(out);
+    }
+    let _ = match behind {
+        0 => write!(out, "nothing new"),
+        n if n > capacity => write!(
+            out,
+            "lagged, {n} sent since its last read, capacity {capacity} ({} missed)",
+            n - capacity
+        ),
+        n => write!(out, "{n} unread, not yet polled"),
+    };
+    let (senders, receivers) = (get("senders").unwrap_or(0), get("receivers").unwrap_or(0));
+    let s = if senders == 1 { "" } else { "s" };
+    let r = if receivers == 1 { "" } else { "s" };
+    let _ = write!(out, ", {senders} sender{s} alive, {receivers} receiver{r}");
+    Some(out)
+}
+
+/// `Barrier @ 0x…: 1 of 3 arrived, waiting for 2 more`.
+fn barrier(w: &WaitOn) -> Option<String> {
+    let get = |name| word(w, "barrier", name);
+    let (addr, arrived, n) = (get("addr")?, get("arrived")?, get("n")?);
+    Some(format!(
+        "Barrier @ {addr:#x}: {arrived} of {n} arrived, waiting for {} more",
+        n.saturating_sub(arrived)
+    ))
 }
 
 /// `task 9 (`guard` in app::transfer, acquired at app.rs:29)`.
@@ -716,5 +845,171 @@ mod tests {
             wait_text(&read).unwrap(),
             "reading fd 12, tcp 127.0.0.1:43210 → 127.0.0.1:5432, 0 bytes queued"
         );
+    }
+
+    /// A wait of `kind` whose one part `name` is a structure of these unsigned words.
+    fn words_wait(kind: WaitKind, name: &str, words: &[(&str, u64)]) -> WaitOn {
+        let fields = (words.iter())
+            .map(|&(n, v)| Field {
+                name: n.into(),
+                value: if n == "addr" {
+                    Value::Address(v)
+                } else {
+                    Value::Uint(v)
+                },
+            })
+            .collect();
+        let value = Value::Struct {
+            type_name: name.into(),
+            fields,
+        };
+        WaitOn {
+            kind,
+            parts: vec![part(name, value)],
+            holders: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_watch_says_the_version_seen_and_whether_it_moved_on() {
+        let watch = |state, seen| {
+            let words = [
+                ("addr", 0x30),
+                ("state", state),
+                ("senders", 2),
+                ("seen", seen),
+            ];
+            wait_text(&words_wait(WaitKind::Watch, "watch", &words)).unwrap()
+        };
+        // Versions step by 2 in the word; the low bit is "closed".
+        assert_eq!(
+            watch(6, 6),
+            "watch @ 0x30: version 3 seen, unchanged since, 2 senders alive"
+        );
+        assert_eq!(
+            watch(8, 6),
+            "watch @ 0x30: changed to version 4 (seen 3), not yet polled"
+        );
+        assert_eq!(watch(7, 6), "watch @ 0x30: closed, its senders are gone");
+    }
+
+    #[test]
+    fn a_broadcast_receive_says_how_far_behind_it_is() {
+        let recv = |next, tail, closed| {
+            let words = [
+                ("addr", 0x40),
+                ("next", next),
+                ("tail", tail),
+                ("receivers", 1),
+                ("closed", closed),
+                ("mask", 3),
+                ("senders", 1),
+            ];
+            wait_text(&words_wait(WaitKind::Broadcast, "broadcast", &words)).unwrap()
+        };
+        let at = "receiving from broadcast @ 0x40: ";
+        let ends = ", 1 sender alive, 1 receiver";
+        assert_eq!(recv(5, 5, 0), format!("{at}nothing new{ends}"));
+        assert_eq!(recv(5, 7, 0), format!("{at}2 unread, not yet polled{ends}"));
+        assert_eq!(
+            recv(5, 15, 0),
+            format!("{at}lagged, 10 sent since its last read, capacity 4 (6 missed){ends}")
+        );
+        assert_eq!(recv(5, 5, 1), format!("{at}closed, its senders are gone"));
+        // A position past the tail is a torn read: no sentence, not a huge lag.
+        let torn = [
+            ("addr", 0x40),
+            ("next", 9),
+            ("tail", 5),
+            ("closed", 0),
+            ("mask", 3),
+        ];
+        assert_eq!(
+            wait_text(&words_wait(WaitKind::Broadcast, "broadcast", &torn)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_barrier_says_how_many_arrived() {
+        let words = [("addr", 0x50), ("arrived", 1), ("n", 3)];
+        assert_eq!(
+            wait_text(&words_wait(WaitKind::Barrier, "barrier", &words)).unwrap(),
+            "Barrier @ 0x50: 1 of 3 arrived, waiting for 2 more"
+        );
+    }
+
+    #[test]
+    fn a_notify_says_whether_it_was_notified_and_the_waiters_place() {
+        let notify = |notified| {
+            let f = |name: &str, value| Field {
+                name: name.into(),
+                value,
+            };
+            let value = Value::Struct {
+                type_name: "Notify".into(),
+                fields: vec![
+                    f("addr", Value::Address(0x60)),
+                    f("notified", Value::Bool(notified)),
+                    f("queued", Value::Uint(3)),
+                    f("more", Value::Bool(false)),
+                    f("position", Value::Uint(2)),
+                ],
+            };
+            let w = WaitOn {
+                kind: WaitKind::Notify,
+                parts: vec![part("notify", value)],
+                holders: Vec::new(),
+            };
+            wait_text(&w).unwrap()
+        };
+        assert_eq!(
+            notify(false),
+            "Notify @ 0x60: not notified, this task 2nd of 3 waiting"
+        );
+        assert_eq!(notify(true), "Notify @ 0x60: notified, not yet polled");
+    }
+
+    #[test]
+    fn an_accept_and_a_unix_socket_name_their_ends_escaped() {
+        let f = |name: &str, value| Field {
+            name: name.into(),
+            value,
+        };
+        let text = |t: &str| Value::Str {
+            text: t.into(),
+            len: t.len() as u64,
+        };
+        let socket = |local, peer, queued| Value::Struct {
+            type_name: "socket".into(),
+            fields: vec![
+                f("proto", text("unix")),
+                f("local", local),
+                f("peer", peer),
+                f("to_send", Value::Uint(0)),
+                f("to_read", Value::Uint(queued)),
+            ],
+        };
+        let wait = |kind, socket| WaitOn {
+            kind,
+            parts: vec![part("fd", Value::Int(9)), part("socket", socket)],
+            holders: Vec::new(),
+        };
+        let listening = socket(text("/run/app.sock"), text(""), 2);
+        assert_eq!(
+            wait_text(&wait(WaitKind::Accept, listening)).unwrap(),
+            "accepting on fd 9, unix \"/run/app.sock\", 2 connections waiting"
+        );
+        // A path with a line break in it (the target's) cannot end the line.
+        let hostile = socket(text(""), text("/tmp/a\nb"), 0);
+        let read = wait_text(&wait(WaitKind::Io { write: false }, hostile)).unwrap();
+        assert_eq!(
+            read,
+            "reading fd 9, unix (unnamed) → \"/tmp/a\\nb\", 0 bytes queued"
+        );
+        // A peer the kernel did not say.
+        let unknown = socket(text(""), Value::Unreadable, 0);
+        let read = wait_text(&wait(WaitKind::Io { write: false }, unknown)).unwrap();
+        assert_eq!(read, "reading fd 9, unix (unnamed) → ?, 0 bytes queued");
     }
 }

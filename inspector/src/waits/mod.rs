@@ -193,7 +193,13 @@ fn waited(n: &FrameNode) -> Option<(Role, u64, Option<u64>)> {
             };
             Some((Role::Sender, address(c)?, senders))
         }
-        WaitKind::Sleep | WaitKind::Io { .. } => None,
+        WaitKind::Sleep
+        | WaitKind::Io { .. }
+        | WaitKind::Notify
+        | WaitKind::Watch
+        | WaitKind::Broadcast
+        | WaitKind::Barrier
+        | WaitKind::Accept => None,
     }
 }
 

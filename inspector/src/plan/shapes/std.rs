@@ -212,7 +212,19 @@ impl Builder<'_> {
                 true => self.locals(m, s),
                 false => Arc::from([]),
             };
-            states.insert(s.discr, StateView { info, done, locals });
+            let target = match s.name.starts_with("Suspend") {
+                true => self.frame_target(m, &name, s),
+                false => None,
+            };
+            states.insert(
+                s.discr,
+                StateView {
+                    info,
+                    done,
+                    locals,
+                    target,
+                },
+            );
             if let Some(a) = &s.awaitee {
                 let mut edges = vec![inline(a.offset, self.ty(a.type_die))];
                 for &(offset, die) in &s.senders {

@@ -2,7 +2,7 @@
 
 use crate::dwarf::synthetic::Types;
 use crate::plan::builder::Builder;
-use crate::plan::values::{ChanLayout, Shape, TargetKind};
+use crate::plan::values::{ChanLayout, Shape, TargetKind, TargetPlan, Word};
 
 #[test]
 fn a_sleep_waits_for_its_deadline() {
@@ -74,6 +74,11 @@ fn a_semaphore_acquire_waits_for_permits_in_the_semaphores_queue() {
 
 #[test]
 fn a_leaf_no_rule_knows_has_no_target() {
+    let mut t = Types::new();
+    let s = t.structure("tokio::sync::task::Unknown", 8);
+    let debug = t.build();
+    assert!(Builder::new(&debug).target(s).is_none());
+    // One a rule takes by name but whose fields it does not find declines too.
     let mut t = Types::new();
     let s = t.structure("tokio::sync::notify::Notified", 8);
     let debug = t.build();
@@ -198,4 +203,251 @@ fn a_semaphore_acquire_also_reads_the_channel_around_it_where_the_binary_has_bou
         layout: CHANNEL,
     };
     assert_eq!(b.values.types[channel.ty as usize].shape, want);
+}
+
+/// A tokio wait-list waiter: its links (`prev` 8 bytes into them) at `links`, and a `notification`
+/// word at 32.
+fn waiter(t: &mut Types, name: &str, links: u64) -> u64 {
+    let (usize_, raw) = (t.base("usize", 8), t.pointer("*const u8", 0));
+    let inner = t.structure("tokio::util::linked_list::PointersInner<Waiter>", 16);
+    t.member(inner, "next", 0, raw)
+        .member(inner, "prev", 8, raw);
+    let pointers = t.structure("tokio::util::linked_list::Pointers<Waiter>", 16);
+    t.member(pointers, "inner", 0, inner);
+    let waiter = t.structure(name, 40);
+    t.member(waiter, "pointers", links, pointers)
+        .member(waiter, "notification", 32, usize_);
+    waiter
+}
+
+#[test]
+fn a_notified_waits_in_its_notifys_list_for_a_notification() {
+    let mut t = Types::new();
+    let usize_ = t.base("usize", 8);
+    let raw = t.pointer("*const u8", usize_);
+    let list = t.structure("tokio::util::linked_list::LinkedList<Waiter>", 16);
+    t.member(list, "head", 0, raw).member(list, "tail", 8, raw);
+    let notify = t.structure("tokio::sync::notify::Notify", 40);
+    t.member(notify, "state", 0, usize_)
+        .member(notify, "waiters", 16, list);
+    let to_notify = t.pointer("&tokio::sync::notify::Notify", notify);
+    let waiter = waiter(&mut t, "tokio::sync::notify::Waiter", 0);
+    let notified = t.structure("tokio::sync::notify::Notified", 64);
+    t.member(notified, "notify", 0, to_notify)
+        .member(notified, "waiter", 16, waiter);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(notified).expect("a target");
+    assert_eq!(target.kind, TargetKind::Notify);
+    let want = Shape::Notify {
+        ptr: 0,
+        state: 0,
+        tail: 24,
+        node: 16,
+        prev: 8,
+        notification: 48,
+    };
+    assert_eq!(b.values.types[target.parts[0].ty as usize].shape, want);
+}
+
+fn word(name: &str, hops: &[u32], at: u32, size: u8) -> Word {
+    Word {
+        name: name.into(),
+        hops: hops.to_vec(),
+        at,
+        size,
+    }
+}
+
+fn words_of(b: &Builder<'_>, target: &TargetPlan) -> Vec<Word> {
+    match part_shape(b, target) {
+        Shape::Words { words } => words,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn part_shape(b: &Builder<'_>, target: &TargetPlan) -> Shape {
+    b.values.types[target.parts[0].ty as usize].shape.clone()
+}
+
+#[test]
+fn a_broadcast_receive_inside_coop_reads_its_position_and_the_channels_tail() {
+    let mut t = Types::new();
+    let (u64_, bool_) = (t.base("u64", 8), t.base("bool", 1));
+    let tail = t.structure("tokio::sync::broadcast::Tail", 48);
+    t.member(tail, "pos", 0, u64_)
+        .member(tail, "rx_cnt", 8, u64_)
+        .member(tail, "closed", 16, bool_);
+    let cell = t.structure("core::cell::UnsafeCell<Tail>", 48);
+    t.member(cell, "value", 0, tail);
+    let mutex = t.structure("std::sync::poison::mutex::Mutex<Tail>", 56);
+    t.member(mutex, "data", 8, cell);
+    let shared = t.structure("tokio::sync::broadcast::Shared<u64>", 96);
+    t.member(shared, "mask", 16, u64_)
+        .member(shared, "tail", 24, mutex)
+        .member(shared, "num_tx", 80, u64_);
+    let arc = super::value_tests::arc(&mut t, "Shared<u64>", shared, 96);
+    let receiver = t.structure("tokio::sync::broadcast::Receiver<u64>", 16);
+    t.member(receiver, "shared", 0, arc)
+        .member(receiver, "next", 8, u64_);
+    let to_receiver = t.pointer("&mut tokio::sync::broadcast::Receiver<u64>", receiver);
+    let recv = t.structure("tokio::sync::broadcast::Recv<u64>", 48);
+    t.member(recv, "receiver", 0, to_receiver);
+    let coop = t.structure(
+        "tokio::task::coop::Coop<tokio::sync::broadcast::Recv<u64>>",
+        56,
+    );
+    t.member(coop, "fut", 8, recv);
+    t.type_param(coop, "F", recv);
+    let debug = t.build();
+    let mut b = Builder::new(&debug);
+    let target = b.target(coop).expect("a target, through the wrapper");
+    assert_eq!(target.kind, TargetKind::Broadcast);
+    assert_eq!(
+        target.parts[0].offset, 8,
+        "the receive is 8 bytes into Coop"
+    );
+    let data = 16 + 24 + 8;
+    assert_eq!(
+        words_of(&b, &target),
+        [
+            word("addr", &[0, 0], 16, 0),
+            word("next", &[0], 8, 8),
+            word("tail", &[0, 0], data, 8),
+            word("receivers", &[0, 0], data + 8, 8),
+            word("closed", &[0, 0], data + 16, 1),
+            word("mask", &[0, 0], 16 + 16, 8),
+            word("senders", &[0, 0], 16 + 80, 8),
+        ]
+    );
+}
+
+/// Suspend state 0 of a state machine `name` whose locals are `locals` (name, offset, type), and
+/// what a frame rule plans for it.
+fn frame_target(
+    mut t: Types,
+    name: &str,
+    locals: &[(&str, u64, u64)],
+) -> (Option<TargetPlan>, Option<Shape>) {
+    let leaf = t.structure("tokio::sync::notify::Notified", 64);
+    let sm = t.state_machine(
+        &format!("{name}::{{async_fn_env#0}}"),
+        256,
+        250,
+        &[(10, 128, leaf)],
+    );
+    let s = t.suspend_state(sm, 0);
+    for &(local, at, ty) in locals {
+        t.member(s, local, at, ty);
+    }
+    let debug = t.build();
+    let machine = debug.machine(sm).expect("a state machine");
+    let suspend = (machine.states.iter())
+        .find(|s| s.name == "Suspend0")
+        .expect("a suspend state");
+    let mut b = Builder::new(&debug);
+    let target = b.frame_target(&machine, name, suspend);
+    let shape = target.as_ref().map(|t| part_shape(&b, t));
+    (target, shape)
+}
+
+#[test]
+fn a_watch_change_reads_the_version_seen_and_the_watchs_state() {
+    let mut t = Types::new();
+    let usize_ = t.base("usize", 8);
+    let shared = t.structure("tokio::sync::watch::Shared<u32>", 200);
+    t.member(shared, "state", 40, usize_)
+        .member(shared, "ref_count_rx", 48, usize_)
+        .member(shared, "ref_count_tx", 56, usize_);
+    let to_shared = t.pointer("&tokio::sync::watch::Shared<u32>", shared);
+    let version = t.structure("tokio::sync::watch::state::Version", 8);
+    let to_version = t.pointer("&mut tokio::sync::watch::state::Version", version);
+    let locals = [("version", 16, to_version), ("shared", 24, to_shared)];
+    let (target, shape) = frame_target(t, "tokio::sync::watch::changed_impl<u32>", &locals);
+    let target = target.expect("a target");
+    assert_eq!(target.kind, TargetKind::Watch);
+    assert_eq!(target.parts[0].offset, 16, "from the first local it reads");
+    assert_eq!(
+        shape.expect("a shape"),
+        Shape::Words {
+            words: vec![
+                word("addr", &[8], 0, 0),
+                word("state", &[8], 40, 8),
+                word("senders", &[8], 56, 8),
+                word("seen", &[0], 0, 8),
+            ]
+        }
+    );
+    // A state that does not keep both locals has no target: nothing is guessed.
+    let mut t = Types::new();
+    let usize_ = t.base("usize", 8);
+    let (target, _) = frame_target(
+        t,
+        "tokio::sync::watch::changed_impl<u32>",
+        &[("version", 16, usize_)],
+    );
+    assert!(target.is_none());
+}
+
+#[test]
+fn a_barrier_wait_reads_how_many_arrived_of_how_many() {
+    let mut t = Types::new();
+    let usize_ = t.base("usize", 8);
+    let state = t.structure("tokio::sync::barrier::BarrierState", 24);
+    t.member(state, "arrived", 8, usize_)
+        .member(state, "generation", 16, usize_);
+    let mutex = t.structure("tokio::loom::std::mutex::Mutex<BarrierState>", 32);
+    t.member(mutex, "data", 8, state);
+    let barrier = t.structure("tokio::sync::barrier::Barrier", 64);
+    t.member(barrier, "state", 0, mutex)
+        .member(barrier, "n", 56, usize_);
+    let to_barrier = t.pointer("&tokio::sync::barrier::Barrier", barrier);
+    let (target, shape) = frame_target(
+        t,
+        "tokio::sync::barrier::Barrier::wait_internal",
+        &[("self", 32, to_barrier)],
+    );
+    let target = target.expect("a target");
+    assert_eq!(
+        (target.kind, target.parts[0].offset),
+        (TargetKind::Barrier, 32)
+    );
+    assert_eq!(
+        shape.expect("a shape"),
+        Shape::Words {
+            words: vec![
+                word("addr", &[0], 0, 0),
+                word("arrived", &[0], 16, 8),
+                word("n", &[0], 56, 8),
+            ]
+        }
+    );
+}
+
+#[test]
+fn an_accept_waits_on_its_listeners_descriptor() {
+    let mut t = Types::new();
+    let i32_ = t.base("i32", 4);
+    let owned = t.structure("std::os::fd::owned::OwnedFd", 4);
+    t.member(owned, "fd", 0, i32_);
+    let evented = t.structure(
+        "tokio::io::poll_evented::PollEvented<mio::net::TcpListener>",
+        24,
+    );
+    t.member(evented, "io", 16, owned);
+    let listener = t.structure("tokio::net::tcp::listener::TcpListener", 24);
+    t.member(listener, "io", 0, evented);
+    let to_listener = t.pointer("&tokio::net::tcp::listener::TcpListener", listener);
+    let (target, shape) = frame_target(
+        t,
+        "tokio::net::tcp::listener::TcpListener::accept",
+        &[("self", 40, to_listener)],
+    );
+    let target = target.expect("a target");
+    assert_eq!(
+        (target.kind, target.parts[0].offset),
+        (TargetKind::Accept, 40)
+    );
+    assert_eq!(&*target.parts[0].name, "fd");
+    assert_eq!(shape, Some(Shape::Fd { ptr: 0, fd: 16 }));
 }

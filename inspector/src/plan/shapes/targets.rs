@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::dwarf::{State, StateMachine};
 use crate::plan::builder::Builder;
-use crate::plan::values::{ChanLayout, LocalPlan, Shape, TargetKind, TargetPlan, ValueType};
+use crate::plan::values::{ChanLayout, LocalPlan, Shape, TargetKind, TargetPlan, ValueType, Word};
 
 struct TargetRule {
     name: &'static str,
@@ -15,7 +16,29 @@ struct TargetRule {
     plan: fn(&mut Builder<'_>, u64) -> Option<TargetPlan>,
 }
 
-const RULES: &[&TargetRule] = &[&SLEEP, &SEMAPHORE_ACQUIRE, &IO, &RECEIVE];
+const RULES: &[&TargetRule] = &[
+    &SLEEP,
+    &SEMAPHORE_ACQUIRE,
+    &IO,
+    &RECEIVE,
+    &NOTIFIED,
+    &BROADCAST_RECV,
+];
+
+/// A library's async fn whose locals say what the leaf below it waits for, better than the leaf
+/// can (a `watch`'s `changed` awaits a bare `Notified`): the target is planned per suspend state,
+/// from the locals that state keeps, and given to the leaf of that await.
+struct FrameRule {
+    name: &'static str,
+    /// The fn's path, without generics (`tokio::sync::watch::changed_impl`).
+    matches: fn(&str) -> bool,
+    plan: fn(&mut Builder<'_>, &[StateLocal]) -> Option<TargetPlan>,
+}
+
+/// A local a suspend state keeps: (name, offset within the state machine, type DIE).
+type StateLocal = (String, u64, u64);
+
+const FRAME_RULES: &[&FrameRule] = &[&WATCH_CHANGED, &BARRIER_WAIT, &ACCEPT];
 
 /// `tokio::time::Sleep`: its deadline, an instant a few fields in.
 const SLEEP: TargetRule = TargetRule {
@@ -139,6 +162,183 @@ const RECEIVE: TargetRule = TargetRule {
     },
 };
 
+/// tokio's `Notified` (`Notify::notified()`): the `Notify`'s state and wait list, where this
+/// waiter is in it, and whether it was notified.
+const NOTIFIED: TargetRule = TargetRule {
+    name: "tokio Notified",
+    matches: |n| n == "tokio::sync::notify::Notified",
+    plan: |b, die| {
+        let (ptr, notify) = b.pointer_to(die, "notify")?;
+        let (node, waiter) = b.member(die, &["waiter"])?;
+        let waiter = b.strip(waiter);
+        let shape = Shape::Notify {
+            ptr: u32::try_from(ptr).ok()?,
+            state: u32::try_from(b.member(notify, &["state"])?.0).ok()?,
+            tail: u32::try_from(b.find_member(notify, "tail", 6)?).ok()?,
+            node: u32::try_from(node).ok()?,
+            prev: u32::try_from(b.find_member(waiter, "prev", 4)?).ok()?,
+            notification: u32::try_from(node + b.member(waiter, &["notification"])?.0).ok()?,
+        };
+        let size = ptr.max(node + b.member(waiter, &["notification"])?.0) as u32 + 8;
+        let part = synthetic_part(b, "notify", size, shape);
+        Some(TargetPlan {
+            kind: TargetKind::Notify,
+            parts: Arc::from([part]),
+        })
+    },
+};
+
+/// tokio's `broadcast` `Recv`: the next position this receiver reads and the channel's tail, whose
+/// difference past the capacity is how far it lagged; senders and receivers alive.
+const BROADCAST_RECV: TargetRule = TargetRule {
+    name: "tokio broadcast Recv",
+    matches: |n| n.starts_with("tokio::sync::broadcast::Recv<"),
+    plan: |b, die| {
+        let (ptr, receiver) = b.pointer_to(die, "receiver")?;
+        let (next, _) = b.member(receiver, &["next"])?;
+        let (arc_at, arc) = b.member(receiver, &["shared"])?;
+        let ((arc_ptr, data), shared) = b.arc_data(arc)?;
+        let (tail, lock) = b.member(shared, &["tail"])?;
+        let in_tail = |b: &Builder<'_>, name| Some(data + tail + b.find_member(lock, name, 6)?);
+        let ptr = u32::try_from(ptr).ok()?;
+        let hops = vec![ptr, u32::try_from(arc_at + arc_ptr).ok()?];
+        let words = vec![
+            word("addr", hops.clone(), data, 0)?,
+            word("next", vec![ptr], next, 8)?,
+            word("tail", hops.clone(), in_tail(b, "pos")?, 8)?,
+            word("receivers", hops.clone(), in_tail(b, "rx_cnt")?, 8)?,
+            word("closed", hops.clone(), in_tail(b, "closed")?, 1)?,
+            word(
+                "mask",
+                hops.clone(),
+                data + b.member(shared, &["mask"])?.0,
+                8,
+            )?,
+            word("senders", hops, data + b.member(shared, &["num_tx"])?.0, 8)?,
+        ];
+        let part = synthetic_part(b, "broadcast", ptr + 8, Shape::Words { words });
+        Some(TargetPlan {
+            kind: TargetKind::Broadcast,
+            parts: Arc::from([part]),
+        })
+    },
+};
+
+/// tokio's `watch::Receiver::changed` (and so a `Barrier`'s wait, below it): the watch's state
+/// word (its version, and whether its senders are gone), its senders, and the version seen.
+const WATCH_CHANGED: FrameRule = FrameRule {
+    name: "tokio watch changed",
+    matches: |n| n == "tokio::sync::watch::changed_impl",
+    plan: |b, locals| {
+        let [(shared_at, shared), (seen_at, _)] = by_name(locals, ["shared", "version"])?;
+        let shared = b.pointee(shared)?;
+        let base = shared_at.min(seen_at);
+        let (ptr, seen) = (hop(shared_at - base)?, hop(seen_at - base)?);
+        let words = vec![
+            word("addr", vec![ptr], 0, 0)?,
+            word("state", vec![ptr], b.member(shared, &["state"])?.0, 8)?,
+            word(
+                "senders",
+                vec![ptr],
+                b.member(shared, &["ref_count_tx"])?.0,
+                8,
+            )?,
+            word("seen", vec![seen], 0, 8)?,
+        ];
+        frame_part(
+            b,
+            "watch",
+            base,
+            ptr.max(seen) + 8,
+            words,
+            TargetKind::Watch,
+        )
+    },
+};
+
+/// tokio's `Barrier::wait`: how many of how many arrived.
+const BARRIER_WAIT: FrameRule = FrameRule {
+    name: "tokio Barrier wait",
+    matches: |n| n == "tokio::sync::barrier::Barrier::wait_internal",
+    plan: |b, locals| {
+        let [(at, barrier)] = by_name(locals, ["self"])?;
+        let barrier = b.pointee(barrier)?;
+        let words = vec![
+            word("addr", vec![0], 0, 0)?,
+            word("arrived", vec![0], b.find_member(barrier, "arrived", 6)?, 8)?,
+            word("n", vec![0], b.member(barrier, &["n"])?.0, 8)?,
+        ];
+        frame_part(b, "barrier", at, 8, words, TargetKind::Barrier)
+    },
+};
+
+/// tokio's `TcpListener::accept` and `UnixListener::accept`: the listener's file descriptor.
+const ACCEPT: FrameRule = FrameRule {
+    name: "tokio listener accept",
+    matches: |n| {
+        n == "tokio::net::tcp::listener::TcpListener::accept"
+            || n == "tokio::net::unix::listener::UnixListener::accept"
+    },
+    plan: |b, locals| {
+        let [(at, listener)] = by_name(locals, ["self"])?;
+        let fd = b.find_member(b.pointee(listener)?, "fd", 12)?;
+        let shape = Shape::Fd {
+            ptr: 0,
+            fd: u32::try_from(fd).ok()?,
+        };
+        let ty = b.synthetic_value("fd", 8, shape);
+        Some(TargetPlan {
+            kind: TargetKind::Accept,
+            parts: Arc::from([LocalPlan {
+                name: "fd".into(),
+                offset: u32::try_from(at).ok()?,
+                ty,
+                acquired: None,
+            }]),
+        })
+    },
+};
+
+/// The locals named `names`, in that order: (offset, type DIE) each; `None` unless all are kept.
+fn by_name<const N: usize>(locals: &[StateLocal], names: [&str; N]) -> Option<[(u64, u64); N]> {
+    let mut found = [(0, 0); N];
+    for (slot, name) in found.iter_mut().zip(names) {
+        let (_, at, die) = locals.iter().find(|l| l.0 == name)?;
+        *slot = (*at, *die);
+    }
+    Some(found)
+}
+
+fn hop(offset: u64) -> Option<u32> {
+    u32::try_from(offset).ok()
+}
+
+fn word(name: &str, hops: Vec<u32>, at: u64, size: u8) -> Option<Word> {
+    Some(Word {
+        name: name.into(),
+        hops,
+        at: u32::try_from(at).ok()?,
+        size,
+    })
+}
+
+/// A frame rule's one part, `base` bytes into the state machine, `size` bytes long.
+fn frame_part(
+    b: &mut Builder<'_>,
+    name: &str,
+    base: u64,
+    size: u32,
+    words: Vec<Word>,
+    kind: TargetKind,
+) -> Option<TargetPlan> {
+    let mut part = synthetic_part(b, name, size, Shape::Words { words });
+    part.offset = u32::try_from(base).ok()?;
+    Some(TargetPlan {
+        kind,
+        parts: Arc::from([part]),
+    })
+}
+
 /// A part at the leaf's start, of a value type of the plan's making.
 fn synthetic_part(b: &mut Builder<'_>, name: &str, size: u32, shape: Shape) -> LocalPlan {
     let ty = b.synthetic_value(name, size, shape);
@@ -181,12 +381,63 @@ fn part(b: &mut Builder<'_>, name: &str, at: u64, ty: u64) -> Option<LocalPlan> 
 
 impl Builder<'_> {
     /// What a leaf future of type `die` waits for, if a rule knows its type.
+    /// A wrapper a leaf is named through (`Coop<Recv<T>>`: `Recv<T>`) is looked through too.
     pub(in crate::plan) fn target(&mut self, die: u64) -> Option<TargetPlan> {
-        let name = self.debug.qualified_name(die);
-        let rule = RULES.iter().find(|r| (r.matches)(&name))?;
-        let plan = (rule.plan)(self, die)?;
-        self.values.decided_by.insert(die, rule.name);
+        let (mut at, mut inner) = (0, die);
+        for _ in 0..8 {
+            let name = self.debug.qualified_name(inner);
+            if let Some(rule) = RULES.iter().find(|r| (r.matches)(&name)) {
+                let mut plan = (rule.plan)(self, inner)?;
+                if at > 0 {
+                    let shifted = plan.parts.iter().map(|p| {
+                        let offset = p.offset.checked_add(u32::try_from(at).ok()?)?;
+                        Some(LocalPlan {
+                            offset,
+                            ..p.clone()
+                        })
+                    });
+                    plan.parts = shifted.collect::<Option<Arc<[_]>>>()?;
+                }
+                self.values.decided_by.insert(die, rule.name);
+                return Some(plan);
+            }
+            let next = self.wrapped(inner)?;
+            at += self.members(inner).first()?.1;
+            inner = next;
+        }
+        None
+    }
+
+    /// What the leaf of suspend state `s` of state machine `name` waits for, where a frame rule
+    /// knows the fn and finds the locals it reads.
+    pub(in crate::plan) fn frame_target(
+        &mut self,
+        m: &StateMachine,
+        name: &str,
+        s: &State,
+    ) -> Option<TargetPlan> {
+        let path = name.split('<').next().unwrap_or(name);
+        let rule = FRAME_RULES.iter().find(|r| (r.matches)(path))?;
+        let plan = (rule.plan)(self, &s.locals)?;
+        self.values.decided_by.insert(m.die, rule.name);
         Some(plan)
+    }
+
+    /// What a pointer type `die` points at.
+    fn pointee(&self, die: u64) -> Option<u64> {
+        let node = self.debug.node(self.strip(die))?;
+        (node.tag == gimli::constants::DW_TAG_pointer_type)
+            .then_some(node.type_ref)
+            .flatten()
+            .map(|t| self.strip(t))
+    }
+
+    /// Where an `Arc<T>` (type `arc`) keeps its pointer, and where in what it points at its value
+    /// is, with the value's type: ((pointer's offset, value's offset), value type).
+    fn arc_data(&mut self, arc: u64) -> Option<((u64, u64), u64)> {
+        let (ptr, shared) = self.pointer_to(self.strip(arc), "ptr")?;
+        let (data, ty) = self.member(shared, &["data"])?;
+        Some(((ptr, data), self.strip(ty)))
     }
 
     /// Where a tokio `mpsc` channel of type `chan` keeps its parts, and where its semaphore (what a
