@@ -8,6 +8,9 @@ dump without (`--no-targets`), side by side in one run (release builds), at 10,0
     (the common case: few locals, most of them opaque);
   - `waiters --tasks 10000 --agent`, for the targets: every task's leaf is decoded (5,000 queue for
     one held `Mutex`, 5,000 sleep), the worst case for the leaves;
+  - `many_tasks --plain --tasks 10000`, for the targets too: leaves with no target to decode (a
+    `oneshot` receive each), what targets cost a dump where there is little to say;
+  - `demo_service`: the demo's mix (a lock, a channel, sleeps, a socket, ...), a few tasks;
   - `lock_cycle --pairs 5000 --agent`, for the wait graph: every task holds a `MutexGuard` (read
     to find holders) and waits for the other of its pair's, 5,000 deadlocks, the worst case for
     holders.
@@ -77,6 +80,12 @@ bench("10,000 tasks, two frames and one receiver each (`many_tasks --plain --tas
       ["many_tasks", "--plain", "--tasks", "10000"])
 bench("10,000 tasks each at a decoded wait target (`waiters --tasks 10000 --agent`)",
       ["waiters", "--tasks", "10000", "--agent"], base=("--no-targets",), more=(),
+      header="`--no-targets` ms | `dump` ms")
+bench("10,000 tasks at leaves with nothing to decode (`many_tasks --plain --tasks 10000`)",
+      ["many_tasks", "--plain", "--tasks", "10000"], base=("--no-targets",), more=(),
+      header="`--no-targets` ms | `dump` ms")
+bench("The demo's mix of waits (`demo_service`)",
+      ["demo_service"], base=("--no-targets",), more=(),
       header="`--no-targets` ms | `dump` ms")
 bench("10,000 tasks each holding a lock and waiting for another (`lock_cycle --pairs 5000 --agent`)",
       ["lock_cycle", "--pairs", "5000", "--agent"], base=("--no-targets",), more=(),

@@ -282,3 +282,67 @@ fn channel_waits_read_the_same_through_the_agent() {
     assert_channel_waits(&text);
     assert_oneshot_cycle(&text);
 }
+
+/// The `statics` fixture's two wait lines (addresses as `0x…`), in task order.
+fn static_wait_lines(text: &str) -> Vec<String> {
+    (text.lines())
+        .filter_map(|l| l.trim_start().strip_prefix("↳ "))
+        .map(|l| {
+            let (head, rest) = l.split_once(" @ 0x").expect(l);
+            let rest = rest.trim_start_matches(|c: char| c.is_ascii_hexdigit());
+            format!("{head} @ 0x…{rest}")
+        })
+        .collect()
+}
+
+const HELD_BY_STATICS: [&str; 2] = [
+    "Mutex @ 0x…: locked, held by static statics::PARKED, this task 1st of 1 waiting",
+    "receiving from channel @ 0x…: empty, 1 sender alive: static statics::FEED",
+];
+
+#[test]
+fn a_lock_or_a_channel_end_parked_in_a_static_is_held_by_that_static() {
+    for args in [&[][..], &["--agent"][..]] {
+        let fx = Fixture::start("statics", args);
+        let text = dump_until(fx.pid, &[], |t| t.matches("↳ ").count() == 2);
+        assert_eq!(
+            static_wait_lines(&text),
+            HELD_BY_STATICS,
+            "{args:?}\n{text}"
+        );
+        // No task holds them: no edge, no deadlock.
+        assert!(!text.contains("DEADLOCK"), "{text}");
+        if args.is_empty() {
+            let dir = tempdir();
+            let core = gcore(fx.pid, dir.as_path());
+            let text = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
+            assert_eq!(static_wait_lines(&text), HELD_BY_STATICS, "core\n{text}");
+        }
+    }
+    // JSON names the static and what it holds.
+    let fx = Fixture::start("statics", &[]);
+    dump_until(fx.pid, &[], |t| t.matches("↳ ").count() == 2);
+    let doc = dump_json(fx.pid, &[]);
+    let mut found = Vec::new();
+    fn walk(frames: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        for f in frames.as_array().unwrap() {
+            for s in f["waits_on"]["statics"].as_array().into_iter().flatten() {
+                let text = |k: &str| s[k].as_str().unwrap_or("").to_owned();
+                out.push((text("static"), text("lock")));
+            }
+            walk(&f["children"], out);
+        }
+    }
+    for t in doc["tasks"].as_array().unwrap() {
+        walk(&t["frames"], &mut found);
+    }
+    let want = [
+        ("statics::PARKED".to_owned(), "Mutex".to_owned()),
+        ("statics::FEED".to_owned(), "channel sender".to_owned()),
+    ];
+    assert_eq!(found, want, "{doc}");
+    assert!(
+        doc["waits"].as_array().is_none_or(|w| w.is_empty()),
+        "{doc}"
+    );
+}

@@ -179,6 +179,7 @@ impl Dump {
             }),
             deadlocks: find_cycles(&tasks),
             waits: Vec::new(),
+            statics: Vec::new(),
             decoding,
             tasks,
             index: index.into(),

@@ -399,6 +399,7 @@ impl<'a> Merge<'a> {
             kind,
             parts,
             holders: Vec::new(),
+            statics: Vec::new(),
         }
     }
 

@@ -320,6 +320,17 @@ impl Debug {
         out
     }
 
+    /// The statics whose type's name `wanted` takes: (qualified name, address in the file, type DIE).
+    pub(crate) fn statics_where(&self, wanted: impl Fn(&str) -> bool) -> Vec<(String, u64, u64)> {
+        (self.nodes.iter().enumerate())
+            .filter(|(_, n)| n.tag == constants::DW_TAG_variable)
+            .filter_map(|(i, n)| {
+                let (addr, ty) = (n.addr?, n.type_ref?);
+                wanted(&self.qualified_name(ty)).then(|| (qualified(&self.nodes, i), addr, ty))
+            })
+            .collect()
+    }
+
     /// The address (in the file) of a static with this qualified name.
     pub(crate) fn static_addr(&self, qualified_name: &str) -> Option<u64> {
         let last = qualified_name.rsplit("::").next()?;

@@ -47,6 +47,10 @@ pub struct Dump {
     /// lock whom holds. Empty without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<waits::WaitEdge>,
+    /// The program's statics that may hold a lock guard or a channel's end, read with the wait
+    /// targets to name such holders (see `Plan::statics`); not written.
+    #[serde(skip)]
+    pub statics: Vec<values::Local>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,

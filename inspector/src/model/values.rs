@@ -31,10 +31,13 @@ pub struct Local {
 pub struct WaitOn {
     pub kind: WaitKind,
     pub parts: Vec<Local>,
-    /// For a lock: the tasks' frames found holding it. None found while it is taken: it is held
-    /// where asyncdump does not look (a thread's stack, a `static`, a value on the heap).
+    /// For a lock: the tasks' frames found holding it. None found while it is taken, and no static
+    /// either: it is held where asyncdump does not look (a thread's stack, a value on the heap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<super::waits::Holder>,
+    /// The program's statics found holding it: holders that are no task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statics: Vec<super::waits::StaticHolder>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -46,6 +46,17 @@ pub struct Holder {
     pub held: Held,
 }
 
+/// A holder that is no task: a `static` of the program keeps the guard or the channel's end (in an
+/// `Option`, behind a `std` lock, ...). No edge leads to it: nothing the dump shows can let it go.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StaticHolder {
+    /// The static's path (`app::PARKED`).
+    #[serde(rename = "static")]
+    pub name: Arc<str>,
+    #[serde(flatten)]
+    pub held: Held,
+}
+
 /// One edge of the wait graph: task `from` cannot go on until task `to` does something.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitEdge {

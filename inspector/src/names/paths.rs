@@ -6,6 +6,10 @@
 //! that no dependency's file reads like one of the program's own, and [`short_path`] shortens both
 //! alike for text. The program's own files stay relative to where it was built (`src/main.rs`).
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 /// A source path as people read it: a file of a crate from cargo's registry from the crate's directory
 /// on (from the checkout's, for a git dependency) (`tokio-1.54.1/src/sync/mpsc/bounded.rs`), one of the standard library's from
 /// the library's (`std/src/thread/mod.rs`, not `/rustc/<commit>/library/std/…`). Any other path, the
@@ -15,14 +19,16 @@ pub fn short_path(file: &str) -> &str {
     if !file.starts_with('/') {
         return file;
     }
-    if let Some(i) = file.find("/registry/src/") {
+    static REGISTRY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/registry/src/"));
+    static CHECKOUTS: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/git/checkouts/"));
+    if let Some(i) = REGISTRY.find(file.as_bytes()) {
         // The index's directory comes next, then the crate's.
-        let rest = &file[i + "/registry/src/".len()..];
+        let rest = &file[i + REGISTRY.needle().len()..];
         return rest.find('/').map_or(rest, |j| &rest[j + 1..]);
     }
-    if let Some(i) = file.find("/git/checkouts/") {
+    if let Some(i) = CHECKOUTS.find(file.as_bytes()) {
         // `<repository>-<hash>/<revision>/…`: the repository names it.
-        return &file[i + "/git/checkouts/".len()..];
+        return &file[i + CHECKOUTS.needle().len()..];
     }
     if let Some(rest) = file.strip_prefix("/rustc/")
         && let Some(i) = rest.find("/library/")

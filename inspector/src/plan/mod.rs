@@ -136,6 +136,9 @@ pub struct Plan {
     pub values: values::ValueTypes,
     /// What each leaf future waits for, by plan type, where its type is known.
     pub targets: FastMap<u32, values::TargetPlan>,
+    /// The statics that may hold a lock guard or a channel's end.
+    #[serde(default)]
+    pub statics: Vec<values::StaticPlan>,
 }
 
 impl Plan {
@@ -168,6 +171,11 @@ impl Plan {
             Some(Err(why)) => (None, FastMap::default(), Some(why)),
             None => (None, FastMap::default(), None),
         };
+        let statics = b.holding_statics();
+        let values = values::ValueTypes::new(b.values.types);
+        let statics = (statics.into_iter())
+            .filter(|s| values.may_hold(s.ty))
+            .collect();
         Plan {
             walk: WalkPlan {
                 types: b.types,
@@ -188,8 +196,9 @@ impl Plan {
                 .collect(),
             runtime_note,
             task_types,
-            values: values::ValueTypes::new(b.values.types),
+            values,
             targets: b.values.targets,
+            statics,
         }
     }
 
@@ -235,6 +244,7 @@ impl Plan {
         self.owned_vtable.iter_mut().for_each(moved);
         self.tokio_vtable.iter_mut().for_each(moved);
         self.waker_vtables.iter_mut().for_each(|(a, _)| moved(a));
+        self.statics.iter_mut().for_each(|s| moved(&mut s.addr));
     }
 
     /// The clone function of the waker vtable at `vtable`, if the binary has one there.

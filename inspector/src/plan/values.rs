@@ -39,6 +39,15 @@ pub struct LocalPlan {
     pub acquired: Option<Loc>,
 }
 
+/// A `static` of the program whose type may hold a lock guard or a channel's end: read with the
+/// wait targets, so that a lock parked in one is named by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticPlan {
+    pub name: Arc<str>,
+    pub addr: u64,
+    pub ty: u32,
+}
+
 /// Every value type of a plan.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ValueTypes {

@@ -98,8 +98,12 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         decoding,
         &mut ChainCache::one_off().reading(options.reading.clone()),
     );
+    let plan = &planned.decoder;
+    if options.reading.targets {
+        crate::values::add_statics(&mut dump, &plan.statics, &plan.values);
+    }
     // A core keeps no clock: instants show without an age.
-    crate::values::read_locals(&mut dump, &planned.decoder.values, &core, None);
+    crate::values::read_locals(&mut dump, &plan.values, &core, None);
     if options.reading.targets {
         crate::waits::resolve(&mut dump, &options.reading);
     }

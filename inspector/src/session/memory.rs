@@ -110,6 +110,9 @@ impl MemorySession {
             &mut self.chains,
         );
         let now = Some(dump.snapshot.now_ns);
+        if self.reading.targets {
+            crate::values::add_statics(&mut dump, &self.decoder.statics, &self.decoder.values);
+        }
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
         let pid = self.reader.pid();
         crate::values::describe_fds(&mut dump, &|fd| super::socket_value(pid, fd));

@@ -270,6 +270,9 @@ fn read_values(
 ) -> bool {
     let pid = dump.process.pid;
     let now = Some(dump.snapshot.now_ns);
+    if reading.targets {
+        crate::values::add_statics(dump, &plan.statics, &plan.values);
+    }
     let through_agent = match client {
         Some(client) => {
             let mem = crate::attach::memory::AgentMemory::new(client, pid);

@@ -19,7 +19,7 @@ use asyncdump_walker::memory::Memory;
 
 use crate::model::values::{Check, Local, Value, WaitKind, WaitOn};
 use crate::model::{Dump, FastMap, FrameNode};
-use crate::plan::values::ValueTypes;
+use crate::plan::values::{StaticPlan, ValueTypes};
 
 /// Most bytes of text shown per string.
 pub const MAX_TEXT: usize = 256;
@@ -162,7 +162,8 @@ fn changed_frames(mem: &dyn Memory, roots: &[(u32, u64, Check)]) -> FastMap<Chec
         .collect()
 }
 
-/// Calls `f` on every local (and wait target's part) of every frame of every task, in one fixed order.
+/// Calls `f` on every local (and wait target's part) of every frame of every task, then on the
+/// statics read with them, in one fixed order.
 fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
     let has = |n: &FrameNode| !n.locals.is_empty() || n.waits_on.is_some();
     each_frame(dump, has, &mut |n| {
@@ -171,6 +172,26 @@ fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
             w.parts.iter_mut().for_each(&mut *f);
         }
     });
+    dump.statics.iter_mut().for_each(f);
+}
+
+/// Gives `dump` the plan's statics that may hold a lock guard or a channel's end, unread, for
+/// [`read_locals`] to read with the frames' locals: where a task waits for what no task holds, the
+/// wait graph looks among them.
+pub fn add_statics(dump: &mut Dump, statics: &[StaticPlan], types: &ValueTypes) {
+    dump.statics = (statics.iter())
+        .map(|s| Local {
+            name: s.name.clone(),
+            type_name: (types.get(s.ty)).map_or_else(|| "".into(), |t| t.name.clone()),
+            // A static stays where it is: nothing to check it against.
+            value: Value::Unread {
+                shape: s.ty,
+                addr: s.addr,
+                check: Check::default(),
+            },
+            acquired: None,
+        })
+        .collect();
 }
 
 /// Calls `f` on every frame, in pre-order, of the tasks where a frame `has` what is looked for; the

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::model::Loc;
 use crate::model::values::{Field, Local, PointerKind, Value, WaitKind, WaitOn};
-use crate::model::waits::{Held, Holder};
+use crate::model::waits::{Held, Holder, StaticHolder};
 
 /// Longest value shown on a line; the rest is cut with `…`.
 pub const MAX_LINE: usize = 200;
@@ -73,27 +73,45 @@ fn receive(w: &WaitOn) -> Option<String> {
     let senders = uint("senders").unwrap_or(0);
     let s = if senders == 1 { "" } else { "s" };
     let _ = write!(out, ", {senders} sender{s} alive");
-    ends_held(&mut out, &w.holders, senders);
+    ends_held(&mut out, &w.holders, &w.statics, senders);
     Some(out)
 }
 
-/// `: task 4 (…); task 5 (…)`, and how many of `alive` no task's frame holds.
-fn ends_held(out: &mut String, holders: &[Holder], alive: u64) {
+/// `: task 4 (…); task 5 (…); static app::TX`, and how many of `alive` neither a task's frame nor
+/// a static holds.
+fn ends_held(out: &mut String, holders: &[Holder], statics: &[StaticHolder], alive: u64) {
     for (i, h) in holders.iter().enumerate() {
         out.push_str(if i == 0 { ": " } else { "; " });
         holder_into(out, h);
     }
-    let outside = alive.saturating_sub(holders.len() as u64);
-    if outside > 0 && !holders.is_empty() {
+    if !statics.is_empty() && holders.is_empty() {
+        out.push_str(": ");
+    }
+    statics_into(out, statics, !holders.is_empty());
+    let found = holders.len() + statics.len();
+    let outside = alive.saturating_sub(found as u64);
+    if outside > 0 && found > 0 {
         let _ = write!(out, "; {outside} outside the tasks");
     } else if outside > 0 {
         out.push_str(", held outside the tasks");
     }
 }
 
+/// `static app::PARKED`, each after `; ` when `after` something: holders that are the program's
+/// statics.
+fn statics_into(out: &mut String, statics: &[StaticHolder], after: bool) {
+    for (i, s) in statics.iter().enumerate() {
+        if after || i > 0 {
+            out.push_str("; ");
+        }
+        // A name from the binary's DWARF: a line break in it must not end the line.
+        let _ = write!(out, "static {}", super::no_breaks(&s.name));
+    }
+}
+
 /// A bounded channel's send: `channel @ 0x…: full, 4 of 4 queued, receiver alive: task 3 (`rx` in
 /// app::drain)`.
-fn send(out: &mut String, c: &Value, holders: &[Holder]) {
+fn send(out: &mut String, c: &Value, w: &WaitOn) {
     let uint = |name: &str| match c.field(name) {
         Some(Value::Uint(u)) => Some(*u),
         _ => None,
@@ -104,7 +122,7 @@ fn send(out: &mut String, c: &Value, holders: &[Holder]) {
     }
     if let Some(Value::Bool(true)) = c.field("receiver_alive") {
         out.push_str(", receiver alive");
-        ends_held(out, holders, 1);
+        ends_held(out, &w.holders, &w.statics, 1);
     }
 }
 
@@ -210,7 +228,7 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
     }
     let _ = match (lock, free, channel) {
         (_, _, Some(c)) => {
-            send(&mut out, c, &w.holders);
+            send(&mut out, c, w);
             Ok(())
         }
         ("Mutex", 0, _) => write!(out, "locked"),
@@ -220,10 +238,10 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
     };
     // A channel's permits are its free slots: nobody holds them.
     if lock != "channel" {
-        match w.holders.as_slice() {
-            [] if free < wanted => out.push_str(", held outside the tasks"),
-            [] => {}
-            holders => {
+        match (w.holders.as_slice(), w.statics.as_slice()) {
+            ([], []) if free < wanted => out.push_str(", held outside the tasks"),
+            ([], []) => {}
+            (holders, statics) => {
                 out.push_str(", held by ");
                 for (i, h) in holders.iter().enumerate() {
                     if i > 0 {
@@ -231,6 +249,7 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
                     }
                     holder_into(&mut out, h);
                 }
+                statics_into(&mut out, statics, !holders.is_empty());
             }
         }
     }
@@ -712,6 +731,7 @@ mod tests {
                 },
             )],
             holders: Vec::new(),
+            statics: Vec::new(),
         };
         assert_eq!(
             wait_text(&sleep(Some(-90_000_000_000))).unwrap(),
@@ -725,6 +745,7 @@ mod tests {
             kind: WaitKind::Permits { lock: lock.into() },
             parts: vec![part("wanted", Value::Uint(2)), part("semaphore", sem)],
             holders: Vec::new(),
+            statics: Vec::new(),
         };
         let mutex = permits("Mutex", semaphore(0, 12, Some(11)));
         assert_eq!(
@@ -784,6 +805,7 @@ mod tests {
                 part("channel", c),
             ],
             holders: vec![end_holder(3, "rx")],
+            statics: Vec::new(),
         };
         assert_eq!(
             wait_text(&send(channel(4, 1, true))).unwrap(),
@@ -798,6 +820,7 @@ mod tests {
             kind: WaitKind::Receive,
             parts: vec![part("channel", channel(0, 2, true))],
             holders: vec![end_holder(5, "tx")],
+            statics: Vec::new(),
         };
         assert_eq!(
             wait_text(&receive).unwrap(),
@@ -817,6 +840,7 @@ mod tests {
             kind: WaitKind::Io { write },
             parts: vec![part("fd", Value::Int(12))],
             holders: Vec::new(),
+            statics: Vec::new(),
         };
         assert_eq!(wait_text(&fd(true)).unwrap(), "writing fd 12");
         let mut read = fd(false);
@@ -867,6 +891,7 @@ mod tests {
             kind,
             parts: vec![part(name, value)],
             holders: Vec::new(),
+            statics: Vec::new(),
         }
     }
 
@@ -960,6 +985,7 @@ mod tests {
                 kind: WaitKind::Notify,
                 parts: vec![part("notify", value)],
                 holders: Vec::new(),
+                statics: Vec::new(),
             };
             wait_text(&w).unwrap()
         };
@@ -994,6 +1020,7 @@ mod tests {
             kind,
             parts: vec![part("fd", Value::Int(9)), part("socket", socket)],
             holders: Vec::new(),
+            statics: Vec::new(),
         };
         let listening = socket(text("/run/app.sock"), text(""), 2);
         assert_eq!(
@@ -1011,5 +1038,31 @@ mod tests {
         let unknown = socket(text(""), Value::Unreadable, 0);
         let read = wait_text(&wait(WaitKind::Io { write: false }, unknown)).unwrap();
         assert_eq!(read, "reading fd 9, unix (unnamed) → ?, 0 bytes queued");
+    }
+
+    #[test]
+    fn a_holder_that_is_a_static_is_named_as_one() {
+        use crate::model::waits::StaticHolder;
+        let mut mutex = WaitOn {
+            kind: WaitKind::Permits {
+                lock: "Mutex".into(),
+            },
+            parts: vec![part("semaphore", semaphore(0, 1, Some(1)))],
+            holders: Vec::new(),
+            statics: vec![StaticHolder {
+                name: "app::PARKED".into(),
+                held: holder(0, "app::PARKED", true).held,
+            }],
+        };
+        assert_eq!(
+            wait_text(&mutex).unwrap(),
+            "Mutex @ 0x10: locked, held by static app::PARKED, this task 1st of 1 waiting"
+        );
+        mutex.holders = vec![holder(3, "guard", true)];
+        assert_eq!(
+            wait_text(&mutex).unwrap(),
+            "Mutex @ 0x10: locked, held by task 3 (`guard` in app::run, acquired at \
+             src/app.rs:12); static app::PARKED, this task 1st of 1 waiting"
+        );
     }
 }

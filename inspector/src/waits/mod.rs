@@ -13,13 +13,14 @@ mod tests;
 
 use std::sync::Arc;
 
-use crate::model::values::{Reading, Value, WaitKind};
-use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor, cycles};
+use crate::model::values::{Local, Reading, Value, WaitKind};
+use crate::model::waits::{Held, Holder, StaticHolder, WaitEdge, WaitsFor, cycles};
 use crate::model::{Dump, FastMap, FrameNode, Loc, TaskView, any_frame, is_own_code};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
 pub fn resolve(dump: &mut Dump, reading: &Reading) {
     let held = holders(dump, reading);
+    let in_statics = static_holders(&std::mem::take(&mut dump.statics));
     let mut edges: Vec<WaitEdge> = (dump.tasks.iter())
         .filter_map(|t| {
             let a = t.awaited_by.as_ref()?;
@@ -33,8 +34,9 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
             })
         })
         .collect();
+    let mut own_code = OwnCode::default();
     for t in &mut dump.tasks {
-        edges.extend(waits_of(t, &held));
+        edges.extend(waits_of(t, &held, &in_statics, &mut own_code));
         edges.extend(oneshot_waits(t));
     }
     edges.sort_by_key(|e| (e.from, e.to));
@@ -42,6 +44,19 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
     let binding = edges.iter().filter(|e| !e.any_of);
     dump.deadlocks = cycles(binding.map(|e| (e.from, e.to)));
     dump.waits = edges;
+}
+
+/// [`is_own_code`] of frames, by their shared description: the frames of one function at one
+/// await share theirs, so each is asked once however many tasks wait there.
+#[derive(Default)]
+struct OwnCode(FastMap<*const crate::model::FrameInfo, bool>);
+
+impl OwnCode {
+    fn is(&mut self, f: &FrameNode) -> bool {
+        *(self.0)
+            .entry(Arc::as_ptr(&f.meta))
+            .or_insert_with(|| is_own_code(f))
+    }
 }
 
 /// What a frame can hold that a wait is for: a lock, or a channel's sender or receiver.
@@ -77,6 +92,23 @@ fn holders(dump: &mut Dump, reading: &Reading) -> FastMap<(Role, u64), Vec<Holde
     held
 }
 
+/// What the program's statics hold, by what they hold.
+fn static_holders(statics: &[Local]) -> FastMap<(Role, u64), Vec<StaticHolder>> {
+    let mut held: FastMap<(Role, u64), Vec<StaticHolder>> = FastMap::default();
+    for s in statics {
+        for h in holds_in(std::slice::from_ref(s), &[]) {
+            let holder = StaticHolder {
+                name: s.name.clone(),
+                held: h,
+            };
+            held.entry((role(&holder.held), holder.held.addr))
+                .or_default()
+                .push(holder);
+        }
+    }
+    held
+}
+
 fn role(h: &Held) -> Role {
     match &*h.lock {
         SENDER => Role::Sender,
@@ -90,11 +122,16 @@ const SENDER: &str = "channel sender";
 const RECEIVER: &str = "channel receiver";
 
 /// The edges of task `t`'s waits to the holders of what it waits for, each leaf told its holders.
-fn waits_of(t: &mut TaskView, held: &FastMap<(Role, u64), Vec<Holder>>) -> Vec<WaitEdge> {
+fn waits_of(
+    t: &mut TaskView,
+    held: &FastMap<(Role, u64), Vec<Holder>>,
+    in_statics: &FastMap<(Role, u64), Vec<StaticHolder>>,
+    own_code: &mut OwnCode,
+) -> Vec<WaitEdge> {
     let mut waits = Vec::new();
     preorder_with_path(&t.frames, &mut |i, n, path| {
         if let Some(w) = waited(n) {
-            let own = path.iter().rev().find(|f| is_own_code(f));
+            let own = path.iter().rev().find(|f| own_code.is(f));
             waits.push((i, w, own.map(|f| (f.meta.name.clone(), where_(f)))));
         }
     });
@@ -120,9 +157,11 @@ fn waits_of(t: &mut TaskView, held: &FastMap<(Role, u64), Vec<Holder>>) -> Vec<W
                 },
             });
         }
+        let statics = in_statics.get(&(role, addr)).cloned().unwrap_or_default();
         preorder_mut(frames, &mut |j, n| {
             if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
                 w.holders = holders.clone();
+                w.statics = statics.clone();
             }
         });
     }
@@ -206,8 +245,13 @@ fn waited(n: &FrameNode) -> Option<(Role, u64, Option<u64>)> {
 /// The locks frame `n` holds, from the guards in its locals; a guard inside a future the walk went
 /// into is that future's own frame's to show.
 fn holds_of(n: &FrameNode) -> Vec<Held> {
+    holds_in(&n.locals, &n.walked_within)
+}
+
+/// What `locals` hold, but inside the futures at `walked_within` (polled, their own frames show it).
+fn holds_in(locals: &[Local], walked_within: &[u64]) -> Vec<Held> {
     let mut out = Vec::new();
-    for l in &n.locals {
+    for l in locals {
         guards(&l.value, &mut |v| {
             let (lock, write, addr, within, acquired_at) = match v {
                 Value::Guard {
@@ -229,7 +273,7 @@ fn holds_of(n: &FrameNode) -> Vec<Held> {
             };
             if within
                 .as_ref()
-                .is_some_and(|w| n.walked_within.contains(&w.addr))
+                .is_some_and(|w| walked_within.contains(&w.addr))
             {
                 return;
             }

@@ -79,6 +79,7 @@ fn waiting_for(addr: u64) -> FrameNode {
             acquired: None,
         }],
         holders: Vec::new(),
+        statics: Vec::new(),
     });
     leaf
 }
@@ -331,4 +332,49 @@ fn a_oneshot_whose_sender_another_task_holds_is_an_edge_until_it_is_sent_or_drop
             assert_eq!(e.waits_at.as_ref().map(|l| l.line), Some(12));
         }
     }
+}
+
+#[test]
+fn a_lock_no_task_holds_but_a_static_does_is_held_by_that_static_with_no_edge() {
+    let wait = frame("app::wait", 18, vec![waiting_for(0xa)]);
+    let mut dump = dump_with(vec![vec![wait]]);
+    // `static PARKED: std::sync::Mutex<Option<OwnedMutexGuard<u64>>>`, read as a structure.
+    let parked = Value::Struct {
+        type_name: "Mutex<Option<OwnedMutexGuard<u64>>>".into(),
+        fields: vec![Field {
+            name: "data".into(),
+            value: Value::Variant {
+                name: "Some".into(),
+                fields: vec![Field {
+                    name: "0".into(),
+                    value: guard(0xa, None),
+                }],
+            },
+        }],
+    };
+    let other = Value::Struct {
+        type_name: "Mutex<Option<OwnedMutexGuard<u64>>>".into(),
+        fields: Vec::new(),
+    };
+    dump.statics = vec![
+        Local {
+            name: "app::PARKED".into(),
+            type_name: "".into(),
+            value: parked,
+            acquired: None,
+        },
+        Local {
+            name: "app::EMPTY".into(),
+            type_name: "".into(),
+            value: other,
+            acquired: None,
+        },
+    ];
+    resolve(&mut dump, &targets());
+    let w = (dump.tasks[0].frames[0].children[0].waits_on.as_ref()).unwrap();
+    assert!(w.holders.is_empty());
+    let statics: Vec<&str> = w.statics.iter().map(|s| &*s.name).collect();
+    assert_eq!(statics, ["app::PARKED"]);
+    assert!(dump.waits.is_empty() && dump.deadlocks.is_empty());
+    assert!(dump.statics.is_empty(), "read for the graph only");
 }

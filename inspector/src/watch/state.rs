@@ -665,6 +665,7 @@ pub(crate) mod tests {
                 acquired: None,
             }],
             holders: Vec::new(),
+            statics: Vec::new(),
         });
         let holder = Holder {
             task: 2,

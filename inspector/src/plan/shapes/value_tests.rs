@@ -574,3 +574,21 @@ fn a_channel_end_is_the_channel_its_arc_points_at() {
     };
     assert_eq!((p.rule, p.shape()), ("tokio channel end", &want));
 }
+
+#[test]
+fn a_std_mutex_shows_the_value_it_keeps() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let cell = t.structure("core::cell::UnsafeCell<u64>", 8);
+    t.member(cell, "value", 0, u64_);
+    let mutex = t.structure("std::sync::poison::mutex::Mutex<u64>", 16);
+    t.member(mutex, "inner", 0, u64_)
+        .member(mutex, "data", 8, cell);
+    let p = planned(t, mutex);
+    let Shape::Struct { fields, .. } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!(p.rule, "std lock");
+    assert_eq!((&*fields[0].name, fields[0].offset), ("data", 8));
+    assert_eq!(p.name_of(fields[0].ty), "u64");
+}

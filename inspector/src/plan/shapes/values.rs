@@ -12,8 +12,8 @@ use crate::dwarf::{State, StateMachine};
 use crate::model::Loc;
 use crate::plan::builder::{Builder, is_generic, loc};
 use crate::plan::values::{
-    FieldShape, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind, Shape, ValueType,
-    VariantShape,
+    FieldShape, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind, Shape, StaticPlan,
+    ValueType, VariantShape,
 };
 
 /// What the rules look at: one type, read once.
@@ -50,6 +50,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &POINTER,
     &FAT_POINTER,
     &ENUM,
+    &STD_LOCK,
     &LIBRARY,
     &STRUCT,
 ];
@@ -376,6 +377,33 @@ const ENUM: ValueRule = ValueRule {
     },
 };
 
+/// The standard library's `Mutex<T>` and `RwLock<T>`: the value they keep, as field `data` (what a
+/// `static` parks behind one), read without the lock: a reader that never writes cannot take it.
+const STD_LOCK: ValueRule = ValueRule {
+    name: "std lock",
+    matches: |t| {
+        const LOCKS: &[&str] = &[
+            "std::sync::poison::mutex::Mutex<",
+            "std::sync::mutex::Mutex<",
+            "std::sync::poison::rwlock::RwLock<",
+            "std::sync::rwlock::RwLock<",
+        ];
+        LOCKS.iter().any(|l| t.name.starts_with(l))
+    },
+    shape: |b, t| {
+        let (at, cell) = b.member(t.die, &["data"])?;
+        let (inside, ty) = b.member(b.strip(cell), &["value"])?;
+        Some(Shape::Struct {
+            fields: vec![FieldShape {
+                name: "data".into(),
+                offset: u32::try_from(at + inside).ok()?,
+                ty: b.value(ty),
+            }],
+            tuple: false,
+        })
+    },
+};
+
 /// The standard library's and the runtime crates' other types: their insides are theirs (a `Mutex`'s
 /// semaphore, a `HashMap`'s table); shown by name and address.
 const LIBRARY: ValueRule = ValueRule {
@@ -433,6 +461,20 @@ const STRUCT: ValueRule = ValueRule {
 };
 
 impl Builder<'_> {
+    /// The statics whose type names a tokio guard, permit or channel end (they are
+    /// `tokio::sync` types, and a type holding one names it among its parameters), planned: which of
+    /// them may hold one, the planned types say.
+    pub(in crate::plan) fn holding_statics(&mut self) -> Vec<StaticPlan> {
+        let found = self.debug.statics_where(|ty| ty.contains("tokio::sync::"));
+        (found.into_iter())
+            .map(|(name, addr, ty)| StaticPlan {
+                name: name.into(),
+                addr,
+                ty: self.value(ty),
+            })
+            .collect()
+    }
+
     /// The value type of DIE `die`, planned on first sight.
     pub(in crate::plan) fn value(&mut self, die: u64) -> u32 {
         let die = self.strip(die);
