@@ -88,17 +88,19 @@ mod access;
 mod capture;
 mod containment;
 mod runtime;
+mod self_dump;
 mod server;
 mod slots;
 mod subscription;
 mod sys;
 mod task;
+pub mod testing;
 #[cfg(feature = "tokio")]
 mod tokio_support;
 mod wire;
 
 pub use access::WALKS_ENV;
-pub use asyncdump_agent_macros::frame;
+pub use asyncdump_agent_macros::{frame, test};
 pub use asyncdump_protocol as protocol;
 pub use asyncdump_walker::MAX_RUNTIME_TASKS;
 /// Upper bounds on one task's walk, whatever the plan asks for.
@@ -109,6 +111,7 @@ pub use capture::{PER_TASK_WAIT_NS, STALE_CACHE_MAX, TOTAL_WAIT_NS, snapshot};
 pub use runtime::MAX_RUNTIMES;
 #[cfg(feature = "tokio")]
 pub use runtime::{LocalSetRegistration, register_local_set, register_runtime};
+pub use self_dump::{DUMP_FILE_ENV, DumpSignal, INSPECTOR_ENV, ON_SIGNAL_ENV, WATCHDOG_ENV};
 pub use server::{Agent, Builder, COMPLETED_ENV, DISABLE_ENV, InitError, init};
 pub use slots::MAX_CLIENTS;
 pub use task::{

@@ -312,37 +312,6 @@ fn a_frame_polled_in_one_task_then_moved_to_another_relinks() {
     assert!(poll_once(first.as_mut()).is_ready());
 }
 
-#[test]
-fn tokio_join_handle_records_the_cross_task_edge() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let b = asyncdump_agent::spawn_named("b", async move { rx.frame("oneshot").await.ok() });
-        let b_id = b.task_id();
-        let a = asyncdump_agent::spawn_named("a", async move { b.frame("join b").await.ok() });
-        let a_id = a.task_id();
-        tokio::task::yield_now().await;
-        tokio::task::yield_now().await;
-        let s = snap();
-        let edge = task(&s, b_id).awaited_by.expect("b is awaited");
-        assert_eq!(edge.task, a_id);
-        let join_frame = task(&s, a_id)
-            .frames
-            .iter()
-            .find(|f| Some(f.id) == edge.frame);
-        assert_eq!(
-            join_frame.map(|f| s.frame_metas[f.meta as usize].name.as_str()),
-            Some("join b")
-        );
-        tx.send(()).unwrap();
-        a.await.unwrap();
-        assert_eq!(task(&snap(), b_id).awaited_by, None);
-    });
-}
-
 #[frame]
 async fn step() {
     tokio::task::yield_now().frame("yield_now").await;

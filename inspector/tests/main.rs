@@ -23,6 +23,7 @@ mod plan_cache;
 mod protocol_abuse;
 mod ps;
 mod runtime_tasks;
+mod self_dumps;
 mod session;
 mod subscription;
 mod values;

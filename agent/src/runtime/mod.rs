@@ -51,6 +51,12 @@ pub fn register_runtime(handle: &tokio::runtime::Handle) -> bool {
     registry::register(handle)
 }
 
+/// The registered runtimes' handles, in the order they were registered.
+#[cfg(feature = "tokio")]
+pub(crate) fn registered() -> Vec<&'static tokio::runtime::Handle> {
+    registry::handles()
+}
+
 /// Where each registered runtime's handle lives, for the inspector's plan.
 pub(crate) fn handles() -> Vec<u64> {
     registry::runtimes().into_iter().map(|(h, _)| h).collect()

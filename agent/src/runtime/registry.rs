@@ -42,6 +42,15 @@ pub(super) fn register(handle: &tokio::runtime::Handle) -> bool {
     true
 }
 
+/// The registered handles.
+#[cfg(feature = "tokio")]
+pub(super) fn handles() -> Vec<&'static tokio::runtime::Handle> {
+    RUNTIMES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
 /// Each registered handle's address, with tokio's count of the runtime's live tasks when its public
 /// metrics give one.
 #[cfg(feature = "tokio")]

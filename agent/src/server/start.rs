@@ -26,6 +26,7 @@ fn disabled() -> bool {
 pub struct Builder {
     socket_path: Option<PathBuf>,
     completed_retained: Option<usize>,
+    dumps: crate::self_dump::Config,
 }
 
 /// The environment variable that sets how many ended tasks the agent keeps (see
@@ -68,6 +69,32 @@ impl Builder {
     /// when this is not called. Each costs the task's record, about 300 bytes and its name.
     pub fn completed_retained(mut self, n: usize) -> Self {
         self.completed_retained = Some(n);
+        self
+    }
+
+    /// Prints every task's chain (as `asyncdump dump` does) to stderr when the process receives
+    /// `signal`, and goes on; `$ASYNCDUMP_ON_SIGNAL` (`QUIT`, `USR1`, `USR2`) sets it when this is not
+    /// called. The work happens on a thread of the agent's (the handler only wakes it), so it works
+    /// while every runtime worker is blocked; it runs the installed `asyncdump` inspector
+    /// (`$ASYNCDUMP_INSPECTOR`, else on `PATH`), which decodes the chains. Not asked for, the signal
+    /// keeps its default behaviour.
+    pub fn dump_on_signal(mut self, signal: crate::DumpSignal) -> Self {
+        self.dumps.signal = Some(signal);
+        self
+    }
+
+    /// Appends dumps to `path` (made 0600) instead of writing them to stderr;
+    /// `$ASYNCDUMP_DUMP_FILE` sets it when this is not called.
+    pub fn dump_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.dumps.file = Some(path.into());
+        self
+    }
+
+    /// Writes one dump when a registered runtime has run no new work for `after` (every worker
+    /// stuck), and again only once it ran some and then stopped again; `$ASYNCDUMP_WATCHDOG` (`30s`,
+    /// `2m`) sets it when this is not called. An idle process never fires it: see the README.
+    pub fn watchdog(mut self, after: std::time::Duration) -> Self {
+        self.dumps.watchdog = Some(after);
         self
     }
 
@@ -114,6 +141,7 @@ impl Builder {
                 source,
             })?;
         *started = Some((pid, path.clone()));
+        crate::self_dump::start(self.dumps.with_env(), &path);
         Ok(Agent { socket_path: path })
     }
 }
