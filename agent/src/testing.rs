@@ -56,12 +56,11 @@ async fn run<F: Future>(limit: Duration, test: &str, fut: crate::Instrumented<F>
     })
     .await;
     let Some(out) = out else {
-        deadline.noticed();
+        drop(deadline);
         let why = format!("test `{test}` timed out after {limit:?}");
         dump(&why, socket.as_ref());
         panic!("{why}: every task's chain is printed above");
     };
-    deadline.noticed();
     out
 }
 
@@ -122,8 +121,12 @@ impl Deadline {
         }
         s.passed
     }
+}
 
-    fn noticed(&self) {
+/// However the test ends (its value, its own panic, the deadline), the deadline's thread is told,
+/// and never ends the process for a test that is over.
+impl Drop for Deadline {
+    fn drop(&mut self) {
         let (lock, cvar) = &*self.state;
         lock.lock().unwrap_or_else(PoisonError::into_inner).noticed = true;
         cvar.notify_all();
@@ -163,4 +166,31 @@ fn keep(
         "{why}: it cannot be failed from another thread; the process exits"
     ));
     std::process::exit(101);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_that_ends_any_way_releases_its_deadline() {
+        let deadline = Deadline::start(Duration::from_secs(3600), "t", Err("none".into()));
+        let state = deadline.state.clone();
+        // A test that panics drops its deadline while unwinding, as one that returns does.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = deadline;
+            panic!("the test's own failure");
+        }));
+        assert!(unwound.is_err());
+        assert!(state.0.lock().unwrap().noticed);
+        // Its thread is gone at once, not after the hour: it held the only other reference.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while Arc::strong_count(&state) > 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the deadline's thread still waits"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }

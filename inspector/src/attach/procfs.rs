@@ -2,6 +2,8 @@
 //! there, in one place. Readers return `None` (or an `io::Error`) for a process that is gone or not
 //! readable; nothing here parses by position what a file may spell with spaces (`comm` in `stat`).
 
+use std::cell::OnceCell;
+use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 
@@ -99,75 +101,112 @@ pub enum End {
     Unix(Option<String>),
 }
 
-/// The socket that file descriptor `fd` of process `pid` is, if this process may see it
-/// (`/proc/PID/fd/FD` names its inode; the process's own network namespace's tables hold it).
-pub fn socket(pid: u32, fd: i64) -> Option<Socket> {
-    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
-    let inode: u64 = (link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?)
-        .parse()
-        .ok()?;
-    let inet = ["tcp", "tcp6", "udp", "udp6"].iter().find_map(|table| {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok()?;
+/// The socket tables of process `pid`, each read once, when first needed: a dump looks up every
+/// descriptor its waits name, and reading the tables once per descriptor would be quadratic in a
+/// process with thousands of connections.
+pub struct SocketTables {
+    pid: u32,
+    /// Internet sockets by inode, from `/proc/PID/net/{tcp,tcp6,udp,udp6}`.
+    inet: OnceCell<HashMap<u64, Socket>>,
+    /// Unix sockets' own paths by inode, from `/proc/PID/net/unix`.
+    unix: OnceCell<HashMap<u64, String>>,
+    /// Unix sockets' peers and queues, from the kernel's socket diagnostics.
+    diag: OnceCell<Option<HashMap<u64, super::unix_sockets::UnixSocket>>>,
+}
+
+impl SocketTables {
+    pub fn new(pid: u32) -> SocketTables {
+        SocketTables {
+            pid,
+            inet: OnceCell::new(),
+            unix: OnceCell::new(),
+            diag: OnceCell::new(),
+        }
+    }
+
+    /// The socket that file descriptor `fd` is, if this process may see it (`/proc/PID/fd/FD` names
+    /// its inode; the process's own network namespace's tables hold it).
+    pub fn socket(&self, fd: i64) -> Option<Socket> {
+        let link = std::fs::read_link(format!("/proc/{}/fd/{fd}", self.pid)).ok()?;
+        let inode: u64 = (link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?)
+            .parse()
+            .ok()?;
+        let inet = self.inet.get_or_init(|| inet_table(self.pid));
+        inet.get(&inode)
+            .cloned()
+            .or_else(|| self.unix_socket(inode))
+    }
+
+    /// Unix socket `inode`: its path, its peer's and its queues where the diagnostics see it.
+    fn unix_socket(&self, inode: u64) -> Option<Socket> {
+        let unix = self.unix.get_or_init(|| unix_table(self.pid));
+        let own = unix.get(&inode)?;
+        let mut socket = Socket {
+            proto: "unix",
+            local: End::Unix(Some(own.clone())),
+            peer: End::Unix(None),
+            tx_queue: 0,
+            rx_queue: 0,
+        };
+        let diag = self.diag.get_or_init(super::unix_sockets::all).as_ref();
+        if let Some(me) = diag.and_then(|d| d.get(&inode)) {
+            let peer = me.peer.and_then(|p| diag?.get(&p));
+            socket.peer = End::Unix(peer.map(|p| p.path.clone()));
+            (socket.rx_queue, socket.tx_queue) = (me.rqueue, me.wqueue);
+        }
+        Some(socket)
+    }
+}
+
+/// Every internet socket of process `pid`'s tables, by inode.
+fn inet_table(pid: u32) -> HashMap<u64, Socket> {
+    let mut out = HashMap::new();
+    for table in ["tcp", "tcp6", "udp", "udp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
         let proto = if table.starts_with("tcp") {
             "tcp"
         } else {
             "udp"
         };
-        text.lines()
-            .skip(1)
-            .find_map(|l| socket_line(l, proto, inode))
-    });
-    inet.or_else(|| unix_socket(pid, inode))
-}
-
-/// Unix socket `inode` of process `pid`: its path from `/proc/PID/net/unix`, its peer's and its
-/// queues from the kernel's socket diagnostics where they see it.
-fn unix_socket(pid: u32, inode: u64) -> Option<Socket> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).ok()?;
-    let own = text.lines().skip(1).find_map(|l| unix_line(l, inode))?;
-    let mut socket = Socket {
-        proto: "unix",
-        local: End::Unix(Some(own)),
-        peer: End::Unix(None),
-        tx_queue: 0,
-        rx_queue: 0,
-    };
-    let all = super::unix_sockets::all();
-    if let Some(me) = all.as_ref().and_then(|a| a.get(&inode)) {
-        let peer = me.peer.and_then(|p| all.as_ref()?.get(&p));
-        socket.peer = End::Unix(peer.map(|p| p.path.clone()));
-        (socket.rx_queue, socket.tx_queue) = (me.rqueue, me.wqueue);
+        for (inode, socket) in text.lines().skip(1).filter_map(|l| socket_line(l, proto)) {
+            out.entry(inode).or_insert(socket);
+        }
     }
-    Some(socket)
+    out
 }
 
-/// One line of `/proc/net/unix`, if it is the socket `inode`: its path, empty when unnamed:
+/// Every Unix socket's path in process `pid`'s table, by inode.
+fn unix_table(pid: u32) -> HashMap<u64, String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).unwrap_or_default();
+    text.lines().skip(1).filter_map(unix_line).collect()
+}
+
+/// One line of `/proc/net/unix`: the socket's inode and its path, empty when unnamed:
 /// `Num RefCount Protocol Flags Type St Inode Path`.
-fn unix_line(line: &str, inode: u64) -> Option<String> {
-    let mut f = line.split_whitespace();
-    if f.nth(6)?.parse::<u64>().ok()? != inode {
-        return None;
-    }
+fn unix_line(line: &str) -> Option<(u64, String)> {
+    let inode_text = line.split_whitespace().nth(6)?;
+    let inode = inode_text.parse::<u64>().ok()?;
     // A path may hold spaces: it is the rest of the line after the inode.
-    let at = line.find(&format!(" {inode}"))? + 1 + inode.to_string().len();
-    Some(line[at..].trim_start().to_owned())
+    let at = line.find(&format!(" {inode_text}"))? + 1 + inode_text.len();
+    Some((inode, line[at..].trim_start().to_owned()))
 }
 
-/// One line of `/proc/net/tcp` (or `tcp6`, `udp`, `udp6`), if it is the socket `inode`:
+/// One line of `/proc/net/tcp` (or `tcp6`, `udp`, `udp6`): its inode and socket,
 /// `sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode …`.
-fn socket_line(line: &str, proto: &'static str, inode: u64) -> Option<Socket> {
+fn socket_line(line: &str, proto: &'static str) -> Option<(u64, Socket)> {
     let f: Vec<&str> = line.split_whitespace().collect();
-    if f.get(9)?.parse::<u64>().ok()? != inode {
-        return None;
-    }
+    let inode = f.get(9)?.parse::<u64>().ok()?;
     let (tx, rx) = f.get(4)?.split_once(':')?;
-    Some(Socket {
+    let socket = Socket {
         proto,
         local: End::Inet(net_address(f.get(1)?)?),
         peer: End::Inet(net_address(f.get(2)?)?),
         tx_queue: u64::from_str_radix(tx, 16).ok()?,
         rx_queue: u64::from_str_radix(rx, 16).ok()?,
-    })
+    };
+    Some((inode, socket))
 }
 
 /// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the address as the kernel prints it,
@@ -200,26 +239,48 @@ mod tests {
     #[test]
     fn a_socket_table_line_reads_as_its_addresses_and_queues() {
         let v4 = "   3: 0100007F:A8CA 0100007F:1538 01 00000000:0000000A 00:00000000 00000000     0        0 48213 1 0000000000000000 20 4 30 10 -1";
-        let s = socket_line(v4, "tcp", 48213).expect("the socket");
+        let (inode, s) = socket_line(v4, "tcp").expect("the socket");
+        assert_eq!(inode, 48213);
         assert_eq!(s.local, End::Inet("127.0.0.1:43210".parse().unwrap()));
         assert_eq!(s.peer, End::Inet("127.0.0.1:5432".parse().unwrap()));
         assert_eq!((s.tx_queue, s.rx_queue), (0, 10));
-        assert_eq!(socket_line(v4, "tcp", 1), None);
+        assert_eq!(
+            socket_line("  sl  local_address rem_address   st", "tcp"),
+            None
+        );
         let v6 = "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1";
-        let s = socket_line(v6, "tcp", 777).expect("the socket");
+        let (_, s) = socket_line(v6, "tcp").expect("the socket");
         assert_eq!(s.local, End::Inet("[::1]:8080".parse().unwrap()));
     }
 
     #[test]
-    fn a_unix_table_line_reads_as_its_path() {
+    fn a_unix_table_line_reads_as_its_inode_and_path() {
         let named = "00000000c414532b: 00000002 00000000 00010000 0001 01 148504797 /tmp/a b.sock";
-        assert_eq!(
-            unix_line(named, 148504797).as_deref(),
-            Some("/tmp/a b.sock")
-        );
+        assert_eq!(unix_line(named), Some((148504797, "/tmp/a b.sock".into())));
         let unnamed = "0000000013b4960f: 00000003 00000000 00000000 0001 03   312";
-        assert_eq!(unix_line(unnamed, 312).as_deref(), Some(""));
-        assert_eq!(unix_line(unnamed, 31), None);
+        assert_eq!(unix_line(unnamed), Some((312, String::new())));
+        let header = "Num       RefCount Protocol Flags    Type St Inode Path";
+        assert_eq!(unix_line(header), None);
+    }
+
+    #[test]
+    fn a_socket_pair_of_this_process_reads_as_unix_with_its_peer() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().expect("a pair");
+        std::io::Write::write_all(&mut &a, b"hi").expect("write");
+        let tables = SocketTables::new(std::process::id());
+        use std::os::fd::AsRawFd;
+        let s = tables.socket(i64::from(b.as_raw_fd())).expect("the socket");
+        assert_eq!(s.proto, "unix");
+        // A pair is unnamed on both ends, and the kernel says so of the peer.
+        assert_eq!(
+            (s.local, s.peer),
+            (
+                End::Unix(Some(String::new())),
+                End::Unix(Some(String::new()))
+            )
+        );
+        assert_eq!(s.rx_queue, 2, "two bytes wait at b");
+        drop(a);
     }
 
     #[test]

@@ -115,7 +115,8 @@ impl MemorySession {
         }
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
         let pid = self.reader.pid();
-        crate::values::describe_fds(&mut dump, &|fd| super::socket_value(pid, fd));
+        let tables = crate::attach::procfs::SocketTables::new(pid);
+        crate::values::describe_fds(&mut dump, &|fd| super::socket_value(&tables, fd));
         if self.reading.targets {
             crate::waits::resolve(&mut dump, &self.reading);
         }

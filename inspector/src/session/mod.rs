@@ -285,7 +285,8 @@ fn read_values(
             false
         }
     };
-    crate::values::describe_fds(dump, &|fd| socket_value(pid, fd));
+    let tables = crate::attach::procfs::SocketTables::new(pid);
+    crate::values::describe_fds(dump, &|fd| socket_value(&tables, fd));
     if reading.targets {
         crate::waits::resolve(dump, reading);
     }
@@ -522,11 +523,15 @@ impl AgentSession {
     }
 }
 
-/// What `/proc` says of file descriptor `fd` of live process `pid`, as a wait target's `socket` part.
-pub(crate) fn socket_value(pid: u32, fd: i64) -> Option<crate::model::values::Value> {
+/// What `/proc` says of file descriptor `fd` of a live process (its socket `tables`), as a wait
+/// target's `socket` part.
+pub(crate) fn socket_value(
+    tables: &crate::attach::procfs::SocketTables,
+    fd: i64,
+) -> Option<crate::model::values::Value> {
     use crate::attach::procfs::End;
     use crate::model::values::{Field, Value};
-    let s = crate::attach::procfs::socket(pid, fd)?;
+    let s = tables.socket(fd)?;
     // A Unix socket's path is the target's text: a string value, escaped when shown.
     let end = |e: End| match e {
         End::Inet(a) => Value::SocketAddr(a.to_string()),
