@@ -204,6 +204,15 @@ pub struct Check {
 }
 
 impl Value {
+    /// Text read whole (its stated length is its own).
+    pub fn text(t: impl Into<String>) -> Value {
+        let text = t.into();
+        Value::Str {
+            len: text.len() as u64,
+            text,
+        }
+    }
+
     /// Field `name` of a structure or variant.
     pub fn field(&self, name: &str) -> Option<&Value> {
         let (Value::Struct { fields, .. } | Value::Variant { fields, .. }) = self else {

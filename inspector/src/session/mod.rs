@@ -535,24 +535,17 @@ pub(crate) fn socket_value(
     // A Unix socket's path is the target's text: a string value, escaped when shown.
     let end = |e: End| match e {
         End::Inet(a) => Value::SocketAddr(a.to_string()),
-        End::Unix(Some(path)) => Value::Str {
-            len: path.len() as u64,
-            text: path,
-        },
+        End::Unix(Some(path)) => Value::text(path),
         End::Unix(None) => Value::Unreadable,
     };
     let field = |name: &str, value| Field {
         name: name.into(),
         value,
     };
-    let text = |t: &str| Value::Str {
-        text: t.into(),
-        len: t.len() as u64,
-    };
     Some(Value::Struct {
         type_name: "socket".into(),
         fields: vec![
-            field("proto", text(s.proto)),
+            field("proto", Value::text(s.proto)),
             field("local", end(s.local)),
             field("peer", end(s.peer)),
             field("to_send", Value::Uint(s.tx_queue)),

@@ -423,7 +423,7 @@ impl Decoder<'_> {
         };
         let mut fields = vec![
             field("addr", Value::Address(notify)),
-            field("state", text(state)),
+            field("state", Value::text(state)),
             field("notified", Value::Bool(word(b, notification)? != 0)),
         ];
         let me = addr.wrapping_add(u64::from(node));
@@ -767,13 +767,5 @@ fn field(name: &'static str, value: Value) -> Field {
     Field {
         name: named(name),
         value,
-    }
-}
-
-/// A short text the decoder chose (a state's name): never from the target.
-fn text(t: &'static str) -> Value {
-    Value::Str {
-        text: t.into(),
-        len: t.len() as u64,
     }
 }

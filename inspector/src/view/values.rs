@@ -1002,10 +1002,7 @@ mod tests {
             name: name.into(),
             value,
         };
-        let text = |t: &str| Value::Str {
-            text: t.into(),
-            len: t.len() as u64,
-        };
+        let text = Value::text;
         let socket = |local, peer, queued| Value::Struct {
             type_name: "socket".into(),
             fields: vec![

@@ -85,19 +85,26 @@ fn a_leaf_no_rule_knows_has_no_target() {
     assert!(Builder::new(&debug).target(s).is_none());
 }
 
+/// tokio's `PollEvented<{io}>` (24 bytes), its file descriptor 16 bytes in, inside an `OwnedFd`
+/// (inside std's `Socket` when `socket`).
+fn evented(t: &mut Types, io: &str, socket: bool) -> u64 {
+    let i32_ = t.base("i32", 4);
+    let mut inner = t.structure("std::os::fd::owned::OwnedFd", 4);
+    t.member(inner, "fd", 0, i32_);
+    if socket {
+        let owned = inner;
+        inner = t.structure("std::sys::net::Socket", 4);
+        t.member(inner, "__0", 0, owned);
+    }
+    let evented = t.structure(&format!("tokio::io::poll_evented::PollEvented<{io}>"), 24);
+    t.member(evented, "io", 16, inner);
+    evented
+}
+
 #[test]
 fn a_read_waits_on_the_descriptor_of_what_it_reads() {
     let mut t = Types::new();
-    let i32_ = t.base("i32", 4);
-    let owned = t.structure("std::os::fd::owned::OwnedFd", 4);
-    t.member(owned, "fd", 0, i32_);
-    let socket = t.structure("std::sys::net::Socket", 4);
-    t.member(socket, "__0", 0, owned);
-    let evented = t.structure(
-        "tokio::io::poll_evented::PollEvented<mio::net::tcp::stream::TcpStream>",
-        24,
-    );
-    t.member(evented, "io", 16, socket);
+    let evented = evented(&mut t, "mio::net::tcp::stream::TcpStream", true);
     let stream = t.structure("tokio::net::tcp::stream::TcpStream", 24);
     t.member(stream, "io", 0, evented);
     let ptr = t.pointer("*mut tokio::net::tcp::stream::TcpStream", stream);
@@ -427,14 +434,7 @@ fn a_barrier_wait_reads_how_many_arrived_of_how_many() {
 #[test]
 fn an_accept_waits_on_its_listeners_descriptor() {
     let mut t = Types::new();
-    let i32_ = t.base("i32", 4);
-    let owned = t.structure("std::os::fd::owned::OwnedFd", 4);
-    t.member(owned, "fd", 0, i32_);
-    let evented = t.structure(
-        "tokio::io::poll_evented::PollEvented<mio::net::TcpListener>",
-        24,
-    );
-    t.member(evented, "io", 16, owned);
+    let evented = evented(&mut t, "mio::net::TcpListener", false);
     let listener = t.structure("tokio::net::tcp::listener::TcpListener", 24);
     t.member(listener, "io", 0, evented);
     let to_listener = t.pointer("&tokio::net::tcp::listener::TcpListener", listener);
