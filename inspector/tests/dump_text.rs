@@ -362,10 +362,16 @@ fn stats_count_the_suspended_tasks_by_leaf_root_await_and_age() {
         leaves,
         [
             (2, "tokio::sync::oneshot::Receiver"),
-            (1, "tokio::sync::batch_semaphore::Acquire"),
-            (1, "tokio::sync::notify::Notified"),
+            (1, "tokio::sync::batch_semaphore::Acquire (Mutex)"),
+            (1, "tokio::sync::notify::Notified (Notify)"),
             (1, "tokio::time::sleep::Sleep"),
         ]
+    );
+    // Without the wait targets, by the leaf's type alone.
+    let bare = asyncdump_ok(&["dump", &pid, "--stats", "--no-targets"]);
+    assert!(
+        bare.contains("        1  tokio::sync::batch_semaphore::Acquire\n"),
+        "{bare}"
     );
     let query = at_line("no_agent", "reply.await");
     assert!(

@@ -1,9 +1,11 @@
 //! `--stats`: the overview before the detail. How the suspended tasks of a dump divide by what they
-//! wait on (the leaf that matters, see [`super::summary`]), by their root future, by the await in
+//! wait on (the leaf that matters, see [`super::summary`], and its decoded wait where the leaf's
+//! type is shared by several kinds of wait), by their root future, by the await in
 //! the program's own code where they wait, and by how long they have been suspended.
 
 use serde::{Deserialize, Serialize};
 
+use super::values::WaitKind;
 use super::{TaskView, summary};
 use crate::names::{base_name, display_name};
 
@@ -12,7 +14,8 @@ use crate::names::{base_name, display_name};
 pub struct Stats {
     /// Tasks counted: the suspended ones (idle or scheduled).
     pub suspended: usize,
-    /// By the type of the leaf that matters, without generic arguments.
+    /// By the type of the leaf that matters, without generic arguments, and what it waits for
+    /// where its type does not say (`tokio::sync::batch_semaphore::Acquire (Mutex)`).
     pub by_leaf: Vec<Count>,
     /// By root future, as the source names it.
     pub by_root: Vec<Count>,
@@ -75,7 +78,13 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
         suspended += 1;
         root.add(base_name(&display_name(&t.root_type)));
         let s = summary(&t.frames);
-        leaf.add(s.map_or(NO_CHAIN, |s| base_name(&s.leaf.meta.name)));
+        match s {
+            Some(s) => match s.leaf.waits_on.as_ref().and_then(|w| what_for(&w.kind)) {
+                Some(what) => leaf.add(&format!("{} ({what})", base_name(&s.leaf.meta.name))),
+                None => leaf.add(base_name(&s.leaf.meta.name)),
+            },
+            None => leaf.add(NO_CHAIN),
+        }
         let own = s
             .and_then(|s| s.own)
             .and_then(|f| f.meta.suspended_at.as_ref());
@@ -109,6 +118,23 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
         by_await: await_at.sorted(),
         ages,
     }
+}
+
+/// What a leaf waits for where its type alone does not say: tokio's one semaphore `Acquire` is
+/// under every lock and bounded send, one `Notified` under `Notify`, `watch` and `Barrier`, one
+/// `Readiness` under every accept.
+fn what_for(kind: &WaitKind) -> Option<&str> {
+    Some(match kind {
+        WaitKind::Permits { lock } if &**lock == "channel" => "channel send",
+        WaitKind::Permits { lock } => lock,
+        WaitKind::Notify => "Notify",
+        WaitKind::Watch => "watch change",
+        WaitKind::Barrier => "Barrier",
+        WaitKind::Accept => "accept",
+        WaitKind::Sleep | WaitKind::Io { .. } | WaitKind::Receive | WaitKind::Broadcast => {
+            return None;
+        }
+    })
 }
 
 #[derive(Default)]
@@ -198,5 +224,26 @@ mod tests {
         let bare = stats(std::slice::from_ref(&t));
         assert_eq!(bare.by_leaf[0].key, NO_CHAIN);
         assert_eq!(bare.by_await[0].key, NO_OWN_AWAIT);
+    }
+
+    #[test]
+    fn a_shared_leaf_type_is_told_apart_by_what_it_waits_for() {
+        let lock = |l: &str| WaitKind::Permits { lock: l.into() };
+        for (kind, want) in [
+            (lock("Mutex"), Some("Mutex")),
+            (lock("Semaphore"), Some("Semaphore")),
+            (lock("channel"), Some("channel send")),
+            (WaitKind::Notify, Some("Notify")),
+            (WaitKind::Watch, Some("watch change")),
+            (WaitKind::Barrier, Some("Barrier")),
+            (WaitKind::Accept, Some("accept")),
+            // Their own types say it already.
+            (WaitKind::Sleep, None),
+            (WaitKind::Io { write: true }, None),
+            (WaitKind::Receive, None),
+            (WaitKind::Broadcast, None),
+        ] {
+            assert_eq!(what_for(&kind), want, "{kind:?}");
+        }
     }
 }
