@@ -232,6 +232,8 @@ fn fds_named(text: &str) -> Vec<u32> {
 
 /// What the `signals` fixture's tasks wait for, as its documentation says, where `/proc` is read.
 fn signals_expected(pid: u32, port: &str) -> Vec<String> {
+    let dir = std::env::temp_dir();
+    let socket = format!("{}/asyncdump-signals-{pid}/quiet.sock", dir.display());
     vec![
         "Notify @ 0x…: not notified, this task 1st of 1 waiting".into(),
         "watch @ 0x…: version 1 seen, unchanged since, 1 sender alive".into(),
@@ -241,10 +243,8 @@ fn signals_expected(pid: u32, port: &str) -> Vec<String> {
             .into(),
         "Barrier @ 0x…: 1 of 3 arrived, waiting for 2 more".into(),
         format!("accepting on fd N, tcp 127.0.0.1:{port}, 1 connection waiting"),
-        format!(
-            "reading fd N, unix (unnamed) → \"{}/asyncdump-signals-{pid}/quiet.sock\", 0 bytes queued",
-            std::env::temp_dir().display()
-        ),
+        format!("reading fd N, unix (unnamed) → \"{socket}\", 0 bytes queued"),
+        format!("accepting on fd N, unix \"{socket}\", 0 connections waiting"),
     ]
 }
 
@@ -277,12 +277,12 @@ fn listening_port(pid: u32) -> String {
 fn notify_watch_broadcast_barrier_accept_and_unix_sockets_say_why_they_wait() {
     for args in [&[][..], &["--agent"][..]] {
         let fx = Fixture::start("signals", args);
-        let text = dump_settled(fx.pid, &[], 9);
+        let text = dump_settled(fx.pid, &[], 10);
         let expected = signals_expected(fx.pid, &listening_port(fx.pid));
         assert_eq!(signal_lines(&text), expected, "{args:?}\n{text}");
-        // Both descriptors named are the fixture's sockets.
+        // The descriptors named are the fixture's sockets.
         let fds = fds_named(&text);
-        assert_eq!(fds.len(), 2, "{text}");
+        assert_eq!(fds.len(), 3, "{text}");
         for n in fds {
             let link = std::fs::read_link(format!("/proc/{}/fd/{n}", fx.pid)).unwrap();
             assert!(link.to_str().unwrap().starts_with("socket:["), "{link:?}");
@@ -293,20 +293,21 @@ fn notify_watch_broadcast_barrier_accept_and_unix_sockets_say_why_they_wait() {
 #[test]
 fn a_core_says_the_same_of_them_but_what_only_proc_knows() {
     let fx = Fixture::start("signals", &[]);
-    dump_settled(fx.pid, &[], 9);
+    dump_settled(fx.pid, &[], 10);
     let dir = crate::support::tempdir();
     let core = crate::cores::gcore(fx.pid, dir.as_path());
     let text = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
     let mut expected = signals_expected(fx.pid, "");
     expected[5] = "accepting on fd N".into();
     expected[6] = "reading fd N".into();
+    expected[7] = "accepting on fd N".into();
     assert_eq!(signal_lines(&text), expected, "{text}");
 }
 
 #[test]
 fn json_names_each_of_these_waits_by_kind() {
     let fx = Fixture::start("signals", &[]);
-    dump_settled(fx.pid, &[], 9);
+    dump_settled(fx.pid, &[], 10);
     let doc = crate::support::dump_json(fx.pid, &[]);
     let text = doc.to_string();
     for kind in ["notify", "watch", "broadcast", "barrier", "accept"] {
