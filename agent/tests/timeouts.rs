@@ -2,6 +2,8 @@
 //! and two time out on purpose (ignored here; the inspector's specs run them and read what they
 //! print): one waiting for a reply nobody sends, one whose thread blocks inside a poll.
 
+#![cfg(feature = "tokio")]
+
 use std::time::Duration;
 
 use asyncdump_agent::FrameExt;

@@ -8,11 +8,16 @@
 //! long its tasks wait on accept, timers or channels by design. Nothing is added to any poll path:
 //! the cost is one small task spawned per runtime per tick, while the last one has run.
 
+#[cfg(feature = "tokio")]
 use std::sync::Arc;
+#[cfg(feature = "tokio")]
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "tokio")]
+use std::time::Instant;
 
 /// One runtime's probe in flight.
+#[cfg(feature = "tokio")]
 struct Probe {
     sent: Instant,
     ran: Arc<AtomicBool>,
@@ -21,14 +26,18 @@ struct Probe {
 /// What the watchdog knows of each registered runtime, by its place in the registry.
 #[derive(Default)]
 pub(super) struct Watchdog {
+    #[cfg(feature = "tokio")]
     probes: Vec<Option<Probe>>,
     /// Runtimes it fired for, not run a probe since.
+    #[cfg(feature = "tokio")]
     fired: Vec<bool>,
 }
 
 /// Sets its flag when polled, or when dropped unpolled (its runtime shut down: not a hang).
+#[cfg(feature = "tokio")]
 struct Token(Arc<AtomicBool>);
 
+#[cfg(feature = "tokio")]
 impl Drop for Token {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
@@ -37,6 +46,7 @@ impl Drop for Token {
 
 /// The probe task: polled once, it says so (by dropping its token), and ends. In a dump of a stuck
 /// runtime it shows as this fn, scheduled and never polled.
+#[cfg(feature = "tokio")]
 async fn probe(token: Token) {
     drop(token);
 }

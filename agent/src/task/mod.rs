@@ -20,7 +20,9 @@ mod waker;
 
 pub use cell::{COMPLETED_RETAINED, MAX_COMPLETED_RETAINED};
 pub(crate) use cell::{ReadLock, TaskCell, registry, set_completed_retained};
-pub(crate) use changes::{Subscriber, mark as mark_changed};
+pub(crate) use changes::Subscriber;
+#[cfg(feature = "tokio")]
+pub(crate) use changes::mark as mark_changed;
 #[cfg(feature = "tokio")]
 pub(crate) use frame::polling_frame;
 pub use frame::{Framed, Label, MAX_FRAMES_PER_TASK, MetaSlot};
