@@ -140,8 +140,9 @@ fn path(name: &[u8]) -> String {
     }
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+/// A native-endian `u32` `at` bytes in (netlink speaks the host's byte order).
+fn u32_at(b: &[u8], at: u32) -> Option<u32> {
+    asyncdump_walker::bytes::uint(b, at, 4).map(|v| v as u32)
 }
 
 fn align(len: usize) -> usize {

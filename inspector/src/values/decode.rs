@@ -471,22 +471,13 @@ impl Decoder<'_> {
     fn words(&mut self, name: &Arc<str>, words: &[Word], b: &[u8]) -> Option<Value> {
         let mut fields = Vec::with_capacity(words.len());
         for w in words {
-            let mut p = None;
-            for &hop in &w.hops {
-                let next = match p {
-                    None => word(b, hop)?,
-                    Some(at) => {
-                        match self
-                            .bytes
-                            .get(self.needs, u64::wrapping_add(at, u64::from(hop)), 8)
-                        {
-                            Ok(bytes) => word(bytes, 0)?,
-                            Err(later) => return Some(pending(later)),
-                        }
-                    }
-                };
-                p = Some(next);
-            }
+            let p = match w.hops.is_empty() {
+                true => None,
+                false => match self.follow(b, &w.hops) {
+                    Ok(p) => Some(p),
+                    Err(stands) => return stands,
+                },
+            };
             let value = match (p, w.size) {
                 (Some(p), 0) => Value::Address(p.checked_add(u64::from(w.at))?),
                 (None, 0) => return None,
@@ -514,6 +505,25 @@ impl Decoder<'_> {
         })
     }
 
+    /// Where `hops` lead from the value's bytes `b`: the pointer `hops[0]` bytes in, then the pointer
+    /// that many bytes into what each points at (see [`Shape::Channel`], [`Word`]). `Err` holds what
+    /// the value stands as instead: pending while a pointer on the way is not read yet, `None`
+    /// (unreadable) where one cannot be, or where there are no hops.
+    fn follow(&mut self, b: &[u8], hops: &[u32]) -> Result<u64, Option<Value>> {
+        let (first, rest) = hops.split_first().ok_or(None)?;
+        let mut p = word(b, *first).ok_or(None)?;
+        for &hop in rest {
+            match self
+                .bytes
+                .get(self.needs, p.wrapping_add(u64::from(hop)), 8)
+            {
+                Ok(w) => p = word(w, 0).ok_or(None)?,
+                Err(later) => return Err(Some(pending(later))),
+            }
+        }
+        Ok(p)
+    }
+
     /// A channel, through `hops` pointers from the leaf's bytes `b` (see [`Shape::Channel`]): its
     /// capacity, messages queued, senders alive and whether its receiver is.
     fn channel(
@@ -524,17 +534,10 @@ impl Decoder<'_> {
         back: u32,
         layout: &ChanLayout,
     ) -> Option<Value> {
-        let (first, rest) = hops.split_first()?;
-        let mut p = word(b, *first)?;
-        for &hop in rest {
-            match self
-                .bytes
-                .get(self.needs, p.wrapping_add(u64::from(hop)), 8)
-            {
-                Ok(w) => p = word(w, 0)?,
-                Err(later) => return Some(pending(later)),
-            }
-        }
+        let p = match self.follow(b, hops) {
+            Ok(p) => p,
+            Err(stands) => return stands,
+        };
         let chan = p
             .wrapping_add(u64::from(data))
             .checked_sub(u64::from(back))?;
