@@ -35,6 +35,7 @@ pub mod names;
 pub mod output;
 pub mod plan;
 pub mod session;
+pub mod threads;
 pub mod values;
 pub mod view;
 pub mod waits;

@@ -346,3 +346,102 @@ fn a_lock_or_a_channel_end_parked_in_a_static_is_held_by_that_static() {
         "{doc}"
     );
 }
+
+/// The `thread_holders` fixture's wait lines, addresses as `0x…` and each thread as `thread N`;
+/// and the thread ids named.
+fn thread_wait_lines(text: &str) -> (Vec<String>, Vec<u32>) {
+    let mut tids = Vec::new();
+    let lines = static_wait_lines(text)
+        .into_iter()
+        .map(|l| {
+            let Some((head, rest)) = l.split_once("thread ") else {
+                return l;
+            };
+            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            tids.push(rest[..digits].parse().expect(&l));
+            let mut rest = &rest[digits..];
+            // A live process's threads are named; a core keeps no names.
+            if let Some(named) = rest.strip_prefix(" \"") {
+                rest = &named[named.find('"').expect(&l) + 1..];
+            }
+            format!("{head}thread N{rest}")
+        })
+        .collect();
+    (lines, tids)
+}
+
+const HELD_BY_THREADS: [&str; 3] = [
+    "Mutex @ 0x…: locked, held by thread N (`guard` in thread_holders::main::{async_block#0}::{closure#0}, declared at fixtures/src/bin/thread_holders.rs:43), this task 1st of 1 waiting",
+    "Semaphore @ 0x…: 0 permits free, wants 1, held by thread N (`permit` in thread_holders::main::{async_block#0}::{closure#1}, declared at fixtures/src/bin/thread_holders.rs:52), this task 1st of 1 waiting",
+    "receiving from channel @ 0x…: empty, 1 sender alive: thread N (`sender` in thread_holders::main::{async_block#0}::{closure#2}, declared at fixtures/src/bin/thread_holders.rs:63)",
+];
+
+#[test]
+fn a_lock_a_permit_or_a_sender_kept_on_a_threads_stack_is_held_by_that_thread() {
+    for args in [&[][..], &["--agent"][..]] {
+        let fx = Fixture::start("thread_holders", args);
+        let text = dump_until(fx.pid, &[], |t| t.matches("held by thread").count() == 2);
+        let (lines, tids) = thread_wait_lines(&text);
+        assert_eq!(lines, HELD_BY_THREADS, "{args:?}\n{text}");
+        // Three threads of the fixture's own, two of them the blocking pool's.
+        let task =
+            |tid: u32| std::path::Path::new(&format!("/proc/{}/task/{tid}", fx.pid)).exists();
+        assert!(
+            tids.iter().all(|&t| task(t) && t != fx.pid),
+            "{tids:?}\n{text}"
+        );
+        assert_eq!(
+            tids.iter().collect::<std::collections::BTreeSet<_>>().len(),
+            3
+        );
+        assert!(
+            text.contains("thread") && text.contains(" \"feeder\" ("),
+            "{text}"
+        );
+        // No task holds them: no edge, no deadlock.
+        assert!(!text.contains("DEADLOCK"), "{text}");
+        if args.is_empty() {
+            let dir = tempdir();
+            let core = gcore(fx.pid, dir.as_path());
+            let text = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
+            let (from_core, core_tids) = thread_wait_lines(&text);
+            assert_eq!(from_core, HELD_BY_THREADS, "core\n{text}");
+            assert_eq!(core_tids, tids, "core\n{text}");
+        }
+    }
+    // JSON names the thread, its function and what it holds; without targets, no thread is read.
+    let fx = Fixture::start("thread_holders", &[]);
+    dump_until(fx.pid, &[], |t| t.matches("held by thread").count() == 2);
+    let doc = dump_json(fx.pid, &[]);
+    let mut found = Vec::new();
+    fn walk(frames: &serde_json::Value, out: &mut Vec<(String, String, String)>) {
+        for f in frames.as_array().unwrap() {
+            for s in f["waits_on"]["threads"].as_array().into_iter().flatten() {
+                assert!(s["tid"].as_u64().is_some_and(|t| t > 0), "{s}");
+                let text = |k: &str| s[k].as_str().unwrap_or("").to_owned();
+                out.push((text("thread"), text("local"), text("lock")));
+            }
+            walk(&f["children"], out);
+        }
+    }
+    for t in doc["tasks"].as_array().unwrap() {
+        walk(&t["frames"], &mut found);
+    }
+    let worker = "tokio-rt-worker".to_owned();
+    let want = [
+        (worker.clone(), "guard".to_owned(), "Mutex".to_owned()),
+        (worker, "permit".to_owned(), "Semaphore".to_owned()),
+        (
+            "feeder".to_owned(),
+            "sender".to_owned(),
+            "channel sender".to_owned(),
+        ),
+    ];
+    assert_eq!(found, want, "{doc}");
+    let plain = asyncdump_ok(&["dump", "--no-targets", &fx.pid.to_string()]);
+    assert!(
+        !plain.contains("by thread") && !plain.contains(": thread"),
+        "{plain}"
+    );
+    assert!(!plain.contains('↳'), "{plain}");
+}

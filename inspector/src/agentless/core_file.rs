@@ -56,6 +56,8 @@ pub struct CoreFile {
     pub program: String,
     /// Each thread's stack pointer.
     pub stacks: Vec<u64>,
+    /// Each thread's registers, where its stack starts.
+    pub threads: Vec<crate::threads::Thread>,
     pub mapped: Vec<Mapped>,
     /// `AT_ENTRY` of the auxiliary vector: the executable's entry point.
     pub entry: Option<u64>,
@@ -117,6 +119,7 @@ impl CoreFile {
             pid: 0,
             program: String::new(),
             stacks: Vec::new(),
+            threads: Vec::new(),
             mapped: Vec::new(),
             entry: None,
             notes_cut: false,
@@ -159,7 +162,11 @@ impl CoreFile {
             Some(u64::from_ne_bytes(desc.get(at..at + 8)?.try_into().ok()?))
         };
         match n_type {
-            NT_PRSTATUS => self.stacks.extend(word(PRSTATUS_SP)),
+            NT_PRSTATUS => {
+                self.stacks.extend(word(PRSTATUS_SP));
+                self.threads
+                    .extend(crate::threads::registers::from_prstatus(desc));
+            }
             NT_PRPSINFO => {
                 if let Some(pid) = desc.get(PRPSINFO_PID..PRPSINFO_PID + 4) {
                     self.pid = u32::from_ne_bytes(pid.try_into().unwrap_or_default());
@@ -193,6 +200,18 @@ impl CoreFile {
             .filter(|m| m.name == text.name)
             .find(|m| m.offset == 0)?;
         Some((text.name.as_str(), first.start))
+    }
+
+    /// The files the process had mapped, as the stack walker takes them.
+    pub fn mappings(&self) -> Vec<crate::threads::Mapping> {
+        (self.mapped.iter())
+            .map(|m| crate::threads::Mapping {
+                start: m.start,
+                end: m.end,
+                offset: m.offset,
+                path: PathBuf::from(&m.name),
+            })
+            .collect()
     }
 
     /// Where a census looks: the writable segments that map no file (heap, arenas, stacks), those

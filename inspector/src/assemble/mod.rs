@@ -180,6 +180,7 @@ impl Dump {
             deadlocks: find_cycles(&tasks),
             waits: Vec::new(),
             statics: Vec::new(),
+            on_threads: Vec::new(),
             decoding,
             tasks,
             index: index.into(),

@@ -400,6 +400,7 @@ impl<'a> Merge<'a> {
             parts,
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         }
     }
 

@@ -13,11 +13,13 @@
 //! (`Node`s, ordered by offset) that `decode` then uses to build walk plans for the agent. All of this
 //! runs in the inspector; the target process never parses DWARF.
 
+mod bodies;
 mod load;
 mod parse;
 #[cfg(test)]
 pub(crate) mod synthetic;
 
+pub use bodies::{FrameBase, FrameVar};
 pub use load::{build_id, hex, links_tokio_runtime, load_bias};
 
 use std::path::PathBuf;
@@ -191,6 +193,8 @@ pub struct Debug {
     pub(crate) files: Vec<Vec<String>>,
     /// `<T as Future>::{vtable}` statics: (address in the file, DIE of T).
     pub(crate) vtables: Vec<(u64, u64)>,
+    /// The locals of function bodies that may hold a guard, a permit or a channel's end, by scope.
+    pub(crate) frame_vars: Vec<FrameVar>,
 }
 
 /// DIE offsets of [`Debug::nodes`], ascending (DIEs are read in section order): a node's index is found

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset, constants};
 
+use super::bodies::{At, Bodies};
 use super::{Debug, DwarfError, FastMap, Node, Offsets, Reader, qualified};
 
 /// The DWARF sections of one file, by name (`.debug_info`, ...), decompressed; `None` for a section the
@@ -44,6 +45,7 @@ impl Debug {
             let unit = dwarf.unit(header).map_err(bad)?;
             table.read_unit(&dwarf, &unit, endian).map_err(bad)?;
         }
+        let bodies = std::mem::take(&mut table.bodies);
         rename_impls(&mut table.nodes, &table.mention_impls, &table.impls);
         if !table.saw_types {
             return Err(DwarfError::NoTypes {
@@ -51,7 +53,7 @@ impl Debug {
             });
         }
         let vtables = future_vtables(&table.nodes, &table.by_offset);
-        Ok(Debug {
+        let mut debug = Debug {
             path: path.to_owned(),
             build_id,
             debug_info_bytes,
@@ -62,7 +64,10 @@ impl Debug {
             by_offset: table.by_offset,
             files: table.files,
             vtables,
-        })
+            frame_vars: Vec::new(),
+        };
+        debug.frame_vars = bodies.finish(&debug, &dwarf.debug_str);
+        Ok(debug)
     }
 }
 
@@ -78,6 +83,8 @@ struct Table {
     /// their generic arguments as text), by index: what [`rename_impls`] renames, found as the DIEs are
     /// read rather than by another pass over them all.
     mention_impls: Vec<usize>,
+    /// The locals of the function bodies skipped.
+    bodies: Bodies,
 }
 
 type Dwarf<'a> = gimli::Dwarf<Reader<'a>>;
@@ -103,6 +110,7 @@ impl Table {
             saw_types: false,
             impls: FastMap::default(),
             mention_impls: Vec::new(),
+            bodies: Bodies::default(),
         }
     }
 
@@ -122,8 +130,18 @@ impl Table {
         let mut entries = unit.entries();
         while let Some(entry) = entries.next_dfs()? {
             let depth = entry.depth().max(0) as usize;
+            let base = unit.header.offset().0 as u64;
+            let at = At {
+                dwarf,
+                unit,
+                index: unit_index,
+                base,
+            };
             match skip_below {
-                Some(d) if depth > d => continue,
+                Some(d) if depth > d => {
+                    self.bodies.inside(&at, entry, depth);
+                    continue;
+                }
                 _ => skip_below = None,
             }
             stack.truncate(depth);
@@ -136,13 +154,13 @@ impl Table {
                 && !(marks.anchor || marks.task_poll || marks.wake_clone)
             {
                 skip_below = Some(depth);
+                self.bodies.begin(&at, entry, depth, stack.last().copied());
                 name_impl(&self.nodes, &stack, &mut self.impls, || {
                     string(constants::DW_AT_linkage_name).map(|s| s.to_string_lossy().into_owned())
                 });
                 continue;
             }
             let name = string(constants::DW_AT_name).map(|s| s.to_string_lossy().into_owned());
-            let base = unit.header.offset().0 as u64;
             let node = node_of(
                 entry,
                 base,

@@ -226,6 +226,7 @@ impl Types {
             by_offset: Offsets(offsets),
             files: vec![vec!["src/main.rs".into()]],
             vtables: Vec::new(),
+            frame_vars: Vec::new(),
         }
     }
 }

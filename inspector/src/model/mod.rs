@@ -51,6 +51,10 @@ pub struct Dump {
     /// targets to name such holders (see `Plan::statics`); not written.
     #[serde(skip)]
     pub statics: Vec<values::Local>,
+    /// The locals of the program's threads' stack frames that may hold a lock guard or a
+    /// channel's end, read with the wait targets to name such holders; not written.
+    #[serde(skip)]
+    pub on_threads: Vec<values::ThreadLocal>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,

@@ -38,6 +38,9 @@ pub struct WaitOn {
     /// The program's statics found holding it: holders that are no task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub statics: Vec<super::waits::StaticHolder>,
+    /// The program's threads found holding it in a local on their stacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<super::waits::ThreadHolder>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -344,4 +347,14 @@ mod tests {
         assert!(w.wants("id") && !w.wants("name"));
         assert!(Wanted::All.wants("name") && !Wanted::None.wants("name"));
     }
+}
+
+/// A local of a function on a thread's stack, as the values stage reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadLocal {
+    pub tid: u32,
+    pub thread: Option<String>,
+    pub function: String,
+    pub declared: Option<super::Loc>,
+    pub local: Local,
 }

@@ -57,6 +57,24 @@ pub struct StaticHolder {
     pub held: Held,
 }
 
+/// A holder that is no task: a thread of the program keeps the guard or the channel's end in a
+/// local of a function on its stack (a `spawn_blocking` closure, a thread the program started).
+/// No edge leads to it: no task can make the thread let go.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ThreadHolder {
+    pub tid: u32,
+    /// The thread's name, as the kernel keeps it (`comm`), where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    /// The function whose local holds it.
+    pub function: String,
+    /// Where that local is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Loc>,
+    #[serde(flatten)]
+    pub held: Held,
+}
+
 /// One edge of the wait graph: task `from` cannot go on until task `to` does something.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitEdge {

@@ -139,6 +139,9 @@ pub struct Plan {
     /// The statics that may hold a lock guard or a channel's end.
     #[serde(default)]
     pub statics: Vec<values::StaticPlan>,
+    /// The locals of function bodies that may hold a lock guard or a channel's end, by scope.
+    #[serde(default)]
+    pub frame_locals: Vec<values::FrameLocalPlan>,
 }
 
 impl Plan {
@@ -172,9 +175,13 @@ impl Plan {
             None => (None, FastMap::default(), None),
         };
         let statics = b.holding_statics();
+        let frame_locals = b.holding_frame_locals();
         let values = values::ValueTypes::new(b.values.types);
         let statics = (statics.into_iter())
             .filter(|s| values.may_hold(s.ty))
+            .collect();
+        let frame_locals = (frame_locals.into_iter())
+            .filter(|l| values.may_hold(l.ty))
             .collect();
         Plan {
             walk: WalkPlan {
@@ -199,6 +206,7 @@ impl Plan {
             values,
             targets: b.values.targets,
             statics,
+            frame_locals,
         }
     }
 
@@ -245,6 +253,10 @@ impl Plan {
         self.tokio_vtable.iter_mut().for_each(moved);
         self.waker_vtables.iter_mut().for_each(|(a, _)| moved(a));
         self.statics.iter_mut().for_each(|s| moved(&mut s.addr));
+        for l in &mut self.frame_locals {
+            moved(&mut l.scope.0);
+            moved(&mut l.scope.1);
+        }
     }
 
     /// The clone function of the waker vtable at `vtable`, if the binary has one there.

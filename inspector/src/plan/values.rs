@@ -48,6 +48,23 @@ pub struct StaticPlan {
     pub ty: u32,
 }
 
+/// A local of a function body whose type may hold a lock guard, a permit or a channel's end: looked
+/// for in the stack frames of the program's threads, so that a thread that holds one is named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameLocalPlan {
+    /// The function's qualified name.
+    pub function: Arc<str>,
+    pub name: Arc<str>,
+    /// The code addresses where the local is in scope, `[start, end)`.
+    pub scope: (u64, u64),
+    pub base: crate::dwarf::FrameBase,
+    /// Where it is from the frame base.
+    pub offset: i64,
+    pub ty: u32,
+    /// Where it is declared.
+    pub declared: Option<Loc>,
+}
+
 /// Every value type of a plan.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ValueTypes {

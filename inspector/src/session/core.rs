@@ -12,7 +12,9 @@ use asyncdump_walker::tasks::{self, Discovery};
 use crate::agentless::core_file::{CoreFile, build_id_at};
 use crate::assemble::ChainCache;
 use crate::error::TargetError;
+use crate::model::values::Reading;
 use crate::model::{Dump, Process, ReadFrom};
+use crate::plan::Plan;
 use crate::plan::planner::Planner;
 
 /// How to read a core: the executable (default: the one the core names), its separate debug file,
@@ -98,14 +100,22 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         decoding,
         &mut ChainCache::one_off().reading(options.reading.clone()),
     );
-    let plan = &planned.decoder;
-    if options.reading.targets {
-        crate::values::add_statics(&mut dump, &plan.statics, &plan.values);
+    read_values(&mut dump, &core, &planned.decoder, &options.reading);
+    Ok(dump)
+}
+
+/// Reads what `dump`'s frames carry unread from `core`, with the statics and the threads' locals
+/// where wait targets are read, and finds who holds what.
+fn read_values(dump: &mut Dump, core: &CoreFile, plan: &Plan, reading: &Reading) {
+    if reading.targets {
+        crate::values::add_statics(dump, &plan.statics, &plan.values);
+        let (mappings, threads) = (core.mappings(), &core.threads);
+        let locals = (&plan.frame_locals[..], &plan.values);
+        crate::threads::add_locals(dump, core, &mappings, threads, locals);
     }
     // A core keeps no clock: instants show without an age.
-    crate::values::read_locals(&mut dump, &plan.values, &core, None);
-    if options.reading.targets {
-        crate::waits::resolve(&mut dump, &options.reading);
+    crate::values::read_locals(dump, &plan.values, core, None);
+    if reading.targets {
+        crate::waits::resolve(dump, reading);
     }
-    Ok(dump)
 }

@@ -110,11 +110,18 @@ impl MemorySession {
             &mut self.chains,
         );
         let now = Some(dump.snapshot.now_ns);
+        let pid = self.reader.pid();
+        let threads = match self.reading.targets {
+            true => crate::threads::registers::live(pid),
+            false => Vec::new(),
+        };
         if self.reading.targets {
             crate::values::add_statics(&mut dump, &self.decoder.statics, &self.decoder.values);
+            let mem = self.reader.memory();
+            super::add_thread_locals(&mut dump, mem, &threads, &self.decoder);
         }
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
-        let pid = self.reader.pid();
+        crate::threads::keep_unmoved(&mut dump, pid, &threads);
         let tables = crate::attach::procfs::SocketTables::new(pid);
         crate::values::describe_fds(&mut dump, &|fd| super::socket_value(&tables, fd));
         if self.reading.targets {

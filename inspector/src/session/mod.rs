@@ -273,24 +273,48 @@ fn read_values(
     if reading.targets {
         crate::values::add_statics(dump, &plan.statics, &plan.values);
     }
+    let threads = match reading.targets {
+        true => crate::threads::registers::live(pid),
+        false => Vec::new(),
+    };
     let through_agent = match client {
         Some(client) => {
             let mem = crate::attach::memory::AgentMemory::new(client, pid);
+            add_thread_locals(dump, &mem, &threads, plan);
             crate::values::read_locals(dump, &plan.values, &mem, now);
             mem.through_agent()
         }
         None => {
             let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
+            add_thread_locals(dump, &mem, &threads, plan);
             crate::values::read_locals(dump, &plan.values, &mem, now);
             false
         }
     };
+    crate::threads::keep_unmoved(dump, pid, &threads);
     let tables = crate::attach::procfs::SocketTables::new(pid);
     crate::values::describe_fds(dump, &|fd| socket_value(&tables, fd));
     if reading.targets {
         crate::waits::resolve(dump, reading);
     }
     through_agent
+}
+
+/// The locals of live process `dump`'s `threads` (those not running) that may hold what a task
+/// waits for, from their stacks read through `mem`.
+pub(crate) fn add_thread_locals(
+    dump: &mut Dump,
+    mem: &dyn asyncdump_walker::Memory,
+    threads: &[crate::threads::Thread],
+    plan: &Plan,
+) {
+    if threads.is_empty() || plan.frame_locals.is_empty() {
+        return;
+    }
+    let maps = crate::attach::procfs::maps(dump.process.pid).unwrap_or_default();
+    let mappings = crate::threads::registers::mappings(&maps);
+    let locals = (&plan.frame_locals[..], &plan.values);
+    crate::threads::add_locals(dump, mem, &mappings, threads, locals);
 }
 
 impl AgentSession {

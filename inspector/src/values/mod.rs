@@ -163,7 +163,7 @@ fn changed_frames(mem: &dyn Memory, roots: &[(u32, u64, Check)]) -> FastMap<Chec
 }
 
 /// Calls `f` on every local (and wait target's part) of every frame of every task, then on the
-/// statics read with them, in one fixed order.
+/// statics and the threads' locals read with them, in one fixed order.
 fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
     let has = |n: &FrameNode| !n.locals.is_empty() || n.waits_on.is_some();
     each_frame(dump, has, &mut |n| {
@@ -172,7 +172,8 @@ fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
             w.parts.iter_mut().for_each(&mut *f);
         }
     });
-    dump.statics.iter_mut().for_each(f);
+    dump.statics.iter_mut().for_each(&mut *f);
+    dump.on_threads.iter_mut().for_each(|l| f(&mut l.local));
 }
 
 /// Gives `dump` the plan's statics that may hold a lock guard or a channel's end, unread, for

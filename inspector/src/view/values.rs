@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::model::Loc;
 use crate::model::values::{Field, Local, PointerKind, Value, WaitKind, WaitOn};
-use crate::model::waits::{Held, Holder, StaticHolder};
+use crate::model::waits::{Held, Holder, ThreadHolder};
 
 /// Longest value shown on a line; the rest is cut with `…`.
 pub const MAX_LINE: usize = 200;
@@ -73,22 +73,24 @@ fn receive(w: &WaitOn) -> Option<String> {
     let senders = uint("senders").unwrap_or(0);
     let s = if senders == 1 { "" } else { "s" };
     let _ = write!(out, ", {senders} sender{s} alive");
-    ends_held(&mut out, &w.holders, &w.statics, senders);
+    ends_held(&mut out, w, senders);
     Some(out)
 }
 
-/// `: task 4 (…); task 5 (…); static app::TX`, and how many of `alive` neither a task's frame nor
-/// a static holds.
-fn ends_held(out: &mut String, holders: &[Holder], statics: &[StaticHolder], alive: u64) {
+/// `: task 4 (…); task 5 (…); static app::TX; thread 12 …`, and how many of `alive` neither a
+/// task's frame, a static nor a thread holds.
+fn ends_held(out: &mut String, w: &WaitOn, alive: u64) {
+    let holders = &w.holders;
     for (i, h) in holders.iter().enumerate() {
         out.push_str(if i == 0 { ": " } else { "; " });
         holder_into(out, h);
     }
-    if !statics.is_empty() && holders.is_empty() {
+    let others = w.statics.len() + w.threads.len();
+    if others > 0 && holders.is_empty() {
         out.push_str(": ");
     }
-    statics_into(out, statics, !holders.is_empty());
-    let found = holders.len() + statics.len();
+    others_into(out, w, !holders.is_empty());
+    let found = holders.len() + others;
     let outside = alive.saturating_sub(found as u64);
     if outside > 0 && found > 0 {
         let _ = write!(out, "; {outside} outside the tasks");
@@ -97,16 +99,37 @@ fn ends_held(out: &mut String, holders: &[Holder], statics: &[StaticHolder], ali
     }
 }
 
-/// `static app::PARKED`, each after `; ` when `after` something: holders that are the program's
-/// statics.
-fn statics_into(out: &mut String, statics: &[StaticHolder], after: bool) {
-    for (i, s) in statics.iter().enumerate() {
+/// `static app::PARKED; thread 12 "feeder" (…)`, each after `; ` when `after` something: holders
+/// that are no task, the program's statics and its threads.
+fn others_into(out: &mut String, w: &WaitOn, after: bool) {
+    for (i, s) in w.statics.iter().enumerate() {
         if after || i > 0 {
             out.push_str("; ");
         }
         // A name from the binary's DWARF: a line break in it must not end the line.
         let _ = write!(out, "static {}", super::no_breaks(&s.name));
     }
+    for (i, t) in w.threads.iter().enumerate() {
+        if after || i > 0 || !w.statics.is_empty() {
+            out.push_str("; ");
+        }
+        thread_into(out, t);
+    }
+}
+
+/// `` thread 4242 "feeder" (`sender` in app::main::{closure#2}, declared at app.rs:63) ``: the
+/// thread's name is the target's text, escaped.
+fn thread_into(out: &mut String, t: &ThreadHolder) {
+    let _ = write!(out, "thread {}", t.tid);
+    if let Some(name) = &t.thread {
+        let _ = write!(out, " {name:?}");
+    }
+    out.push_str(" (");
+    how_held_into(out, &t.held, Some(&t.function));
+    if let Some(at) = &t.declared {
+        let _ = write!(out, ", declared at {}", loc(at));
+    }
+    out.push(')');
 }
 
 /// A bounded channel's send: `channel @ 0x…: full, 4 of 4 queued, receiver alive: task 3 (`rx` in
@@ -122,7 +145,7 @@ fn send(out: &mut String, c: &Value, w: &WaitOn) {
     }
     if let Some(Value::Bool(true)) = c.field("receiver_alive") {
         out.push_str(", receiver alive");
-        ends_held(out, &w.holders, &w.statics, 1);
+        ends_held(out, w, 1);
     }
 }
 
@@ -238,18 +261,19 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
     };
     // A channel's permits are its free slots: nobody holds them.
     if lock != "channel" {
-        match (w.holders.as_slice(), w.statics.as_slice()) {
-            ([], []) if free < wanted => out.push_str(", held outside the tasks"),
-            ([], []) => {}
-            (holders, statics) => {
+        let none = w.holders.is_empty() && w.statics.is_empty() && w.threads.is_empty();
+        match none {
+            true if free < wanted => out.push_str(", held outside the tasks"),
+            true => {}
+            false => {
                 out.push_str(", held by ");
-                for (i, h) in holders.iter().enumerate() {
+                for (i, h) in w.holders.iter().enumerate() {
                     if i > 0 {
                         out.push_str("; ");
                     }
                     holder_into(&mut out, h);
                 }
-                statics_into(&mut out, statics, !holders.is_empty());
+                others_into(&mut out, w, !w.holders.is_empty());
             }
         }
     }
@@ -732,6 +756,7 @@ mod tests {
             )],
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         };
         assert_eq!(
             wait_text(&sleep(Some(-90_000_000_000))).unwrap(),
@@ -746,6 +771,7 @@ mod tests {
             parts: vec![part("wanted", Value::Uint(2)), part("semaphore", sem)],
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         };
         let mutex = permits("Mutex", semaphore(0, 12, Some(11)));
         assert_eq!(
@@ -806,6 +832,7 @@ mod tests {
             ],
             holders: vec![end_holder(3, "rx")],
             statics: Vec::new(),
+            threads: Vec::new(),
         };
         assert_eq!(
             wait_text(&send(channel(4, 1, true))).unwrap(),
@@ -821,6 +848,7 @@ mod tests {
             parts: vec![part("channel", channel(0, 2, true))],
             holders: vec![end_holder(5, "tx")],
             statics: Vec::new(),
+            threads: Vec::new(),
         };
         assert_eq!(
             wait_text(&receive).unwrap(),
@@ -841,6 +869,7 @@ mod tests {
             parts: vec![part("fd", Value::Int(12))],
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         };
         assert_eq!(wait_text(&fd(true)).unwrap(), "writing fd 12");
         let mut read = fd(false);
@@ -892,6 +921,7 @@ mod tests {
             parts: vec![part(name, value)],
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         }
     }
 
@@ -986,6 +1016,7 @@ mod tests {
                 parts: vec![part("notify", value)],
                 holders: Vec::new(),
                 statics: Vec::new(),
+                threads: Vec::new(),
             };
             wait_text(&w).unwrap()
         };
@@ -1018,6 +1049,7 @@ mod tests {
             parts: vec![part("fd", Value::Int(9)), part("socket", socket)],
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         };
         let listening = socket(text("/run/app.sock"), text(""), 2);
         assert_eq!(
@@ -1050,6 +1082,7 @@ mod tests {
                 name: "app::PARKED".into(),
                 held: holder(0, "app::PARKED", true).held,
             }],
+            threads: Vec::new(),
         };
         assert_eq!(
             wait_text(&mutex).unwrap(),

@@ -13,14 +13,17 @@ mod tests;
 
 use std::sync::Arc;
 
-use crate::model::values::{Local, Reading, Value, WaitKind};
-use crate::model::waits::{Held, Holder, StaticHolder, WaitEdge, WaitsFor, cycles};
+use crate::model::values::{Local, Reading, ThreadLocal, Value, WaitKind};
+use crate::model::waits::{Held, Holder, StaticHolder, ThreadHolder, WaitEdge, WaitsFor, cycles};
 use crate::model::{Dump, FastMap, FrameNode, Loc, TaskView, any_frame, is_own_code};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
 pub fn resolve(dump: &mut Dump, reading: &Reading) {
     let held = holders(dump, reading);
-    let in_statics = static_holders(&std::mem::take(&mut dump.statics));
+    let others = Others {
+        statics: static_holders(&std::mem::take(&mut dump.statics)),
+        threads: thread_holders(&std::mem::take(&mut dump.on_threads)),
+    };
     let mut edges: Vec<WaitEdge> = (dump.tasks.iter())
         .filter_map(|t| {
             let a = t.awaited_by.as_ref()?;
@@ -36,7 +39,7 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
         .collect();
     let mut own_code = OwnCode::default();
     for t in &mut dump.tasks {
-        edges.extend(waits_of(t, &held, &in_statics, &mut own_code));
+        edges.extend(waits_of(t, &held, &others, &mut own_code));
         edges.extend(oneshot_waits(t));
     }
     edges.sort_by_key(|e| (e.from, e.to));
@@ -109,6 +112,34 @@ fn static_holders(statics: &[Local]) -> FastMap<(Role, u64), Vec<StaticHolder>> 
     held
 }
 
+/// What the program's threads hold in their stacks' locals, by what they hold: each thing once
+/// per thread (a local moved out of keeps its bits; see `crate::threads`).
+fn thread_holders(locals: &[ThreadLocal]) -> FastMap<(Role, u64), Vec<ThreadHolder>> {
+    let mut held: FastMap<(Role, u64), Vec<ThreadHolder>> = FastMap::default();
+    for l in locals {
+        for h in holds_in(std::slice::from_ref(&l.local), &[]) {
+            let holders = held.entry((role(&h), h.addr)).or_default();
+            if holders.iter().any(|o| o.tid == l.tid) {
+                continue;
+            }
+            holders.push(ThreadHolder {
+                tid: l.tid,
+                thread: l.thread.clone(),
+                function: l.function.clone(),
+                declared: l.declared.clone(),
+                held: h,
+            });
+        }
+    }
+    held
+}
+
+/// The holders that are no task, by what they hold.
+struct Others {
+    statics: FastMap<(Role, u64), Vec<StaticHolder>>,
+    threads: FastMap<(Role, u64), Vec<ThreadHolder>>,
+}
+
 fn role(h: &Held) -> Role {
     match &*h.lock {
         SENDER => Role::Sender,
@@ -125,7 +156,7 @@ const RECEIVER: &str = "channel receiver";
 fn waits_of(
     t: &mut TaskView,
     held: &FastMap<(Role, u64), Vec<Holder>>,
-    in_statics: &FastMap<(Role, u64), Vec<StaticHolder>>,
+    others: &Others,
     own_code: &mut OwnCode,
 ) -> Vec<WaitEdge> {
     let mut waits = Vec::new();
@@ -157,11 +188,21 @@ fn waits_of(
                 },
             });
         }
-        let statics = in_statics.get(&(role, addr)).cloned().unwrap_or_default();
+        let statics = others
+            .statics
+            .get(&(role, addr))
+            .cloned()
+            .unwrap_or_default();
+        let threads = others
+            .threads
+            .get(&(role, addr))
+            .cloned()
+            .unwrap_or_default();
         preorder_mut(frames, &mut |j, n| {
             if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
                 w.holders = holders.clone();
                 w.statics = statics.clone();
+                w.threads = threads.clone();
             }
         });
     }

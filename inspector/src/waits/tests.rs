@@ -80,6 +80,7 @@ fn waiting_for(addr: u64) -> FrameNode {
         }],
         holders: Vec::new(),
         statics: Vec::new(),
+        threads: Vec::new(),
     });
     leaf
 }

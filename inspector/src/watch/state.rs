@@ -666,6 +666,7 @@ pub(crate) mod tests {
             }],
             holders: Vec::new(),
             statics: Vec::new(),
+            threads: Vec::new(),
         });
         let holder = Holder {
             task: 2,

@@ -12,8 +12,8 @@ use crate::dwarf::{State, StateMachine};
 use crate::model::Loc;
 use crate::plan::builder::{Builder, is_generic, loc};
 use crate::plan::values::{
-    FieldShape, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind, Shape, StaticPlan,
-    ValueType, VariantShape,
+    FieldShape, FrameLocalPlan, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind,
+    Shape, StaticPlan, ValueType, VariantShape,
 };
 
 /// What the rules look at: one type, read once.
@@ -473,6 +473,29 @@ impl Builder<'_> {
                 ty: self.value(ty),
             })
             .collect()
+    }
+
+    /// The locals of function bodies that may hold a guard, a permit or a channel's end, by scope;
+    /// their types planned (the caller keeps those that [`ValueTypes::may_hold`]).
+    pub(in crate::plan) fn holding_frame_locals(&mut self) -> Vec<FrameLocalPlan> {
+        let vars = &self.debug.frame_vars;
+        let mut out = Vec::with_capacity(vars.len());
+        for v in vars {
+            out.push(FrameLocalPlan {
+                function: v.function.as_str().into(),
+                name: v.name.as_str().into(),
+                scope: v.scope,
+                base: v.base,
+                offset: v.offset,
+                ty: self.value(v.ty),
+                declared: (v.file.clone()).zip(v.line).map(|(file, line)| Loc {
+                    file,
+                    line: u32::try_from(line).unwrap_or(0),
+                    column: 0,
+                }),
+            });
+        }
+        out
     }
 
     /// The value type of DIE `die`, planned on first sight.

@@ -1,0 +1,350 @@
+//! The locals of function bodies that may keep a tokio lock guard, a permit or a channel's end: where
+//! a thread (a `spawn_blocking` closure, any thread of the program) holds one, found on its stack.
+//!
+//! `parse` skips the insides of functions for its node table; while it does, [`Bodies`] notes each
+//! local and parameter that lives at a fixed offset from its function's frame base (`DW_OP_fbreg N`,
+//! what unoptimised code gives every local), with the code range of its innermost lexical scope. Once
+//! every type is known, [`Bodies::finish`] keeps those whose type's name mentions `tokio::sync::`,
+//! itself or through the members of a structure (a closure's captures), and names them. Locals of
+//! optimised code move between registers and the stack (location lists): they are not followed.
+
+use gimli::{AttributeValue, Reader as _, constants};
+use serde::{Deserialize, Serialize};
+
+use super::{Debug, FastMap, Reader, qualified};
+
+/// What a function's locals are addressed from (its `DW_AT_frame_base`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FrameBase {
+    /// The stack pointer while the function runs (unoptimised x86_64 code).
+    Sp,
+    /// The frame pointer register.
+    Fp,
+    /// The canonical frame address of the call frame information.
+    Cfa,
+}
+
+/// A local of a function body that may hold a guard, a permit or a channel's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameVar {
+    /// The function's qualified name.
+    pub function: String,
+    pub name: String,
+    /// The code addresses (in the file) where the local is in scope, `[start, end)`.
+    pub scope: (u64, u64),
+    pub base: FrameBase,
+    /// Where it is, from the frame base.
+    pub offset: i64,
+    /// Its type's DIE.
+    pub ty: u64,
+    /// Where it is declared.
+    pub file: Option<String>,
+    pub line: Option<u64>,
+}
+
+/// A name as the DIE gives it: most are offsets into `.debug_str`, read only for the locals kept.
+#[derive(Debug, Clone)]
+enum Name {
+    Str(gimli::DebugStrOffset<usize>),
+    Own(Box<str>),
+    None,
+}
+
+#[derive(Debug)]
+struct Function {
+    name: Name,
+    /// The namespace node the function is declared in.
+    parent: Option<usize>,
+    /// The DIE of its declaration, for a definition that names none itself (`DW_AT_specification`).
+    declared: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Candidate {
+    function: u32,
+    name: Name,
+    scope: (u64, u64),
+    base: FrameBase,
+    offset: i64,
+    ty: u64,
+    unit: usize,
+    file: Option<u64>,
+    line: Option<u64>,
+}
+
+/// The function body being read: its depth and frame base, and the code ranges of the lexical
+/// scopes open inside it, its own first (none: ranges that cannot be read, whose locals are left
+/// out rather than given a wider scope than they have).
+struct Open {
+    depth: usize,
+    function: u32,
+    base: Option<FrameBase>,
+    scopes: Vec<(usize, Vec<(u64, u64)>)>,
+}
+
+/// The locals of every function body, while `parse` reads the units.
+#[derive(Default)]
+pub(super) struct Bodies {
+    functions: Vec<Function>,
+    /// Every function's index by its DIE, declarations included.
+    by_die: FastMap<u64, u32>,
+    candidates: Vec<Candidate>,
+    open: Option<Open>,
+}
+
+type Entry<'a> = gimli::DebuggingInformationEntry<Reader<'a>>;
+type Unit<'a> = gimli::Unit<Reader<'a>>;
+
+/// Where a DIE is read from: its unit, the unit's index in the node table, and its offset.
+pub(super) struct At<'u, 'a> {
+    pub dwarf: &'u gimli::Dwarf<Reader<'a>>,
+    pub unit: &'u Unit<'a>,
+    pub index: usize,
+    pub base: u64,
+}
+
+impl Bodies {
+    /// A function whose body `parse` skips begins at `depth`, declared in node `parent`.
+    pub(super) fn begin(
+        &mut self,
+        at: &At<'_, '_>,
+        entry: &Entry<'_>,
+        depth: usize,
+        parent: Option<usize>,
+    ) {
+        self.open = None;
+        let function = self.functions.len() as u32;
+        self.by_die
+            .insert(at.base + entry.offset().0 as u64, function);
+        self.functions.push(Function {
+            name: name_of(entry),
+            parent,
+            declared: match entry.attr_value(constants::DW_AT_specification) {
+                Some(AttributeValue::UnitRef(gimli::UnitOffset(o))) => Some(at.base + o as u64),
+                Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
+                _ => None,
+            },
+        });
+        let ranges = code_ranges(at, entry);
+        if ranges.is_empty() {
+            return;
+        }
+        let base = match entry.attr_value(constants::DW_AT_frame_base) {
+            Some(AttributeValue::Exprloc(e)) => frame_base(e.0.slice()),
+            _ => None,
+        };
+        self.open = Some(Open {
+            depth,
+            function,
+            base,
+            scopes: vec![(depth, ranges)],
+        });
+    }
+
+    /// One DIE inside the body begun last (`depth` below it).
+    pub(super) fn inside(&mut self, at: &At<'_, '_>, entry: &Entry<'_>, depth: usize) {
+        let Some(open) = &mut self.open else {
+            return;
+        };
+        if depth <= open.depth {
+            self.open = None;
+            return;
+        }
+        while open.scopes.last().is_some_and(|s| s.0 >= depth) {
+            open.scopes.pop();
+        }
+        match entry.tag() {
+            constants::DW_TAG_lexical_block | constants::DW_TAG_inlined_subroutine => {
+                open.scopes.push((depth, code_ranges(at, entry)));
+            }
+            constants::DW_TAG_variable | constants::DW_TAG_formal_parameter => {
+                let (Some(frame), Some((_, scopes))) = (open.base, open.scopes.last()) else {
+                    return;
+                };
+                let (Some(offset), Some(ty)) = (fbreg(entry), type_ref(entry, at.base)) else {
+                    return;
+                };
+                let udata = |at| entry.attr_value(at).and_then(|v| v.udata_value());
+                let file = match entry.attr_value(constants::DW_AT_decl_file) {
+                    Some(AttributeValue::FileIndex(i)) => Some(i),
+                    other => other.and_then(|v| v.udata_value()),
+                };
+                for &scope in scopes {
+                    self.candidates.push(Candidate {
+                        function: open.function,
+                        name: name_of(entry),
+                        scope,
+                        base: frame,
+                        offset,
+                        ty,
+                        unit: at.index,
+                        file,
+                        line: udata(constants::DW_AT_decl_line),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The locals whose type may hold a guard, a permit or a channel's end, named; sorted by scope.
+    pub(super) fn finish(
+        self,
+        debug: &Debug,
+        strings: &gimli::DebugStr<Reader<'_>>,
+    ) -> Vec<FrameVar> {
+        let mut memo = FastMap::default();
+        let text = |n: &Name| match n {
+            Name::Str(o) => strings
+                .get_str(*o)
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            Name::Own(s) => s.to_string(),
+            Name::None => String::new(),
+        };
+        let mut out: Vec<FrameVar> = (self.candidates.iter())
+            .filter(|c| mentions_sync(debug, c.ty, 3, &mut memo))
+            .map(|c| {
+                let mut f = &self.functions[c.function as usize];
+                // A definition out of line names itself by its declaration.
+                if let Some(d) = f.declared.and_then(|d| self.by_die.get(&d)) {
+                    f = &self.functions[*d as usize];
+                }
+                let own = text(&f.name);
+                let function = match f.parent.map(|p| qualified(&debug.nodes, p)) {
+                    Some(path) if !path.is_empty() => format!("{path}::{own}"),
+                    _ => own,
+                };
+                let files = debug.files.get(c.unit);
+                FrameVar {
+                    function,
+                    name: text(&c.name),
+                    scope: c.scope,
+                    base: c.base,
+                    offset: c.offset,
+                    ty: c.ty,
+                    file: c.file.and_then(|i| files?.get(i as usize).cloned()),
+                    line: c.line,
+                }
+            })
+            .collect();
+        out.sort_by_key(|v| v.scope);
+        out
+    }
+}
+
+/// Whether the type at `die` names a `tokio::sync` type, or (for a structure, `depth` levels down)
+/// one of its members' types does.
+fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bool>) -> bool {
+    if let Some(&m) = memo.get(&die) {
+        return m;
+    }
+    memo.insert(die, false);
+    let Some(i) = debug.by_offset.get(&die) else {
+        return false;
+    };
+    let mut found = qualified(&debug.nodes, i).contains("tokio::sync::");
+    let n = &debug.nodes[i];
+    if !found && depth > 0 && n.tag == constants::DW_TAG_structure_type {
+        let members: Vec<u64> = (n.children.iter())
+            .map(|&c| &debug.nodes[c])
+            .filter(|c| c.tag == constants::DW_TAG_member)
+            .filter_map(|c| c.type_ref)
+            .collect();
+        found = members
+            .into_iter()
+            .any(|t| mentions_sync(debug, t, depth - 1, memo));
+    }
+    memo.insert(die, found);
+    found
+}
+
+fn name_of(entry: &Entry<'_>) -> Name {
+    match entry.attr_value(constants::DW_AT_name) {
+        Some(AttributeValue::DebugStrRef(o)) => Name::Str(o),
+        Some(AttributeValue::String(s)) => Name::Own(s.to_string_lossy().into()),
+        _ => Name::None,
+    }
+}
+
+fn type_ref(entry: &Entry<'_>, base: u64) -> Option<u64> {
+    match entry.attr_value(constants::DW_AT_type)? {
+        AttributeValue::UnitRef(gimli::UnitOffset(o)) => Some(base + o as u64),
+        AttributeValue::DebugInfoRef(o) => Some(o.0 as u64),
+        _ => None,
+    }
+}
+
+/// A DIE's code ranges: `DW_AT_low_pc` with `DW_AT_high_pc` (an address, or a length from the
+/// low one), or `DW_AT_ranges`. None where neither can be read.
+fn code_ranges(at: &At<'_, '_>, entry: &Entry<'_>) -> Vec<(u64, u64)> {
+    if let Some(AttributeValue::Addr(lo)) = entry.attr_value(constants::DW_AT_low_pc) {
+        let hi = match entry.attr_value(constants::DW_AT_high_pc) {
+            Some(AttributeValue::Addr(hi)) => Some(hi),
+            Some(other) => other.udata_value().and_then(|n| lo.checked_add(n)),
+            None => None,
+        };
+        return hi
+            .filter(|&hi| lo != 0 && hi > lo)
+            .map(|hi| vec![(lo, hi)])
+            .unwrap_or_default();
+    }
+    let Some(value) = entry.attr_value(constants::DW_AT_ranges) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let Ok(Some(mut ranges)) = at.dwarf.attr_ranges(at.unit, value) else {
+        return out;
+    };
+    // A damaged list ends the scope's ranges where it breaks: fewer scopes, never wider ones.
+    while let Ok(Some(r)) = ranges.next() {
+        if r.begin != 0 && r.end > r.begin {
+            out.push((r.begin, r.end));
+        }
+    }
+    out
+}
+
+/// A location that is exactly `DW_OP_fbreg N`: `N`.
+fn fbreg(entry: &Entry<'_>) -> Option<i64> {
+    let Some(AttributeValue::Exprloc(e)) = entry.attr_value(constants::DW_AT_location) else {
+        return None;
+    };
+    let mut r = e.0;
+    if r.read_u8().ok()? != constants::DW_OP_fbreg.0 {
+        return None;
+    }
+    let n = r.read_sleb128().ok()?;
+    r.is_empty().then_some(n)
+}
+
+/// The DWARF register numbers of the stack and frame pointers.
+#[cfg(target_arch = "aarch64")]
+const SP_FP: (u8, u8) = (31, 29);
+#[cfg(not(target_arch = "aarch64"))]
+const SP_FP: (u8, u8) = (7, 6);
+
+/// A frame base that is one register or the CFA.
+fn frame_base(expr: &[u8]) -> Option<FrameBase> {
+    let reg = |n: u8| constants::DW_OP_reg0.0 + n;
+    match expr {
+        [op] if *op == reg(SP_FP.0) => Some(FrameBase::Sp),
+        [op] if *op == reg(SP_FP.1) => Some(FrameBase::Fp),
+        [op] if *op == constants::DW_OP_call_frame_cfa.0 => Some(FrameBase::Cfa),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_base_is_one_register_or_the_cfa() {
+        assert_eq!(frame_base(&[0x50 + SP_FP.0]), Some(FrameBase::Sp));
+        assert_eq!(frame_base(&[0x50 + SP_FP.1]), Some(FrameBase::Fp));
+        assert_eq!(frame_base(&[0x9c]), Some(FrameBase::Cfa));
+        assert_eq!(frame_base(&[0x50]), None, "another register");
+        assert_eq!(frame_base(&[0x9c, 0x9c]), None, "an expression");
+    }
+}

@@ -1,0 +1,183 @@
+//! Where each thread's stack starts: its registers, and the files mapped into its process.
+//!
+//! A live process is never stopped for this. `/proc/PID/task/TID/syscall` gives the stack and
+//! instruction pointers of a thread that is not running (blocked in a system call, or stopped):
+//! such a thread's stack does not change while it is read, unless it wakes meanwhile, which
+//! [`still_there`] tells afterwards. A running thread (`running`) is left out: its stack moves
+//! under any read. A core file keeps every thread's registers (`NT_PRSTATUS`), the frame pointer
+//! included.
+
+use std::path::PathBuf;
+
+use super::unwind::{Mapping, Registers};
+
+/// A thread of the process and where its stack starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    pub tid: u32,
+    /// Its name (`comm`), where known.
+    pub name: Option<String>,
+    pub regs: Registers,
+}
+
+/// The threads of live process `pid` that are not running, with their registers. Empty where
+/// `/proc` does not say (another user's process, Yama): no thread is then named as a holder.
+pub fn live(pid: u32) -> Vec<Thread> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut threads: Vec<Thread> = tasks
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|tid| {
+            let regs = registers(pid, tid)?;
+            let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .ok()
+                .map(|s| s.trim_end_matches('\n').to_owned());
+            Some(Thread { tid, name, regs })
+        })
+        .collect();
+    threads.sort_by_key(|t| t.tid);
+    threads
+}
+
+/// Thread `tid`'s stack and instruction pointers, if it is not running.
+fn registers(pid: u32, tid: u32) -> Option<Registers> {
+    let line = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
+    syscall_registers(&line)
+}
+
+/// The last two fields of a `syscall` file, the stack and instruction pointers: `running` (or
+/// anything else) gives none.
+fn syscall_registers(line: &str) -> Option<Registers> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() < 3 {
+        return None;
+    }
+    let hex = |s: &str| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok();
+    let (sp, pc) = (
+        hex(fields[fields.len() - 2])?,
+        hex(fields[fields.len() - 1])?,
+    );
+    (sp != 0 && pc != 0).then_some(Registers { pc, sp, fp: None })
+}
+
+/// Whether each of `threads` is still where it was read (same registers): a thread that woke
+/// while its stack was read may have changed what was read.
+pub fn still_there(pid: u32, threads: &[Thread]) -> Vec<bool> {
+    threads
+        .iter()
+        .map(|t| registers(pid, t.tid) == Some(t.regs))
+        .collect()
+}
+
+/// The files of `/proc/PID/maps` text.
+pub fn mappings(maps: &str) -> Vec<Mapping> {
+    maps.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
+            let (_dev, _inode, path) = (f.next()?, f.next()?, f.next()?.trim_start());
+            if !path.starts_with('/') || path.ends_with(" (deleted)") {
+                return None;
+            }
+            let (start, end) = range.split_once('-')?;
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: PathBuf::from(path),
+            })
+        })
+        .collect()
+}
+
+/// The general registers of a core's `NT_PRSTATUS` note: the thread's id and where its stack
+/// starts. x86_64: `pr_pid` at 32, `pr_reg` at 112 with `rbp` its 5th word, `rip` its 17th and
+/// `rsp` its 20th; aarch64: `x29`, `sp` and `pc` after `x0`..`x28`.
+pub fn from_prstatus(desc: &[u8]) -> Option<Thread> {
+    let word = |at: usize| Some(u64::from_ne_bytes(desc.get(at..at + 8)?.try_into().ok()?));
+    let tid = u32::from_ne_bytes(desc.get(32..36)?.try_into().ok()?);
+    let (fp, sp, pc) = if cfg!(target_arch = "aarch64") {
+        (112 + 29 * 8, 112 + 31 * 8, 112 + 32 * 8)
+    } else {
+        (112 + 4 * 8, 112 + 19 * 8, 112 + 16 * 8)
+    };
+    Some(Thread {
+        tid,
+        name: None,
+        regs: Registers {
+            pc: word(pc)?,
+            sp: word(sp)?,
+            fp: Some(word(fp)?),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocked_or_stopped_thread_gives_its_pointers_and_a_running_one_none() {
+        let blocked = "202 0x7f0 0x80 0x0 0x0 0x0 0x0 0x7ffd5c 0x7f12ab\n";
+        assert_eq!(
+            syscall_registers(blocked),
+            Some(Registers {
+                pc: 0x7f12ab,
+                sp: 0x7ffd5c,
+                fp: None
+            })
+        );
+        let stopped = "-1 0x7ffd00 0x5555a0\n";
+        assert_eq!(syscall_registers(stopped).map(|r| r.pc), Some(0x5555a0));
+        assert_eq!(syscall_registers("running\n"), None);
+        assert_eq!(syscall_registers("0 0x0 0x0"), None, "no stack");
+        assert_eq!(syscall_registers("1 zz 0x10"), None, "damaged");
+    }
+
+    #[test]
+    fn maps_lines_give_the_files_mapped_and_leave_the_rest() {
+        let maps = "\
+5555a000-5555b000 r--p 00000000 08:01 1234     /usr/bin/app
+5555b000-5555c000 r-xp 00001000 08:01 1234     /usr/bin/app
+7f00-8f00 rw-p 00000000 00:00 0 
+7ffd0000-7ffd1000 rw-p 00000000 00:00 0        [stack]
+9000-a000 r-xp 00002000 08:01 99     /opt/a file (deleted)
+b000-c000 r-xp 00000000 08:01 98     /opt/with space.so
+";
+        let m = mappings(maps);
+        let paths: Vec<&str> = m.iter().map(|m| m.path.to_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            ["/usr/bin/app", "/usr/bin/app", "/opt/with space.so"]
+        );
+        assert_eq!(
+            (m[1].start, m[1].end, m[1].offset),
+            (0x5555b000, 0x5555c000, 0x1000)
+        );
+    }
+
+    #[test]
+    fn a_prstatus_note_gives_the_thread_and_its_registers() {
+        let mut desc = vec![0u8; 112 + 34 * 8];
+        desc[32..36].copy_from_slice(&4242u32.to_ne_bytes());
+        let mut put = |word: usize, v: u64| {
+            desc[112 + word * 8..120 + word * 8].copy_from_slice(&v.to_ne_bytes())
+        };
+        let (fp, sp, pc) = if cfg!(target_arch = "aarch64") {
+            (29, 31, 32)
+        } else {
+            (4, 19, 16)
+        };
+        put(fp, 1);
+        put(sp, 2);
+        put(pc, 3);
+        let t = from_prstatus(&desc).unwrap();
+        assert_eq!(
+            (t.tid, t.regs.fp, t.regs.sp, t.regs.pc),
+            (4242, Some(1), 2, 3)
+        );
+        assert_eq!(from_prstatus(&desc[..100]), None, "cut short");
+    }
+}

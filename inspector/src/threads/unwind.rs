@@ -1,0 +1,344 @@
+//! Walking a thread's stack from its registers, by the call frame information (`.eh_frame`) of the
+//! files mapped where its return addresses point: the executable and the shared libraries (the C
+//! library's system call wrappers are where a blocked thread's innermost frame is).
+//!
+//! Each file's `.eh_frame` and its sorted index (`.eh_frame_hdr`) are read from disk once, only for
+//! a file a frame is in. A step needs the canonical frame address from the stack or frame pointer
+//! and the return address saved at an offset from it; a rule outside those (an expression, a
+//! register other than the frame pointer, a frame pointer not known) ends the walk there. Every
+//! word comes from the target's memory through [`Memory`]: a read that fails ends the walk, never
+//! a guess.
+
+use std::path::{Path, PathBuf};
+
+use asyncdump_walker::Memory;
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, ParsedEhFrameHdr, RegisterRule,
+    UnwindContext, UnwindSection,
+};
+use object::{Object, ObjectSection, ObjectSegment};
+
+/// Most frames walked per thread.
+pub const MAX_FRAMES: usize = 256;
+
+/// A file mapped into the process: `[start, end)` holds its bytes from `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub path: PathBuf,
+}
+
+/// The registers a walk starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registers {
+    pub pc: u64,
+    pub sp: u64,
+    /// Not known for a thread read through `/proc` (only a stop gives every register).
+    pub fp: Option<u64>,
+}
+
+/// One frame of a walked stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// Where the frame's code is: the innermost frame's pc, for the others the return address less
+    /// one (inside the call, which is the scope that matters).
+    pub pc: u64,
+    /// The stack pointer while the function runs (at its call, for the frames that called).
+    pub sp: u64,
+    /// The canonical frame address; `None` where the walk ended at this frame.
+    pub cfa: Option<u64>,
+    pub fp: Option<u64>,
+}
+
+/// The call frame information of one file, loaded.
+struct Unwind {
+    eh_frame: Vec<u8>,
+    hdr: Vec<u8>,
+    bases: BaseAddresses,
+}
+
+/// The files of one process, by where they are mapped, their frame information loaded on first use.
+pub struct Modules {
+    /// Ranges of mapped files, sorted, each with its module's index.
+    ranges: Vec<(u64, u64, usize)>,
+    /// Each file's path and load bias, and its frame information once asked for (`None` inside:
+    /// the file has none, or could not be read).
+    modules: Vec<(PathBuf, u64, Option<Option<Unwind>>)>,
+}
+
+impl Modules {
+    /// The files of `mappings` (`/proc/PID/maps`, a core's `NT_FILE`), each biased by where its
+    /// offset 0 is mapped.
+    pub fn new(mappings: &[Mapping]) -> Modules {
+        let mut modules: Vec<(PathBuf, u64, Option<Option<Unwind>>)> = Vec::new();
+        let mut ranges = Vec::new();
+        for m in mappings {
+            let i = match modules.iter().position(|(p, ..)| *p == m.path) {
+                Some(i) => i,
+                None => {
+                    let Some(base) = (mappings.iter())
+                        .find(|o| o.path == m.path && o.offset == 0)
+                        .map(|o| o.start)
+                    else {
+                        continue;
+                    };
+                    modules.push((m.path.clone(), base, None));
+                    modules.len() - 1
+                }
+            };
+            ranges.push((m.start, m.end, i));
+        }
+        ranges.sort_unstable();
+        Modules { ranges, modules }
+    }
+
+    /// The frame information of the file mapped at `pc`.
+    fn at(&mut self, pc: u64) -> Option<&Unwind> {
+        let i = self.ranges.partition_point(|r| r.0 <= pc).checked_sub(1)?;
+        let (start, end, m) = self.ranges[i];
+        if !(start..end).contains(&pc) {
+            return None;
+        }
+        let (path, base, unwind) = &mut self.modules[m];
+        unwind.get_or_insert_with(|| load(path, *base)).as_ref()
+    }
+}
+
+/// A file's `.eh_frame` and `.eh_frame_hdr`, at the addresses the process has them (`base` is
+/// where the file's offset 0 is mapped).
+fn load(path: &Path, base: u64) -> Option<Unwind> {
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let obj = object::File::parse(&cache).ok()?;
+    // The address offset 0 has in the file: the first loadable segment's, less its offset.
+    let at_zero = obj
+        .segments()
+        .filter_map(|s| {
+            let (offset, _) = s.file_range();
+            s.address().checked_sub(offset)
+        })
+        .min()?;
+    let bias = base.wrapping_sub(at_zero);
+    let section = |name: &str| {
+        let s = obj.section_by_name(name)?;
+        Some((s.address().wrapping_add(bias), s.data().ok()?.to_vec()))
+    };
+    let (frame_at, eh_frame) = section(".eh_frame")?;
+    let (hdr_at, hdr) = section(".eh_frame_hdr")?;
+    let text_at = obj
+        .section_by_name(".text")
+        .map_or(0, |s| s.address().wrapping_add(bias));
+    let bases = BaseAddresses::default()
+        .set_eh_frame(frame_at)
+        .set_eh_frame_hdr(hdr_at)
+        .set_text(text_at);
+    Some(Unwind {
+        eh_frame,
+        hdr,
+        bases,
+    })
+}
+
+/// The DWARF register numbers of the return address, the stack pointer and the frame pointer.
+#[cfg(target_arch = "aarch64")]
+const RA_SP_FP: (u16, u16, u16) = (30, 31, 29);
+#[cfg(not(target_arch = "aarch64"))]
+const RA_SP_FP: (u16, u16, u16) = (16, 7, 6);
+
+/// The frames of the stack `regs` start, innermost first, at most [`MAX_FRAMES`].
+pub fn walk(mem: &dyn Memory, modules: &mut Modules, regs: Registers) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    let mut ctx = UnwindContext::new();
+    let (mut pc, mut sp, mut fp) = (regs.pc, regs.sp, regs.fp);
+    while frames.len() < MAX_FRAMES {
+        // A return address points after its call: the call itself is one byte before.
+        let lookup = if frames.is_empty() { pc } else { pc - 1 };
+        let mut frame = Frame {
+            pc: lookup,
+            sp,
+            cfa: None,
+            fp,
+        };
+        let mut stepped = modules
+            .at(lookup)
+            .and_then(|u| step(mem, u, &mut ctx, lookup, sp, fp));
+        if stepped.is_none() && fp.is_none() {
+            // A function with a frame pointer, whose value no register read gave: found on the
+            // stack where its frame begins, then the step tried again.
+            if let Some(found) = scan_for_frame(mem, modules, sp) {
+                fp = Some(found);
+                frame.fp = fp;
+                stepped = (modules.at(lookup)).and_then(|u| step(mem, u, &mut ctx, lookup, sp, fp));
+            }
+        }
+        let Some((cfa, ra, next_fp)) = stepped else {
+            frames.push(frame);
+            break;
+        };
+        frame.cfa = Some(cfa);
+        frames.push(frame);
+        // No progress, or the outermost frame: the walk ends.
+        if ra == 0 || cfa <= sp {
+            break;
+        }
+        (pc, sp, fp) = (ra, cfa, next_fp);
+    }
+    frames
+}
+
+/// Most bytes above the stack pointer searched for a frame's start.
+const SCAN_BYTES: u64 = 4096;
+
+/// Where the innermost frame kept by a frame pointer begins, from `sp` up: the first word that
+/// holds a higher stack address (the caller's saved frame pointer) followed by a return address
+/// into a mapped file with frame information, which the code before it shows is a call.
+fn scan_for_frame(mem: &dyn Memory, modules: &mut Modules, sp: u64) -> Option<u64> {
+    let mut at = sp & !7;
+    while at < sp + SCAN_BYTES {
+        let chunk = mem.read_vec(at, 512)?;
+        for (i, pair) in chunk.windows(16).step_by(8).enumerate() {
+            let a = at + 8 * i as u64;
+            let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or_default());
+            let (saved, ra) = (word(&pair[..8]), word(&pair[8..]));
+            let points_up = saved > a && saved - a < (1 << 20);
+            if points_up && modules.at(ra.wrapping_sub(1)).is_some() && after_call(mem, ra) {
+                return Some(a);
+            }
+        }
+        at += 504;
+    }
+    None
+}
+
+/// Whether the code before `ra` ends in a call (x86_64: `call rel32`, or `call` through a register
+/// or memory, `FF /2`). Code that cannot be read (a core keeps none) is taken as one.
+fn after_call(mem: &dyn Memory, ra: u64) -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return true;
+    }
+    let Some(code) = ra.checked_sub(7).and_then(|at| mem.read_vec(at, 7)) else {
+        return true;
+    };
+    let direct = code[2] == 0xE8;
+    let indirect = (0..6).any(|i| code[i] == 0xFF && (code[i + 1] >> 3) & 7 == 2);
+    direct || indirect
+}
+
+/// One step: the frame's canonical frame address, its return address, and the caller's frame
+/// pointer.
+fn step(
+    mem: &dyn Memory,
+    u: &Unwind,
+    ctx: &mut UnwindContext<usize>,
+    pc: u64,
+    sp: u64,
+    fp: Option<u64>,
+) -> Option<(u64, u64, Option<u64>)> {
+    let eh_frame = EhFrame::new(&u.eh_frame, NativeEndian);
+    let hdr: ParsedEhFrameHdr<_> = EhFrameHdr::new(&u.hdr, NativeEndian)
+        .parse(&u.bases, 8)
+        .ok()?;
+    let table = hdr.table()?;
+    let fde = table
+        .fde_for_address(&eh_frame, &u.bases, pc, EhFrame::cie_from_offset)
+        .ok()?;
+    let row = fde
+        .unwind_info_for_address(&eh_frame, &u.bases, ctx, pc)
+        .ok()?;
+    let (ra_reg, sp_reg, fp_reg) = RA_SP_FP;
+    let cfa = match row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset } => {
+            let base = match register.0 {
+                r if r == sp_reg => sp,
+                r if r == fp_reg => fp?,
+                _ => return None,
+            };
+            base.checked_add_signed(*offset)?
+        }
+        CfaRule::Expression(_) => return None,
+    };
+    let saved = |rule: RegisterRule<usize>| match rule {
+        RegisterRule::Offset(o) => Some(Some(mem.read_word(cfa.checked_add_signed(o)?)?)),
+        RegisterRule::SameValue | RegisterRule::Undefined => Some(None),
+        _ => None,
+    };
+    let ra = saved(row.register(gimli::Register(ra_reg))?)??;
+    let next_fp = match row.register(gimli::Register(fp_reg)) {
+        // A callee-saved register no rule names keeps its value.
+        None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => fp,
+        Some(rule) => saved(rule)?,
+    };
+    Some((cfa, ra, next_fp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(start: u64, end: u64, offset: u64, path: &str) -> Mapping {
+        Mapping {
+            start,
+            end,
+            offset,
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn a_file_is_biased_by_where_its_offset_zero_is_mapped() {
+        let m = Modules::new(&[
+            mapping(0x7000, 0x8000, 0x1000, "/lib/libc.so.6"),
+            mapping(0x6000, 0x7000, 0, "/lib/libc.so.6"),
+            mapping(0x1000, 0x2000, 0x1000, "/no/offset/zero"),
+        ]);
+        assert_eq!(
+            m.modules.len(),
+            1,
+            "a file whose start is not mapped is left out"
+        );
+        assert_eq!(m.modules[0].1, 0x6000);
+        assert_eq!(m.ranges, vec![(0x6000, 0x7000, 0), (0x7000, 0x8000, 0)]);
+    }
+
+    /// This test's own thread, walked from the registers of a function it calls: its frames
+    /// reach the test function, each with a frame address above the last.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn this_threads_own_stack_walks_back_to_its_caller() {
+        let maps = crate::attach::procfs::maps(std::process::id()).unwrap();
+        let mut modules = Modules::new(&super::super::registers::mappings(&maps));
+        let mem = asyncdump_walker::ProcessMemory::of(std::process::id() as i32);
+        let frames = walk(&mem, &mut modules, here());
+        assert!(frames.len() > 3, "{frames:?}");
+        let cfas: Vec<u64> = frames.iter().filter_map(|f| f.cfa).collect();
+        assert!(cfas.windows(2).all(|w| w[0] < w[1]), "{frames:?}");
+        let caller = this_threads_own_stack_walks_back_to_its_caller as *const () as u64;
+        assert!(
+            frames
+                .iter()
+                .skip(1)
+                .any(|f| (caller..caller + 0x1000).contains(&f.pc)),
+            "the test function, at {caller:#x}, is among {frames:?}"
+        );
+    }
+
+    /// The registers inside this function.
+    #[inline(never)]
+    #[cfg(target_arch = "x86_64")]
+    fn here() -> Registers {
+        let (pc, sp): (u64, u64);
+        // SAFETY: reads the instruction pointer (`lea` of the next instruction) and the stack
+        // pointer into two output registers; nothing else is read or written.
+        unsafe {
+            std::arch::asm!(
+                "lea {pc}, [rip]",
+                "mov {sp}, rsp",
+                pc = out(reg) pc,
+                sp = out(reg) sp,
+            );
+        }
+        Registers { pc, sp, fp: None }
+    }
+}
