@@ -5,7 +5,7 @@
 //! were not dumped (`/proc/PID/coredump_filter` left them out: usually the executable's read-only
 //! code and data, which come from the executable itself), and a truncated core ends early: reads
 //! there fail, and are counted as unreadable, never guessed. The notes give the process (`NT_PRPSINFO`:
-//! pid and name), its threads' stack pointers (`NT_PRSTATUS`), its auxiliary vector (`NT_AUXV`: the
+//! pid and name), its threads' registers (`NT_PRSTATUS`), its auxiliary vector (`NT_AUXV`: the
 //! executable's entry point) and its mapped files (`NT_FILE`: which file the executable was, and where
 //! it was loaded).
 //!
@@ -23,6 +23,7 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Endianness, ReadCache};
 
 use crate::error::TargetError;
+use crate::threads::{Mapping, Thread, registers};
 
 /// One `PT_LOAD` segment: `memsz` bytes at `vaddr`, of which the first `filesz` are in the file at
 /// `offset`.
@@ -35,16 +36,6 @@ struct Segment {
     writable: bool,
 }
 
-/// A file the process had mapped (`NT_FILE`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapped {
-    pub start: u64,
-    pub end: u64,
-    /// Byte offset in the file of `start`.
-    pub offset: u64,
-    pub name: String,
-}
-
 /// A core file, opened.
 pub struct CoreFile {
     file: File,
@@ -54,11 +45,10 @@ pub struct CoreFile {
     segments: Vec<Segment>,
     pub pid: u32,
     pub program: String,
-    /// Each thread's stack pointer.
-    pub stacks: Vec<u64>,
     /// Each thread's registers, where its stack starts.
-    pub threads: Vec<crate::threads::Thread>,
-    pub mapped: Vec<Mapped>,
+    pub threads: Vec<Thread>,
+    /// The files it had mapped (`NT_FILE`).
+    pub mapped: Vec<Mapping>,
     /// `AT_ENTRY` of the auxiliary vector: the executable's entry point.
     pub entry: Option<u64>,
     /// A note segment runs past the end of the file: the core was cut off.
@@ -71,13 +61,6 @@ const NT_AUXV: u32 = 6;
 const NT_FILE: u32 = 0x4649_4c45;
 const AT_ENTRY: u64 = 9;
 
-/// Where a thread's stack pointer is in `NT_PRSTATUS` (x86_64: `pr_reg` at 112, `rsp` its 20th
-/// word; aarch64: `sp` after the 31 general registers).
-const PRSTATUS_SP: usize = if cfg!(target_arch = "aarch64") {
-    112 + 31 * 8
-} else {
-    112 + 19 * 8
-};
 /// `pr_pid` in `NT_PRPSINFO`, and `pr_fname` (16 bytes).
 const PRPSINFO_PID: usize = 24;
 const PRPSINFO_FNAME: usize = 40;
@@ -118,7 +101,6 @@ impl CoreFile {
             segments: Vec::new(),
             pid: 0,
             program: String::new(),
-            stacks: Vec::new(),
             threads: Vec::new(),
             mapped: Vec::new(),
             entry: None,
@@ -158,15 +140,8 @@ impl CoreFile {
         if name != b"CORE" {
             return;
         }
-        let word = |at: usize| -> Option<u64> {
-            Some(u64::from_ne_bytes(desc.get(at..at + 8)?.try_into().ok()?))
-        };
         match n_type {
-            NT_PRSTATUS => {
-                self.stacks.extend(word(PRSTATUS_SP));
-                self.threads
-                    .extend(crate::threads::registers::from_prstatus(desc));
-            }
+            NT_PRSTATUS => self.threads.extend(registers::from_prstatus(desc)),
             NT_PRPSINFO => {
                 if let Some(pid) = desc.get(PRPSINFO_PID..PRPSINFO_PID + 4) {
                     self.pid = u32::from_ne_bytes(pid.try_into().unwrap_or_default());
@@ -190,28 +165,16 @@ impl CoreFile {
 
     /// The executable: its path as the process had it, and the address its file offset 0 was
     /// mapped at (the mapping that holds the entry point, and that file's first mapping).
-    pub fn executable(&self) -> Option<(&str, u64)> {
+    pub fn executable(&self) -> Option<(&Path, u64)> {
         let entry = self.entry?;
         let text = self
             .mapped
             .iter()
             .find(|m| (m.start..m.end).contains(&entry))?;
         let first = (self.mapped.iter())
-            .filter(|m| m.name == text.name)
+            .filter(|m| m.path == text.path)
             .find(|m| m.offset == 0)?;
-        Some((text.name.as_str(), first.start))
-    }
-
-    /// The files the process had mapped, as the stack walker takes them.
-    pub fn mappings(&self) -> Vec<crate::threads::Mapping> {
-        (self.mapped.iter())
-            .map(|m| crate::threads::Mapping {
-                start: m.start,
-                end: m.end,
-                offset: m.offset,
-                path: PathBuf::from(&m.name),
-            })
-            .collect()
+        Some((text.path.as_path(), first.start))
     }
 
     /// Where a census looks: the writable segments that map no file (heap, arenas, stacks), those
@@ -225,7 +188,8 @@ impl CoreFile {
             .map(|s| Region {
                 start: s.vaddr,
                 end: s.vaddr + s.memsz,
-                stack: (self.stacks.iter()).any(|&sp| (s.vaddr..s.vaddr + s.memsz).contains(&sp)),
+                stack: (self.threads.iter())
+                    .any(|t| (s.vaddr..s.vaddr + s.memsz).contains(&t.regs.sp)),
             })
             .collect()
     }
@@ -345,7 +309,7 @@ fn word_of(b: &[u8]) -> u64 {
 
 /// `NT_FILE`'s mapped files: a count, the page size, `count` (start, end, page offset) triples, then
 /// as many NUL-terminated names. A note that does not hold together gives what it held.
-fn mapped_files(desc: &[u8]) -> Vec<Mapped> {
+fn mapped_files(desc: &[u8]) -> Vec<Mapping> {
     let word = |i: usize| desc.get(i * 8..i * 8 + 8).map(word_of);
     let (Some(count), Some(page)) = (word(0), word(1)) else {
         return Vec::new();
@@ -360,11 +324,11 @@ fn mapped_files(desc: &[u8]) -> Vec<Mapped> {
     (0..count)
         .map_while(|i| {
             let (start, end, pages) = (word(2 + 3 * i)?, word(3 + 3 * i)?, word(4 + 3 * i)?);
-            Some(Mapped {
+            Some(Mapping {
                 start,
                 end,
                 offset: pages.saturating_mul(page),
-                name: String::from_utf8_lossy(names.next()?).into_owned(),
+                path: PathBuf::from(String::from_utf8_lossy(names.next()?).into_owned()),
             })
         })
         .collect()
@@ -396,8 +360,8 @@ mod tests {
         let m = mapped_files(&d);
         assert_eq!(m.len(), 2);
         assert_eq!(
-            (m[1].start, m[1].offset, m[1].name.as_str()),
-            (0x3000, 8192, "/bin/x")
+            (m[1].start, m[1].offset, m[1].path.to_str()),
+            (0x3000, 8192, Some("/bin/x"))
         );
         let mut lying = d.clone();
         lying[..8].copy_from_slice(&u64::MAX.to_ne_bytes());

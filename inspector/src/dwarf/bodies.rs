@@ -11,7 +11,7 @@
 use gimli::{AttributeValue, Reader as _, constants};
 use serde::{Deserialize, Serialize};
 
-use super::{Debug, FastMap, Reader, qualified};
+use super::{Debug, FastMap, Reader, decl_file, die_ref, qualified};
 
 /// What a function's locals are addressed from (its `DW_AT_frame_base`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -119,11 +119,7 @@ impl Bodies {
         self.functions.push(Function {
             name: name_of(entry),
             parent,
-            declared: match entry.attr_value(constants::DW_AT_specification) {
-                Some(AttributeValue::UnitRef(gimli::UnitOffset(o))) => Some(at.base + o as u64),
-                Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
-                _ => None,
-            },
+            declared: die_ref(entry.attr_value(constants::DW_AT_specification), at.base),
         });
         let ranges = code_ranges(at, entry);
         if ranges.is_empty() {
@@ -161,25 +157,24 @@ impl Bodies {
                 let (Some(frame), Some((_, scopes))) = (open.base, open.scopes.last()) else {
                     return;
                 };
-                let (Some(offset), Some(ty)) = (fbreg(entry), type_ref(entry, at.base)) else {
+                let ty = die_ref(entry.attr_value(constants::DW_AT_type), at.base);
+                let (Some(offset), Some(ty)) = (fbreg(entry), ty) else {
                     return;
                 };
-                let udata = |at| entry.attr_value(at).and_then(|v| v.udata_value());
-                let file = match entry.attr_value(constants::DW_AT_decl_file) {
-                    Some(AttributeValue::FileIndex(i)) => Some(i),
-                    other => other.and_then(|v| v.udata_value()),
-                };
+                let (name, file) = (name_of(entry), decl_file(entry));
+                let line =
+                    (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value());
                 for &scope in scopes {
                     self.candidates.push(Candidate {
                         function: open.function,
-                        name: name_of(entry),
+                        name: name.clone(),
                         scope,
                         base: frame,
                         offset,
                         ty,
                         unit: at.index,
                         file,
-                        line: udata(constants::DW_AT_decl_line),
+                        line,
                     });
                 }
             }
@@ -264,14 +259,6 @@ fn name_of(entry: &Entry<'_>) -> Name {
         Some(AttributeValue::DebugStrRef(o)) => Name::Str(o),
         Some(AttributeValue::String(s)) => Name::Own(s.to_string_lossy().into()),
         _ => Name::None,
-    }
-}
-
-fn type_ref(entry: &Entry<'_>, base: u64) -> Option<u64> {
-    match entry.attr_value(constants::DW_AT_type)? {
-        AttributeValue::UnitRef(gimli::UnitOffset(o)) => Some(base + o as u64),
-        AttributeValue::DebugInfoRef(o) => Some(o.0 as u64),
-        _ => None,
     }
 }
 

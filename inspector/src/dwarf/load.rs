@@ -51,7 +51,7 @@ pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError
 }
 
 /// The virtual address the first `PT_LOAD` gives file offset 0.
-fn vaddr_at_zero(obj: &object::File<'_>) -> Option<u64> {
+pub(crate) fn vaddr_at_zero<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>) -> Option<u64> {
     let first = obj.segments().next()?;
     Some(first.address().saturating_sub(first.file_range().0))
 }

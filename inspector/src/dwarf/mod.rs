@@ -20,6 +20,7 @@ mod parse;
 pub(crate) mod synthetic;
 
 pub use bodies::{FrameBase, FrameVar};
+pub(crate) use load::vaddr_at_zero;
 pub use load::{build_id, hex, links_tokio_runtime, load_bias};
 
 use std::path::PathBuf;
@@ -410,6 +411,24 @@ fn parents_are(nodes: &[Node], i: usize, path: &[&str]) -> bool {
         }
     }
     at.is_some_and(|p| nodes[p].tag != constants::DW_TAG_namespace)
+}
+
+/// The DIE a reference attribute points at, as an offset in `.debug_info` (`base`: the offset of
+/// the entry's unit, for a reference within it).
+fn die_ref(v: Option<gimli::AttributeValue<Reader<'_>>>, base: u64) -> Option<u64> {
+    match v? {
+        gimli::AttributeValue::UnitRef(gimli::UnitOffset(o)) => Some(base + o as u64),
+        gimli::AttributeValue::DebugInfoRef(o) => Some(o.0 as u64),
+        _ => None,
+    }
+}
+
+/// The file index of an entry's `DW_AT_decl_file`.
+fn decl_file(entry: &gimli::DebuggingInformationEntry<Reader<'_>>) -> Option<u64> {
+    match entry.attr_value(constants::DW_AT_decl_file)? {
+        gimli::AttributeValue::FileIndex(i) => Some(i),
+        other => other.udata_value(),
+    }
 }
 
 /// The qualified name of a DIE: its namespaces and enclosing types, then its own name.

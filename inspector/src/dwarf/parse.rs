@@ -6,10 +6,10 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset, constants};
+use gimli::{AttributeValue, EndianSlice, RunTimeEndian, constants};
 
 use super::bodies::{At, Bodies};
-use super::{Debug, DwarfError, FastMap, Node, Offsets, Reader, qualified};
+use super::{Debug, DwarfError, FastMap, Node, Offsets, Reader, decl_file, die_ref, qualified};
 
 /// The DWARF sections of one file, by name (`.debug_info`, ...), decompressed; `None` for a section the
 /// file lacks. Kept apart from file I/O (`load`) so that the DIE reading works on any bytes.
@@ -128,15 +128,15 @@ impl Table {
         // most DIEs of a binary), nothing is of use: skip down to this depth.
         let mut skip_below: Option<usize> = None;
         let mut entries = unit.entries();
+        let base = unit.header.offset().0 as u64;
+        let at = At {
+            dwarf,
+            unit,
+            index: unit_index,
+            base,
+        };
         while let Some(entry) = entries.next_dfs()? {
             let depth = entry.depth().max(0) as usize;
-            let base = unit.header.offset().0 as u64;
-            let at = At {
-                dwarf,
-                unit,
-                index: unit_index,
-                base,
-            };
             match skip_below {
                 Some(d) if depth > d => {
                     self.bodies.inside(&at, entry, depth);
@@ -231,11 +231,7 @@ fn node_of(
     endian: RunTimeEndian,
 ) -> Node {
     let attr = |at| entry.attr_value(at);
-    let unit_ref = |v: Option<AttributeValue<Reader<'_>>>| match v {
-        Some(AttributeValue::UnitRef(UnitOffset(o))) => Some(base + o as u64),
-        Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
-        _ => None,
-    };
+    let unit_ref = |v| die_ref(v, base);
     let udata = |v: Option<AttributeValue<Reader<'_>>>| v.and_then(|v| v.udata_value());
     Node {
         offset: base + entry.offset().0 as u64,
@@ -249,10 +245,7 @@ fn node_of(
         type_ref: unit_ref(attr(constants::DW_AT_type)),
         discr_ref: unit_ref(attr(constants::DW_AT_discr)),
         discr_value: udata(attr(constants::DW_AT_discr_value)),
-        decl_file: match attr(constants::DW_AT_decl_file) {
-            Some(AttributeValue::FileIndex(i)) => Some(i),
-            other => udata(other),
-        },
+        decl_file: decl_file(entry),
         decl_line: udata(attr(constants::DW_AT_decl_line)),
         low_pc: match attr(constants::DW_AT_low_pc) {
             Some(AttributeValue::Addr(a)) if a != 0 => Some(a),

@@ -47,7 +47,7 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         };
         return Err(cannot(why.into()));
     };
-    let exe = exe.unwrap_or(Path::new(named));
+    let exe = exe.unwrap_or(named);
     if !exe.exists() {
         return Err(cannot(format!(
             "its executable {} is not on this machine; pass a copy of that build with --exe",
@@ -109,9 +109,7 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
 fn read_values(dump: &mut Dump, core: &CoreFile, plan: &Plan, reading: &Reading) {
     if reading.targets {
         crate::values::add_statics(dump, &plan.statics, &plan.values);
-        let (mappings, threads) = (core.mappings(), &core.threads);
-        let locals = (&plan.frame_locals[..], &plan.values);
-        crate::threads::add_locals(dump, core, &mappings, threads, locals);
+        crate::threads::add_locals(dump, core, &core.mapped, &core.threads, plan);
     }
     // A core keeps no clock: instants show without an age.
     crate::values::read_locals(dump, &plan.values, core, None);

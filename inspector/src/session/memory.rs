@@ -111,15 +111,11 @@ impl MemorySession {
         );
         let now = Some(dump.snapshot.now_ns);
         let pid = self.reader.pid();
-        let threads = match self.reading.targets {
-            true => crate::threads::registers::live(pid),
-            false => Vec::new(),
-        };
         if self.reading.targets {
             crate::values::add_statics(&mut dump, &self.decoder.statics, &self.decoder.values);
-            let mem = self.reader.memory();
-            super::add_thread_locals(&mut dump, mem, &threads, &self.decoder);
         }
+        let mem = self.reader.memory();
+        let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading);
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
         crate::threads::keep_unmoved(&mut dump, pid, &threads);
         let tables = crate::attach::procfs::SocketTables::new(pid);

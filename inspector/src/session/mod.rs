@@ -273,22 +273,18 @@ fn read_values(
     if reading.targets {
         crate::values::add_statics(dump, &plan.statics, &plan.values);
     }
-    let threads = match reading.targets {
-        true => crate::threads::registers::live(pid),
-        false => Vec::new(),
-    };
-    let through_agent = match client {
+    let (through_agent, threads) = match client {
         Some(client) => {
             let mem = crate::attach::memory::AgentMemory::new(client, pid);
-            add_thread_locals(dump, &mem, &threads, plan);
+            let threads = add_thread_locals(dump, &mem, plan, reading);
             crate::values::read_locals(dump, &plan.values, &mem, now);
-            mem.through_agent()
+            (mem.through_agent(), threads)
         }
         None => {
             let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
-            add_thread_locals(dump, &mem, &threads, plan);
+            let threads = add_thread_locals(dump, &mem, plan, reading);
             crate::values::read_locals(dump, &plan.values, &mem, now);
-            false
+            (false, threads)
         }
     };
     crate::threads::keep_unmoved(dump, pid, &threads);
@@ -300,21 +296,27 @@ fn read_values(
     through_agent
 }
 
-/// The locals of live process `dump`'s `threads` (those not running) that may hold what a task
-/// waits for, from their stacks read through `mem`.
+/// Gives `dump` the locals of its live process's threads (those not running) that may hold what a
+/// task waits for, from their stacks read through `mem`, where wait targets are read and the plan
+/// has such locals. The threads read, for [`crate::threads::keep_unmoved`].
 pub(crate) fn add_thread_locals(
     dump: &mut Dump,
     mem: &dyn asyncdump_walker::Memory,
-    threads: &[crate::threads::Thread],
     plan: &Plan,
-) {
-    if threads.is_empty() || plan.frame_locals.is_empty() {
-        return;
+    reading: &Reading,
+) -> Vec<crate::threads::Thread> {
+    if !reading.targets || plan.frame_locals.is_empty() {
+        return Vec::new();
     }
-    let maps = crate::attach::procfs::maps(dump.process.pid).unwrap_or_default();
+    let pid = dump.process.pid;
+    let threads = crate::threads::registers::live(pid);
+    if threads.is_empty() {
+        return threads;
+    }
+    let maps = crate::attach::procfs::maps(pid).unwrap_or_default();
     let mappings = crate::threads::registers::mappings(&maps);
-    let locals = (&plan.frame_locals[..], &plan.values);
-    crate::threads::add_locals(dump, mem, &mappings, threads, locals);
+    crate::threads::add_locals(dump, mem, &mappings, &threads, plan);
+    threads
 }
 
 impl AgentSession {

@@ -24,7 +24,8 @@ use crate::dwarf::FrameBase;
 use crate::model::Dump;
 use crate::model::values::ThreadLocal;
 use crate::model::values::{Check, Local, Value};
-use crate::plan::values::{FrameLocalPlan, ValueTypes};
+use crate::plan::Plan;
+use crate::plan::values::FrameLocalPlan;
 
 /// Gives `dump` the locals of `threads`' stack frames that may hold a lock guard or a channel's
 /// end, unread, for the values stage to read with the frames' locals (as it reads the statics).
@@ -33,9 +34,9 @@ pub fn add_locals(
     mem: &dyn Memory,
     mappings: &[Mapping],
     threads: &[Thread],
-    plan: (&[FrameLocalPlan], &ValueTypes),
+    plan: &Plan,
 ) {
-    let (locals, types) = plan;
+    let (locals, types) = (&plan.frame_locals, &plan.values);
     if locals.is_empty() || threads.is_empty() {
         return;
     }

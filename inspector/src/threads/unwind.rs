@@ -16,7 +16,7 @@ use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, ParsedEhFrameHdr, RegisterRule,
     UnwindContext, UnwindSection,
 };
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 
 /// Most frames walked per thread.
 pub const MAX_FRAMES: usize = 256;
@@ -112,15 +112,7 @@ fn load(path: &Path, base: u64) -> Option<Unwind> {
     let file = std::fs::File::open(path).ok()?;
     let cache = object::ReadCache::new(file);
     let obj = object::File::parse(&cache).ok()?;
-    // The address offset 0 has in the file: the first loadable segment's, less its offset.
-    let at_zero = obj
-        .segments()
-        .filter_map(|s| {
-            let (offset, _) = s.file_range();
-            s.address().checked_sub(offset)
-        })
-        .min()?;
-    let bias = base.wrapping_sub(at_zero);
+    let bias = base.wrapping_sub(crate::dwarf::vaddr_at_zero(&obj)?);
     let section = |name: &str| {
         let s = obj.section_by_name(name)?;
         Some((s.address().wrapping_add(bias), s.data().ok()?.to_vec()))

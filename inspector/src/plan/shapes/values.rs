@@ -488,11 +488,7 @@ impl Builder<'_> {
                 base: v.base,
                 offset: v.offset,
                 ty: self.value(v.ty),
-                declared: (v.file.clone()).zip(v.line).map(|(file, line)| Loc {
-                    file,
-                    line: u32::try_from(line).unwrap_or(0),
-                    column: 0,
-                }),
+                declared: (v.file.as_deref()).zip(v.line).map(|(f, l)| loc(f, l)),
             });
         }
         out
