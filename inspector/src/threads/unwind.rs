@@ -109,13 +109,20 @@ impl Modules {
 /// A file's `.eh_frame` and `.eh_frame_hdr`, at the addresses the process has them (`base` is
 /// where the file's offset 0 is mapped).
 fn load(path: &Path, base: u64) -> Option<Unwind> {
+    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path).ok()?;
-    let cache = object::ReadCache::new(file);
+    let len = file.metadata().ok()?.len();
+    let cache = object::ReadCache::new(file.try_clone().ok()?);
     let obj = object::File::parse(&cache).ok()?;
     let bias = base.wrapping_sub(crate::dwarf::vaddr_at_zero(&obj)?);
+    // Read straight into the buffer kept (the cache would copy the bytes once more), and only
+    // what the file holds.
     let section = |name: &str| {
         let s = obj.section_by_name(name)?;
-        Some((s.address().wrapping_add(bias), s.data().ok()?.to_vec()))
+        let (offset, size) = s.file_range()?;
+        let mut bytes = vec![0; usize::try_from(size.min(len.saturating_sub(offset))).ok()?];
+        file.read_exact_at(&mut bytes, offset).ok()?;
+        Some((s.address().wrapping_add(bias), bytes))
     };
     let (frame_at, eh_frame) = section(".eh_frame")?;
     let (hdr_at, hdr) = section(".eh_frame_hdr")?;
