@@ -238,16 +238,14 @@ fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bo
     let Some(i) = debug.by_offset.get(&die) else {
         return false;
     };
-    let mut found = qualified(&debug.nodes, i).contains("tokio::sync::");
-    let n = &debug.nodes[i];
+    let nodes = &debug.nodes;
+    let n = &nodes[i];
+    let mut found = qualified(nodes, i).contains("tokio::sync::");
     if !found && depth > 0 && n.tag == constants::DW_TAG_structure_type {
-        let members: Vec<u64> = (n.children.iter())
-            .map(|&c| &debug.nodes[c])
+        found = (n.children.iter())
+            .map(|&c| &nodes[c])
             .filter(|c| c.tag == constants::DW_TAG_member)
             .filter_map(|c| c.type_ref)
-            .collect();
-        found = members
-            .into_iter()
             .any(|t| mentions_sync(debug, t, depth - 1, memo));
     }
     memo.insert(die, found);
