@@ -109,7 +109,9 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
 fn read_values(dump: &mut Dump, core: &CoreFile, plan: &Plan, reading: &Reading) {
     if reading.targets {
         crate::values::add_statics(dump, &plan.statics, &plan.values);
-        crate::threads::add_locals(dump, core, &core.mapped, &core.threads, plan);
+        if crate::waits::any_holdable_wait(dump) {
+            crate::threads::add_locals(dump, core, &core.mapped, &core.threads, plan);
+        }
     }
     // A core keeps no clock: instants show without an age.
     crate::values::read_locals(dump, &plan.values, core, None);

@@ -297,15 +297,16 @@ fn read_values(
 }
 
 /// Gives `dump` the locals of its live process's threads (those not running) that may hold what a
-/// task waits for, from their stacks read through `mem`, where wait targets are read and the plan
-/// has such locals. The threads read, for [`crate::threads::keep_unmoved`].
+/// task waits for, from their stacks read through `mem`, where wait targets are read, the plan has
+/// such locals and a task waits on something a thread can hold. The threads read, for
+/// [`crate::threads::keep_unmoved`].
 pub(crate) fn add_thread_locals(
     dump: &mut Dump,
     mem: &dyn asyncdump_walker::Memory,
     plan: &Plan,
     reading: &Reading,
 ) -> Vec<crate::threads::Thread> {
-    if !reading.targets || plan.frame_locals.is_empty() {
+    if !reading.targets || plan.frame_locals.is_empty() || !crate::waits::any_holdable_wait(dump) {
         return Vec::new();
     }
     let pid = dump.process.pid;

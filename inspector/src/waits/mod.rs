@@ -49,6 +49,16 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
     dump.waits = edges;
 }
 
+/// Whether any task waits where a holder can be named (a lock or semaphore, a channel's send or
+/// receive): where none does, no static or thread need be looked at for one.
+pub fn any_holdable_wait(dump: &Dump) -> bool {
+    let holdable = |n: &FrameNode| {
+        (n.waits_on.as_ref())
+            .is_some_and(|w| matches!(w.kind, WaitKind::Permits { .. } | WaitKind::Receive))
+    };
+    dump.tasks.iter().any(|t| any_frame(&t.frames, &holdable))
+}
+
 /// [`is_own_code`] of frames, by their shared description: the frames of one function at one
 /// await share theirs, so each is asked once however many tasks wait there.
 #[derive(Default)]
