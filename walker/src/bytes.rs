@@ -3,19 +3,19 @@
 
 /// The unsigned integer of `size` (1, 2, 4 or 8) bytes at `offset` in `bytes`.
 pub fn uint(bytes: &[u8], offset: u32, size: u8) -> Option<u64> {
-    if !matches!(size, 1 | 2 | 4 | 8) {
-        return None;
-    }
     let at = offset as usize;
-    let b = bytes.get(at..at + size as usize)?;
-    let mut buf = [0u8; 8];
-    if cfg!(target_endian = "little") {
-        buf[..b.len()].copy_from_slice(b);
-        Some(u64::from_le_bytes(buf))
-    } else {
-        buf[8 - b.len()..].copy_from_slice(b);
-        Some(u64::from_be_bytes(buf))
+    // One fixed-size load per width: a copy of a length known only at run time is a call to
+    // `memcpy`, and a dump reads a word this way for every value.
+    fn array<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
+        bytes.get(at..at.checked_add(N)?)?.try_into().ok()
     }
+    Some(match size {
+        1 => u64::from(bytes.get(at).copied()?),
+        2 => u64::from(u16::from_ne_bytes(array(bytes, at)?)),
+        4 => u64::from(u32::from_ne_bytes(array(bytes, at)?)),
+        8 => u64::from_ne_bytes(array(bytes, at)?),
+        _ => return None,
+    })
 }
 
 /// The pointer-sized word at `offset` in `bytes`; 0 past the end (a plan that lies reads zeros).

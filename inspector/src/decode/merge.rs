@@ -344,7 +344,12 @@ impl<'a> Merge<'a> {
         };
         if (self.reading.locals.any() || self.reading.targets) && !s.locals.is_empty() {
             let locals = self.locals(n, s);
-            self.arena.nodes[line].locals.extend(locals);
+            let into = &mut self.arena.nodes[line].locals;
+            // Most lines get one frame's locals: kept as collected, not copied.
+            match into.is_empty() {
+                true => *into = locals,
+                false => into.extend(locals),
+            }
             if self.reading.targets {
                 let walked = self.walked_within(n, s);
                 self.arena.nodes[line].walked_within.extend(walked);
@@ -479,7 +484,7 @@ impl<'a> Merge<'a> {
         let type_name =
             (self.plan.values.get(l.ty)).map_or_else(|| Arc::from(""), |t| t.name.clone());
         Local {
-            acquired: l.acquired.clone(),
+            acquired: l.acquired.clone().map(Box::new),
             name: l.name.clone(),
             type_name,
             value: Value::Unread {

@@ -21,7 +21,7 @@ pub struct Local {
     pub value: Value,
     /// For a lock guard: the await that took it (kept for the wait graph, not written).
     #[serde(skip)]
-    pub acquired: Option<crate::model::Loc>,
+    pub acquired: Option<Box<crate::model::Loc>>,
 }
 
 /// What a leaf future waits for, decoded: its kind, and the parts read to say so (each a value,
@@ -157,8 +157,9 @@ pub enum Value {
     Endpoint {
         sender: bool,
         addr: u64,
+        // Boxed, as the rare parts of `Guard`: every value is as large as the largest variant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        within: Option<Within>,
+        within: Option<Box<Within>>,
     },
     /// A tokio lock guard or permit: the lock it holds (`Mutex`, `RwLock`, `Semaphore`; `write` for a
     /// write guard), by its semaphore's address, the one a waiter's acquire names.
@@ -169,10 +170,10 @@ pub enum Value {
         /// Where the guard lies inside a future the local holds (a state machine value, not
         /// awaited from this frame): the outermost such future.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        within: Option<Within>,
+        within: Option<Box<Within>>,
         /// Where it was taken, for a guard inside such a future (a local's own is the local's).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        acquired_at: Option<crate::model::Loc>,
+        acquired_at: Option<Box<crate::model::Loc>>,
     },
     /// Its memory could not be read.
     Unreadable,
@@ -346,6 +347,13 @@ mod tests {
         let w = Wanted::Named(vec!["id".into()]);
         assert!(w.wants("id") && !w.wants("name"));
         assert!(Wanted::All.wants("name") && !Wanted::None.wants("name"));
+    }
+
+    #[test]
+    fn a_value_stays_small_since_every_local_of_a_dump_holds_one() {
+        // The rare parts (where a guard lies, where it was taken) are boxed to keep it so.
+        assert!(std::mem::size_of::<Value>() <= 56);
+        assert!(std::mem::size_of::<Local>() <= 96);
     }
 }
 

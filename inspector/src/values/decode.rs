@@ -16,8 +16,9 @@ use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes, 
 pub(super) struct Bytes {
     runs: Vec<(u64, u64, Option<Vec<u8>>)>,
     pub(super) total: u64,
-    /// The run the last lookup found: a value's parts, and a frame's locals, lie together.
-    last: std::cell::Cell<usize>,
+    /// The runs the last two lookups found, the latest first: a frame's locals lie together, and
+    /// so do the parts of what they point to, and a dump goes from one to the other and back.
+    last: std::cell::Cell<[usize; 2]>,
 }
 
 /// Most bytes read as one run.
@@ -25,11 +26,10 @@ const MAX_RUN: u64 = 64 << 10;
 const PAGE: u64 = 4096;
 
 impl Bytes {
-    /// Reads `needs` in one batch: ranges not read yet, merged into runs where they overlap or share
-    /// a page (a page is mapped whole or not at all, so a merged read fails only where a part would
-    /// have), which the kernel then pins once each.
+    /// Reads `needs` in one batch: ranges not read yet (each was asked for because no run held it),
+    /// merged into runs where they overlap or share a page (a page is mapped whole or not at all, so
+    /// a merged read fails only where a part would have), which the kernel then pins once each.
     pub(super) fn read(&mut self, mem: &dyn Memory, mut needs: Vec<(u64, u32)>) {
-        needs.retain(|&(addr, len)| self.find(addr, len).is_none());
         needs.sort_unstable();
         // Each run with the needs it holds: where a run of several fails, each is read alone, so
         // that one bad pointer does not take its neighbours with it.
@@ -88,16 +88,20 @@ impl Bytes {
             let (start, run_end, bytes) = &self.runs[i];
             *start <= addr && end <= *run_end && (bytes.is_some() || !read)
         };
-        let i = match self.last.get() {
-            i if i < self.runs.len() && holds(i, true) => i,
-            _ => {
-                let at = self.runs.partition_point(|r| r.0 <= addr);
-                let near = at.saturating_sub(8)..at;
-                let i = (near.clone().rev().find(|&i| holds(i, true)))
-                    .or_else(|| near.rev().find(|&i| holds(i, false)))?;
-                self.last.set(i);
-                i
-            }
+        let [latest, before] = self.last.get();
+        let cached = |i: usize| i < self.runs.len() && holds(i, true);
+        let i = if cached(latest) {
+            latest
+        } else if cached(before) {
+            self.last.set([before, latest]);
+            before
+        } else {
+            let at = self.runs.partition_point(|r| r.0 <= addr);
+            let near = at.saturating_sub(8)..at;
+            let i = (near.clone().rev().find(|&i| holds(i, true)))
+                .or_else(|| near.rev().find(|&i| holds(i, false)))?;
+            self.last.set([i, latest]);
+            i
         };
         let (start, _, bytes) = &self.runs[i];
         let from = (addr - start) as usize;
@@ -203,7 +207,7 @@ struct Decoder<'a> {
     queues: &'a mut Queues,
     now_ns: Option<u64>,
     /// The outermost future (a state machine held as a value) the value being decoded lies in.
-    within: Option<Within>,
+    within: Option<Box<Within>>,
 }
 
 impl Decoder<'_> {
@@ -589,10 +593,10 @@ impl Decoder<'_> {
             .or_else(|| variants.iter().find(|v| v.value.is_none()))?;
         let outermost = self.within.is_none() && v.at.is_some();
         if outermost {
-            self.within = Some(Within {
+            self.within = Some(Box::new(Within {
                 addr,
                 stopped_at: v.at.clone(),
-            });
+            }));
         }
         let mut fields = self.fields(&v.fields, addr, depth);
         if outermost {
@@ -604,7 +608,7 @@ impl Decoder<'_> {
                 ..
             }) = fields.iter_mut().find(|f| f.name == *name)
             {
-                *acquired_at = Some(at.clone());
+                *acquired_at = Some(Box::new(at.clone()));
             }
         }
         Some(match (bare, fields.len()) {

@@ -18,7 +18,7 @@ use asyncdump_walker::bytes::uint;
 use asyncdump_walker::memory::Memory;
 
 use crate::model::values::{Check, Local, Value, WaitKind, WaitOn};
-use crate::model::{Dump, FastMap, FrameNode};
+use crate::model::{Dump, FrameNode};
 use crate::plan::values::{StaticPlan, ValueTypes};
 
 /// Most bytes of text shown per string.
@@ -54,25 +54,29 @@ pub fn read_locals(
     mem: &dyn Memory,
     now_ns: Option<u64>,
 ) -> ValuesRead {
-    let mut roots = Vec::new();
+    let mut roots = Roots::default();
     each_local(dump, &mut |l| {
         if let Value::Unread { shape, addr, check } = l.value {
-            roots.push((shape, addr, check));
+            roots.push(shape, addr, check);
         }
     });
-    if roots.is_empty() {
+    if roots.roots.is_empty() {
         return ValuesRead::default();
     }
     let mut bytes = decode::Bytes::default();
     // Each frame's locals lie together in it: one read of the span they cover.
-    bytes.read(mem, frame_spans(types, &roots));
-    let mut values: Vec<Option<Value>> = vec![None; roots.len()];
+    bytes.read(mem, roots.frame_spans(types));
+    let mut values: Vec<Option<Value>> = vec![None; roots.roots.len()];
     let mut queues = decode::Queues::default();
     let mut rounds = 1;
     loop {
         let mut needs = Vec::new();
         // Only values still waiting for bytes are decoded again.
-        for (v, &(shape, addr, _)) in values.iter_mut().zip(&roots).filter(|(v, _)| v.is_none()) {
+        let pending = values
+            .iter_mut()
+            .zip(&roots.roots)
+            .filter(|(v, _)| v.is_none());
+        for (v, &Root { shape, addr, .. }) in pending {
             let before = (needs.len(), queues.asked);
             let value = decode::value(types, &bytes, &mut needs, &mut queues, shape, addr, now_ns);
             let last_round = rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES;
@@ -91,9 +95,9 @@ pub fn read_locals(
         .into_iter()
         .map(|v| v.unwrap_or(Value::Cut))
         .collect();
-    let changed = changed_frames(mem, &roots);
-    for (v, (_, _, check)) in values.iter_mut().zip(&roots) {
-        if changed.get(check).copied().unwrap_or(false) {
+    let changed = roots.changed_frames(mem);
+    for (v, root) in values.iter_mut().zip(&roots.roots) {
+        if changed[root.check as usize] {
             *v = Value::Changed;
         }
     }
@@ -104,10 +108,10 @@ pub fn read_locals(
         }
     });
     ValuesRead {
-        locals: roots.len(),
+        locals: roots.roots.len(),
         bytes: bytes.total,
         rounds,
-        changed_frames: changed.values().filter(|&&c| c).count(),
+        changed_frames: roots.count_changed(&changed),
     }
 }
 
@@ -132,34 +136,70 @@ pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
     });
 }
 
-/// The bytes each frame's locals cover, by the state each is checked by.
-fn frame_spans(types: &ValueTypes, roots: &[(u32, u64, Check)]) -> Vec<(u64, u32)> {
-    let mut spans: FastMap<Check, (u64, u64)> = FastMap::default();
-    // A leaf's parts have no frame to check (size 0): they are read each on their own.
-    for &(shape, addr, check) in roots.iter().filter(|r| r.2.size > 0) {
-        let size = types.get(shape).map_or(0, |t| t.size.min(MAX_INLINE));
-        let end = addr.saturating_add(u64::from(size));
-        let span = spans.entry(check).or_insert((addr, end));
-        *span = (span.0.min(addr), span.1.max(end));
-    }
-    (spans.into_values())
-        .filter_map(|(start, end)| Some((start, u32::try_from(end - start).ok()?)))
-        .filter(|&(_, len)| len > 0 && len <= 16 * MAX_INLINE)
-        .collect()
+/// A local to read: its value's shape, where it lies, and the check of its frame (in
+/// [`Roots::checks`]).
+#[derive(Clone, Copy)]
+struct Root {
+    shape: u32,
+    check: u32,
+    addr: u64,
 }
 
-/// Each frame's state read again, after its locals: whether it moved (or can no longer be read).
-fn changed_frames(mem: &dyn Memory, roots: &[(u32, u64, Check)]) -> FastMap<Check, bool> {
-    let mut checks: Vec<Check> = roots.iter().map(|r| r.2).filter(|c| c.size > 0).collect();
-    checks.sort_unstable_by_key(|c| (c.addr, c.expected));
-    checks.dedup();
-    let mut words = vec![[0u8; 8]; checks.len()];
-    let into =
-        (checks.iter().zip(words.iter_mut())).map(|(c, w)| &mut w[..usize::from(c.size.min(8))]);
-    let read = (&mem).read_each(checks.iter().map(|c| c.addr), into);
-    (checks.into_iter().zip(words).zip(read))
-        .map(|((c, w), read)| (c, !read || uint(&w, 0, c.size) != Some(c.expected)))
-        .collect()
+/// Every local to read, in [`each_local`]'s order, and each frame's check once: a frame's locals
+/// come one after another and share it.
+#[derive(Default)]
+struct Roots {
+    roots: Vec<Root>,
+    checks: Vec<Check>,
+}
+
+impl Roots {
+    fn push(&mut self, shape: u32, addr: u64, check: Check) {
+        if self.checks.last() != Some(&check) {
+            self.checks.push(check);
+        }
+        let check = (self.checks.len() - 1) as u32;
+        self.roots.push(Root { shape, check, addr });
+    }
+
+    /// The bytes each frame's locals cover.
+    fn frame_spans(&self, types: &ValueTypes) -> Vec<(u64, u32)> {
+        let mut spans: Vec<Option<(u64, u64)>> = vec![None; self.checks.len()];
+        // A leaf's parts have no frame to check (size 0): they are read each on their own.
+        for r in (self.roots.iter()).filter(|r| self.checks[r.check as usize].size > 0) {
+            let size = types.get(r.shape).map_or(0, |t| t.size.min(MAX_INLINE));
+            let end = r.addr.saturating_add(u64::from(size));
+            let span = spans[r.check as usize].get_or_insert((r.addr, end));
+            *span = (span.0.min(r.addr), span.1.max(end));
+        }
+        (spans.into_iter().flatten())
+            .filter_map(|(start, end)| Some((start, u32::try_from(end - start).ok()?)))
+            .filter(|&(_, len)| len > 0 && len <= 16 * MAX_INLINE)
+            .collect()
+    }
+
+    /// Each frame's state read again, after its locals: whether it moved (or can no longer be
+    /// read), by check.
+    fn changed_frames(&self, mem: &dyn Memory) -> Vec<bool> {
+        let mut words = vec![[0u8; 8]; self.checks.len()];
+        let into = (self.checks.iter().zip(words.iter_mut()))
+            .map(|(c, w)| &mut w[..usize::from(c.size.min(8))]);
+        let read = (&mem).read_each(self.checks.iter().map(|c| c.addr), into);
+        (self.checks.iter().zip(words).zip(read))
+            .map(|((c, w), read)| c.size > 0 && (!read || uint(&w, 0, c.size) != Some(c.expected)))
+            .collect()
+    }
+
+    /// How many frames `changed` (a frame whose locals are not all together counts once).
+    fn count_changed(&self, changed: &[bool]) -> usize {
+        let mut moved: Vec<(u64, u64)> = (self.checks.iter().zip(changed))
+            .filter(|&(_, &c)| c)
+            .map(|(c, _)| (c.addr, c.expected))
+            .collect();
+        moved.sort_unstable();
+        moved.dedup();
+        moved.len()
+    }
 }
 
 /// Calls `f` on every local (and wait target's part) of every frame of every task, then on the

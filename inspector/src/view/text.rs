@@ -757,7 +757,8 @@ fn frames<W: Write + ?Sized>(
     for &id in root_awaits {
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
-    let mut scratch = String::new();
+    // A local's line is at most about `MAX_LINE` characters: one allocation for the task's.
+    let mut scratch = String::with_capacity(4 * super::values::MAX_LINE);
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(Line<'_>, usize)> =
         nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();

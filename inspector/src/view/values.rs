@@ -21,8 +21,10 @@ pub fn local(l: &Local) -> String {
 /// [`local`], into `out` (cleared first): a dump writes every local through one buffer.
 pub fn local_into(out: &mut String, l: &Local) {
     out.clear();
-    let ty = crate::names::short(&l.type_name);
-    let _ = write!(out, "{}: {ty}", l.name);
+    // Pushed, not formatted: a dump writes a line per local, and `write!` costs more than the text.
+    out.push_str(&l.name);
+    out.push_str(": ");
+    out.push_str(&crate::names::short(&l.type_name));
     if let Value::Opaque { addr, .. } = l.value {
         let _ = write!(out, " @ {addr:#x}");
         return;
@@ -30,7 +32,10 @@ pub fn local_into(out: &mut String, l: &Local) {
     out.push_str(" = ");
     let start = out.len();
     value(out, &l.value);
-    if let Some((cut, _)) = out[start..].char_indices().nth(MAX_LINE) {
+    // No more bytes than characters: only a long value needs counting.
+    if out.len() - start > MAX_LINE
+        && let Some((cut, _)) = out[start..].char_indices().nth(MAX_LINE)
+    {
         out.truncate(start + cut);
         out.push('…');
     }
@@ -468,12 +473,18 @@ fn value(out: &mut String, v: &Value) {
     }
     let _ = match v {
         Value::Bool(b) => write!(out, "{b}"),
-        Value::Int(i) => write!(out, "{i}"),
-        Value::Uint(u) => write!(out, "{u}"),
+        Value::Int(i) => {
+            out.push_str(itoa::Buffer::new().format(*i));
+            Ok(())
+        }
+        Value::Uint(u) => {
+            out.push_str(itoa::Buffer::new().format(*u));
+            Ok(())
+        }
         Value::Float(f) => write!(out, "{:?}", f.get()),
         Value::Char(c) => write!(out, "{c:?}"),
         Value::Str { text, len } => {
-            let _ = write!(out, "{text:?}");
+            quoted(out, text);
             match (text.len() as u64) < *len {
                 true => write!(out, "… ({len} bytes)"),
                 false => Ok(()),
@@ -519,6 +530,21 @@ fn value(out: &mut String, v: &Value) {
     };
 }
 
+/// `text` as Rust's `{:?}` writes it: quoted, escaped.
+fn quoted(out: &mut String, text: &str) {
+    // Printable ASCII but `"` and `\` reads as it is; the rest goes through `Debug`'s escapes.
+    if text
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        let _ = write!(out, "{text:?}");
+    }
+}
+
 fn seq(out: &mut String, len: u64, items: &[Value]) -> std::fmt::Result {
     out.push('[');
     for (i, item) in items.iter().enumerate() {
@@ -557,7 +583,8 @@ fn named(out: &mut String, name: &str, fields: &[Field]) -> std::fmt::Result {
             out.push_str(", ");
         }
         if !numbered {
-            let _ = write!(out, "{}: ", f.name);
+            out.push_str(&f.name);
+            out.push_str(": ");
         }
         value(out, &f.value);
     }
@@ -582,17 +609,31 @@ fn pointer(
     if kind != PointerKind::Ref {
         out.push(')');
     }
-    match (strong, weak) {
-        (Some(s), Some(w)) => write!(out, " [strong {s}, weak {w}]"),
-        _ => Ok(()),
+    if let (Some(s), Some(w)) = (strong, weak) {
+        out.push_str(" [strong ");
+        out.push_str(itoa::Buffer::new().format(s));
+        out.push_str(", weak ");
+        out.push_str(itoa::Buffer::new().format(w));
+        out.push(']');
     }
+    Ok(())
 }
 
 fn instant(out: &mut String, monotonic_ns: u64, age_ns: Option<i64>) -> std::fmt::Result {
-    let d = |ns: i64| super::duration(ns.unsigned_abs());
+    let d = |ns: i64| super::Dur(ns.unsigned_abs());
     match age_ns {
-        Some(a) if a >= 0 => write!(out, "Instant({} ago)", d(a)),
-        Some(a) => write!(out, "Instant(in {})", d(a)),
+        Some(a) if a >= 0 => {
+            out.push_str("Instant(");
+            let _ = d(a).write_to(out);
+            out.push_str(" ago)");
+            Ok(())
+        }
+        Some(a) => {
+            out.push_str("Instant(in ");
+            let _ = d(a).write_to(out);
+            out.push(')');
+            Ok(())
+        }
         None => write!(
             out,
             "Instant(monotonic {:.3?})",
@@ -610,6 +651,17 @@ mod tests {
         Value::Str {
             text: text.into(),
             len,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn text_is_quoted_and_escaped_as_rusts_debug_does_it(text in ".*", ascii in "[ -~]*") {
+            for text in [text, ascii] {
+                let mut out = String::new();
+                quoted(&mut out, &text);
+                proptest::prop_assert_eq!(out, format!("{text:?}"));
+            }
         }
     }
 

@@ -311,7 +311,7 @@ fn holds_in(locals: &[Local], walked_within: &[u64]) -> Vec<Held> {
                     addr,
                     within,
                     acquired_at,
-                } => (lock.clone(), *write, addr, within, acquired_at.clone()),
+                } => (lock.clone(), *write, addr, within, acquired_at.as_deref()),
                 Value::Endpoint {
                     sender,
                     addr,
@@ -333,7 +333,7 @@ fn holds_in(locals: &[Local], walked_within: &[u64]) -> Vec<Held> {
                 write,
                 addr: *addr,
                 local: l.name.clone(),
-                acquired_at: acquired_at.or_else(|| l.acquired.clone()),
+                acquired_at: acquired_at.or(l.acquired.as_deref()).cloned(),
                 polled: within.is_none(),
                 stopped_at: within.as_ref().and_then(|w| w.stopped_at.clone()),
             });

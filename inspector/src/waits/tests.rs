@@ -32,9 +32,11 @@ fn guard(addr: u64, within: Option<u64>) -> Value {
         lock: "Mutex".into(),
         write: false,
         addr,
-        within: within.map(|addr| Within {
-            addr,
-            stopped_at: Some(at(40)),
+        within: within.map(|addr| {
+            Box::new(Within {
+                addr,
+                stopped_at: Some(at(40)),
+            })
         }),
         acquired_at: None,
     }
@@ -45,7 +47,7 @@ fn local(name: &str, value: Value, acquired: u32) -> Local {
         name: name.into(),
         type_name: "MutexGuard<u64>".into(),
         value,
-        acquired: Some(at(acquired)),
+        acquired: Some(Box::new(at(acquired))),
     }
 }
 
