@@ -71,7 +71,10 @@ impl ReadRequest {
 /// See [`Request::Read`]: per range, its bytes, or `None` where it could not be read whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadReply {
-    pub data: Vec<Option<Vec<u8>>>,
+    /// As bytes: a `Vec<u8>` would be encoded and decoded one `u8` at a time, and a dump's values
+    /// come to megabytes. Postcard writes both alike (a length, then the bytes), so an agent and a
+    /// client of either kind understand each other.
+    pub data: Vec<Option<serde_bytes::ByteBuf>>,
     /// Per chase, the list as followed.
     pub chased: Vec<asyncdump_walker::Chased>,
 }
@@ -353,7 +356,7 @@ pub struct Delegate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode, encode};
+    use crate::{ByteBuf, decode, encode};
 
     #[test]
     fn a_snapshot_round_trips() {
@@ -402,6 +405,34 @@ mod tests {
         };
         let reply = Reply::Snapshot(snap);
         assert_eq!(decode::<Reply>(&encode(&reply).unwrap()).unwrap(), reply);
+    }
+
+    #[test]
+    fn a_reads_bytes_go_as_one_run_and_read_as_they_did_one_u8_at_a_time() {
+        // The reply as agents and clients before bytes went as one run encoded and decoded it.
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct Before {
+            data: Vec<Option<Vec<u8>>>,
+            chased: Vec<asyncdump_walker::Chased>,
+        }
+        let data = vec![
+            Some(vec![1, 2, 0xff]),
+            None,
+            Some(Vec::new()),
+            Some(vec![7; 300]),
+        ];
+        let before = Before {
+            data: data.clone(),
+            chased: Vec::new(),
+        };
+        let now = ReadReply {
+            data: data.into_iter().map(|d| d.map(ByteBuf::from)).collect(),
+            chased: Vec::new(),
+        };
+        let bytes = encode(&now).unwrap();
+        assert_eq!(bytes, encode(&before).unwrap());
+        assert_eq!(decode::<ReadReply>(&bytes).unwrap(), now);
+        assert_eq!(decode::<Before>(&bytes).unwrap(), before);
     }
 
     #[test]

@@ -257,7 +257,7 @@ fn read_own(req: &asyncdump_protocol::ReadRequest) -> asyncdump_protocol::ReadRe
     // The lists are followed after the ranges are read: a request's work is bounded by its size.
     asyncdump_protocol::ReadReply {
         data: (bufs.into_iter().zip(read))
-            .map(|(b, read)| read.then_some(b))
+            .map(|(b, read)| read.then(|| asyncdump_protocol::ByteBuf::from(b)))
             .collect(),
         chased: (req.chases.iter())
             .map(|&(at, next, max)| {

@@ -592,3 +592,18 @@ fn chosen_words_are_read_through_their_pointers() {
         Value::Unreadable
     );
 }
+
+proptest::proptest! {
+    #[test]
+    fn an_ipv4_socket_address_reads_as_the_standard_library_writes_it(
+        octets in proptest::prelude::any::<[u8; 4]>(),
+        port in proptest::prelude::any::<u16>(),
+    ) {
+        // Bytes as a plan may place them: the port (native order) at 2, the address at 4.
+        let mut b = [0u8; 16];
+        b[2..4].copy_from_slice(&port.to_ne_bytes());
+        b[4..8].copy_from_slice(&octets);
+        let want = std::net::SocketAddrV4::new(octets.into(), port).to_string();
+        proptest::prop_assert_eq!(super::decode::socket(&b, false, 4, 2), Some(Value::SocketAddr(want)));
+    }
+}

@@ -26,7 +26,8 @@ pub fn local_into(out: &mut String, l: &Local) {
     out.push_str(": ");
     out.push_str(&crate::names::short(&l.type_name));
     if let Value::Opaque { addr, .. } = l.value {
-        let _ = write!(out, " @ {addr:#x}");
+        out.push_str(" @ ");
+        hex(out, addr);
         return;
     }
     out.push_str(" = ");
@@ -507,9 +508,20 @@ fn value(out: &mut String, v: &Value) {
             monotonic_ns,
             age_ns,
         } => instant(out, *monotonic_ns, *age_ns),
-        Value::SocketAddr(a) => write!(out, "{a}"),
-        Value::Opaque { type_name, addr } => write!(out, "{type_name} @ {addr:#x}"),
-        Value::Address(a) => write!(out, "{a:#x}"),
+        Value::SocketAddr(a) => {
+            out.push_str(a);
+            Ok(())
+        }
+        Value::Opaque { type_name, addr } => {
+            out.push_str(type_name);
+            out.push_str(" @ ");
+            hex(out, *addr);
+            Ok(())
+        }
+        Value::Address(a) => {
+            hex(out, *a);
+            Ok(())
+        }
         Value::Endpoint { sender, addr, .. } => {
             let end = if *sender { "sender" } else { "receiver" };
             write!(out, "{end} of channel @ {addr:#x}")
@@ -528,6 +540,24 @@ fn value(out: &mut String, v: &Value) {
         Value::Changed => write!(out, "<changed>"),
         Value::Cut | Value::Unread { .. } => write!(out, "…"),
     };
+}
+
+/// `{:#x}`, without the formatting machinery: most locals shown by address are one of many.
+fn hex(out: &mut String, n: u64) {
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[(rest & 0xf) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.push_str("0x");
+    // Hex digits are ASCII.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
 /// `text` as Rust's `{:?}` writes it: quoted, escaped.
@@ -655,6 +685,13 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn addresses_read_as_rusts_alternate_hex(n in proptest::prelude::any::<u64>()) {
+            let mut out = String::new();
+            hex(&mut out, n);
+            proptest::prop_assert_eq!(out, format!("{n:#x}"));
+        }
+
         #[test]
         fn text_is_quoted_and_escaped_as_rusts_debug_does_it(text in ".*", ascii in "[ -~]*") {
             for text in [text, ascii] {
