@@ -16,31 +16,45 @@ dump without (`--no-targets`), side by side in one run (release builds), at 10,0
     holders.
 
 Each read through the agent and without it (`--no-agent`); text to /dev/null, the plan from the
-cache. Median (min–max) of 15 runs each, and the ratio of medians. Usage:
-  cargo build --release -p asyncdump -p asyncdump-fixtures && python3 bench/values.py
+cache. Median (min–max) of 15 runs each, and the ratio of medians. Given another inspector (`OLD`,
+e.g. one built from an earlier commit), each row is measured with both, all runs interleaved, each
+inspector with a plan cache of its own. Usage:
+  cargo build --release -p asyncdump -p asyncdump-fixtures && python3 bench/values.py [OLD]
 """
 import atexit
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
 BIN = os.path.join(os.path.dirname(__file__), "..", "target", "release")
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="asyncdump-bench-cache-")
-atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 RUNS = 15
 
 
-def timed(args):
+def cache():
+    """A plan cache of its own: a cache written by another inspector build is planned again."""
+    path = tempfile.mkdtemp(prefix="asyncdump-bench-cache-")
+    atexit.register(shutil.rmtree, path, True)
+    return {**os.environ, "XDG_CACHE_HOME": path}
+
+
+# (label, binary, environment); the new one last.
+INSPECTORS = [("new", f"{BIN}/asyncdump", cache())]
+if len(sys.argv) > 1:
+    INSPECTORS.insert(0, ("old", sys.argv[1], cache()))
+
+
+def timed(args, env):
     t = time.perf_counter()
-    subprocess.run(args, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(args, stdout=subprocess.DEVNULL, check=True, env=env)
     return (time.perf_counter() - t) * 1e3
 
 
-def size(args):
-    return len(subprocess.run(args, capture_output=True, check=True).stdout)
+def size(args, env):
+    return len(subprocess.run(args, capture_output=True, check=True, env=env).stdout)
 
 
 def fmt(xs):
@@ -55,19 +69,24 @@ def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms
         time.sleep(1)
         print(f"### {title}")
         print()
-        print(f"| read | {header} | ratio | text bytes, the first → the second |")
-        print("|---|---:|---:|---:|---:|")
+        print(f"| read | inspector | {header} | ratio | text bytes, the first → the second |")
+        print("|---|---|---:|---:|---:|---:|")
         for name, extra in (("agent", []), ("--no-agent", ["--no-agent"])):
-            dump = [f"{BIN}/asyncdump", "dump", str(fx.pid), *extra]
-            first, second = dump + list(base), dump + list(more)
-            timed(second)  # warms the plan cache
-            plain, values = [], []
-            for _ in range(RUNS):  # interleaved, so that drift hits both alike
-                plain.append(timed(first))
-                values.append(timed(second))
-            ratio = statistics.median(values) / statistics.median(plain)
-            sizes = f"{size(first):,} → {size(second):,}"
-            print(f"| {name} | {fmt(plain)} | {fmt(values)} | {ratio:.2f}× | {sizes} |")
+            cmds = []
+            for label, binary, env in INSPECTORS:
+                dump = [binary, "dump", str(fx.pid), *extra]
+                cmds.append((label, env, dump + list(base), dump + list(more)))
+                timed(dump + list(more), env)  # warms the plan cache
+            times = {label: ([], []) for label, *_ in cmds}
+            for _ in range(RUNS):  # interleaved, so that drift hits all alike
+                for label, env, first, second in cmds:
+                    times[label][0].append(timed(first, env))
+                    times[label][1].append(timed(second, env))
+            for label, env, first, second in cmds:
+                plain, values = times[label]
+                ratio = statistics.median(values) / statistics.median(plain)
+                sizes = f"{size(first, env):,} → {size(second, env):,}"
+                print(f"| {name} | {label} | {fmt(plain)} | {fmt(values)} | {ratio:.2f}× | {sizes} |")
         print()
     finally:
         fx.kill()

@@ -51,7 +51,7 @@ impl Shared {
     fn site(&self, i: u32) -> (Arc<Loc>, Arc<str>) {
         self.sites.get(i as usize).cloned().unwrap_or_else(|| {
             let nowhere = Loc {
-                file: format!("(spawn site {i}: not in the reply)"),
+                file: format!("(spawn site {i}: not in the reply)").into(),
                 line: 0,
                 column: 0,
             };
@@ -320,7 +320,7 @@ fn snapshot_info(snap: &Snapshot, round_trip_ns: u64, tasks: &[TaskView]) -> Sna
 
 fn loc(l: &asyncdump_protocol::Location) -> Loc {
     Loc {
-        file: l.file.clone(),
+        file: l.file.as_str().into(),
         line: l.line,
         column: l.column,
     }

@@ -266,7 +266,8 @@ pub struct Thread {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Loc {
-    pub file: String,
+    /// Shared: a dump copies the same few locations into many of its parts.
+    pub file: Arc<str>,
     pub line: u32,
     pub column: u32,
 }

@@ -3,7 +3,7 @@
 //! between tasks ([`WaitEdge`]: a `JoinHandle` awaited, a lock held), whose cycles are a dump's
 //! deadlocks ([`cycles`]).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -123,119 +123,158 @@ fn is_false(b: &bool) -> bool {
 /// one (a task waiting on itself is one too): the shortest through its lowest task, listed in
 /// "waits for" order from it. Sorted.
 pub fn cycles(edges: impl IntoIterator<Item = (u64, u64)>) -> Vec<Vec<u64>> {
-    let mut next: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
-    for (from, to) in edges {
-        next.entry(from).or_default().insert(to);
-        next.entry(to).or_default();
-    }
-    let mut cycles: Vec<Vec<u64>> = components(&next)
-        .into_iter()
-        .filter_map(|part| shortest_cycle(&next, &part))
+    let g = Graph::new(edges);
+    let mut came_from = vec![NONE; g.ids.len()];
+    let mut cycles: Vec<Vec<u64>> = (g.components().iter())
+        .filter_map(|part| g.shortest_cycle(part, &mut came_from))
+        .map(|cycle| cycle.into_iter().map(|v| g.ids[v as usize]).collect())
         .collect();
     cycles.sort();
     cycles
 }
 
-/// The strongly connected parts of `next` (Tarjan's, without recursion: chains of waits may be long).
-fn components(next: &BTreeMap<u64, BTreeSet<u64>>) -> Vec<BTreeSet<u64>> {
-    let mut t = Tarjan {
-        next,
-        index: BTreeMap::new(),
-        on_stack: BTreeSet::new(),
-        stack: Vec::new(),
-        work: Vec::new(),
-        parts: Vec::new(),
-    };
-    for &start in next.keys() {
-        if !t.index.contains_key(&start) {
-            t.from(start);
+/// No node.
+const NONE: u32 = u32::MAX;
+
+/// A graph over tasks numbered in the order of their ids, so that the lowest id is the lowest
+/// number and successors go in the order of theirs: a dump of many tasks in many cycles builds it
+/// in arrays, not maps.
+struct Graph {
+    ids: Vec<u64>,
+    /// `next[starts[v]..starts[v + 1]]`: `v`'s successors, ascending, once each.
+    starts: Vec<usize>,
+    next: Vec<u32>,
+}
+
+impl Graph {
+    fn new(edges: impl IntoIterator<Item = (u64, u64)>) -> Graph {
+        let edges: Vec<(u64, u64)> = edges.into_iter().collect();
+        let mut ids: Vec<u64> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let number = |id: u64| ids.binary_search(&id).map_or(NONE, |i| i as u32);
+        let mut pairs: Vec<(u32, u32)> = (edges.iter())
+            .map(|&(a, b)| (number(a), number(b)))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut starts = vec![0; ids.len() + 1];
+        for &(from, _) in &pairs {
+            starts[from as usize + 1] += 1;
         }
+        for v in 0..ids.len() {
+            starts[v + 1] += starts[v];
+        }
+        let next = pairs.into_iter().map(|(_, to)| to).collect();
+        Graph { ids, starts, next }
     }
-    t.parts
+
+    fn successors(&self, v: u32) -> &[u32] {
+        &self.next[self.starts[v as usize]..self.starts[v as usize + 1]]
+    }
+
+    /// The strongly connected parts (Tarjan's, without recursion: chains of waits may be long),
+    /// each sorted.
+    fn components(&self) -> Vec<Vec<u32>> {
+        let n = self.ids.len();
+        let mut t = Tarjan {
+            index: vec![NONE; n],
+            low: vec![NONE; n],
+            on_stack: vec![false; n],
+            stack: Vec::new(),
+            work: Vec::new(),
+            parts: Vec::new(),
+            visited: 0,
+        };
+        for start in 0..n as u32 {
+            if t.index[start as usize] == NONE {
+                t.from(self, start);
+            }
+        }
+        t.parts
+    }
+
+    /// The shortest cycle through `part`'s lowest node, within `part`; `None` for a single node
+    /// that does not wait on itself. `came_from` is `NONE` for every node of `part` on entry, and
+    /// only `part`'s are changed.
+    fn shortest_cycle(&self, part: &[u32], came_from: &mut [u32]) -> Option<Vec<u32>> {
+        let &start = part.first()?;
+        let within = |w: u32| part.binary_search(&w).is_ok();
+        let mut queue = VecDeque::from([start]);
+        while let Some(v) = queue.pop_front() {
+            for &w in self.successors(v).iter().filter(|&&w| within(w)) {
+                if w == start {
+                    let mut cycle = vec![v];
+                    while let Some(&p) =
+                        (came_from.get(*cycle.last()? as usize)).filter(|&&p| p != NONE)
+                    {
+                        cycle.push(p);
+                    }
+                    cycle.reverse();
+                    return Some(cycle);
+                }
+                if came_from[w as usize] == NONE {
+                    came_from[w as usize] = v;
+                    queue.push_back(w);
+                }
+            }
+        }
+        None
+    }
 }
 
-struct Tarjan<'a> {
-    next: &'a BTreeMap<u64, BTreeSet<u64>>,
-    /// Each visited node's (index, lowest index reachable).
-    index: BTreeMap<u64, (usize, usize)>,
-    on_stack: BTreeSet<u64>,
-    stack: Vec<u64>,
-    /// The depth-first path: each node with the successors still to look at.
-    work: Vec<(u64, Vec<u64>)>,
-    parts: Vec<BTreeSet<u64>>,
+struct Tarjan {
+    /// Each node's visit number, and the lowest one it reaches (`NONE`: not visited).
+    index: Vec<u32>,
+    low: Vec<u32>,
+    on_stack: Vec<bool>,
+    stack: Vec<u32>,
+    /// The depth-first path: each node with where among its successors it is.
+    work: Vec<(u32, usize)>,
+    parts: Vec<Vec<u32>>,
+    visited: u32,
 }
 
-impl Tarjan<'_> {
-    fn visit(&mut self, v: u64) {
-        let i = self.index.len();
-        self.index.insert(v, (i, i));
+impl Tarjan {
+    fn visit(&mut self, v: u32) {
+        (self.index[v as usize], self.low[v as usize]) = (self.visited, self.visited);
+        self.visited += 1;
         self.stack.push(v);
-        self.on_stack.insert(v);
-        let todo = self.next[&v].iter().rev().copied().collect();
-        self.work.push((v, todo));
+        self.on_stack[v as usize] = true;
+        self.work.push((v, 0));
     }
 
-    fn lower(&mut self, v: u64, to: usize) {
-        if let Some((_, low)) = self.index.get_mut(&v) {
-            *low = (*low).min(to);
-        }
-    }
-
-    fn from(&mut self, start: u64) {
+    fn from(&mut self, g: &Graph, start: u32) {
         self.visit(start);
-        while let Some((v, todo)) = self.work.last_mut() {
-            let v = *v;
-            if let Some(w) = todo.pop() {
-                match self.index.get(&w) {
-                    None => self.visit(w),
-                    Some(&(wi, _)) if self.on_stack.contains(&w) => self.lower(v, wi),
-                    Some(_) => {}
+        while let Some(&mut (v, ref mut at)) = self.work.last_mut() {
+            if let Some(&w) = g.successors(v).get(*at) {
+                *at += 1;
+                if self.index[w as usize] == NONE {
+                    self.visit(w);
+                } else if self.on_stack[w as usize] {
+                    self.low[v as usize] = self.low[v as usize].min(self.index[w as usize]);
                 }
                 continue;
             }
             self.work.pop();
-            let (vi, vlow) = self.index[&v];
+            let (vi, vlow) = (self.index[v as usize], self.low[v as usize]);
             if let Some(&(parent, _)) = self.work.last() {
-                self.lower(parent, vlow);
+                self.low[parent as usize] = self.low[parent as usize].min(vlow);
             }
             if vi == vlow {
-                let mut part = BTreeSet::new();
+                let mut part = Vec::new();
                 while let Some(w) = self.stack.pop() {
-                    self.on_stack.remove(&w);
-                    part.insert(w);
+                    self.on_stack[w as usize] = false;
+                    part.push(w);
                     if w == v {
                         break;
                     }
                 }
+                part.sort_unstable();
                 self.parts.push(part);
             }
         }
     }
-}
-
-/// The shortest cycle through `part`'s lowest node, within `part`; `None` for a single node that
-/// does not wait on itself.
-fn shortest_cycle(next: &BTreeMap<u64, BTreeSet<u64>>, part: &BTreeSet<u64>) -> Option<Vec<u64>> {
-    let &start = part.first()?;
-    let mut came_from: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut queue = VecDeque::from([start]);
-    while let Some(v) = queue.pop_front() {
-        for &w in next[&v].iter().filter(|w| part.contains(w)) {
-            if w == start {
-                let mut cycle = vec![v];
-                while let Some(&p) = came_from.get(cycle.last().expect("not empty")) {
-                    cycle.push(p);
-                }
-                cycle.reverse();
-                return Some(cycle);
-            }
-            if w != start && !came_from.contains_key(&w) {
-                came_from.insert(w, v);
-                queue.push_back(w);
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -262,6 +301,18 @@ mod tests {
         // 1 ⇄ 2, and 3 → 4 → 5 → 3 with a shortcut 3 → 5.
         let edges = [(1, 2), (2, 1), (3, 4), (4, 5), (5, 3), (3, 5), (6, 1)];
         assert_eq!(cycles(edges), vec![vec![1, 2], vec![3, 5]]);
+    }
+
+    #[test]
+    fn ids_of_any_size_repeated_edges_and_any_order_give_the_same_cycles() {
+        let edges = [
+            (u64::MAX, 10),
+            (10, u64::MAX),
+            (10, u64::MAX),
+            (7, 7),
+            (7, 7),
+        ];
+        assert_eq!(cycles(edges), vec![vec![7], vec![10, u64::MAX]]);
     }
 
     #[test]

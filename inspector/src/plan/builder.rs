@@ -352,7 +352,7 @@ pub(super) fn enum_plan(size: u32, discr: Discr, cases: Vec<Case>) -> TypePlan {
 
 pub(super) fn loc(file: &str, line: u64) -> Loc {
     Loc {
-        file: file.to_owned(),
+        file: file.into(),
         line: line as u32,
         column: 0,
     }

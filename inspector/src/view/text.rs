@@ -700,7 +700,9 @@ fn waits<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
 /// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
 /// @ 0x… held by task 2 "b" (`guard` in app::transfer, acquired at app.rs:29)`.
 fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
-    let mut s = labels.of(e.from).to_string();
+    let mut s = String::with_capacity(256);
+    // Pieces pushed, not formatted: a dump may have a line like this per task.
+    let _ = labels.of(e.from).write_to(&mut s);
     let wait = match &e.on {
         WaitsFor::Join => "awaits",
         WaitsFor::Lock { .. } | WaitsFor::Channel { .. } | WaitsFor::Oneshot => "waits",
@@ -708,10 +710,12 @@ fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
     s.push(' ');
     s.push_str(wait);
     if let Some(f) = &e.waits_in {
-        let _ = write!(s, " in {}", no_breaks(f));
+        s.push_str(" in ");
+        s.push_str(&no_breaks(f));
     }
     if let Some(at) = &e.waits_at {
-        let _ = write!(s, " at {}", super::values::loc(at));
+        s.push_str(" at ");
+        super::values::loc_into(&mut s, at);
     }
     match &e.on {
         WaitsFor::Join => {
@@ -725,10 +729,12 @@ fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
             );
         }
         WaitsFor::Lock { holder } => {
-            let lock = super::values::lock_text(&holder.held);
-            let _ = write!(s, " for {lock}, held by {} (", labels.of(e.to));
-            let frame = no_breaks(&holder.frame);
-            super::values::how_held_into(&mut s, &holder.held, Some(&frame));
+            s.push_str(" for ");
+            super::values::lock_into(&mut s, &holder.held);
+            s.push_str(", held by ");
+            let _ = labels.of(e.to).write_to(&mut s);
+            s.push_str(" (");
+            super::values::how_held_into(&mut s, &holder.held, Some(&holder.frame));
             s.push(')');
         }
         WaitsFor::Channel { holder } => {
@@ -790,7 +796,9 @@ fn frames<W: Write + ?Sized>(
         for h in n.holds.iter().filter(|h| !h.lock.starts_with("channel ")) {
             indent(out, pad + 2);
             let _ = out.write_str("↳ holds ");
-            let _ = out.write_str(&super::values::held_text(h));
+            scratch.clear();
+            super::values::held_into(&mut scratch, h);
+            let _ = out.write_str(&scratch);
             let _ = out.write_char('\n');
         }
         for l in &n.locals {

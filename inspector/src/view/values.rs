@@ -245,7 +245,11 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
         Some(Value::Address(chan)) => chan,
         _ => addr,
     };
-    let mut out = format!("{lock} @ {addr:#x}: ");
+    let mut out = String::with_capacity(160);
+    out.push_str(lock);
+    out.push_str(" @ ");
+    hex(&mut out, *addr);
+    out.push_str(": ");
     let wanted = match w.part("wanted") {
         Some(Value::Uint(n)) => *n,
         _ => 1,
@@ -298,12 +302,29 @@ fn place_in_queue(out: &mut String, list: &Value) {
     };
     let more = matches!(list.field("more"), Some(Value::Bool(true)));
     let queued = uint("queued").unwrap_or(0);
-    let of = format!("{queued}{}", if more { "+" } else { "" });
-    let _ = match uint("position") {
-        Some(p) => write!(out, ", this task {} of {of} waiting", ordinal(p)),
-        None if more => write!(out, ", {of} waiting, this task after the first {queued}"),
-        None => write!(out, ", {of} waiting, this task not among them yet"),
+    let of = |out: &mut String| {
+        out.push_str(itoa::Buffer::new().format(queued));
+        if more {
+            out.push('+');
+        }
     };
+    match uint("position") {
+        Some(p) => {
+            out.push_str(", this task ");
+            ordinal_into(out, p);
+            out.push_str(" of ");
+            of(out);
+            out.push_str(" waiting");
+        }
+        None => {
+            out.push_str(", ");
+            of(out);
+            let _ = match more {
+                true => write!(out, " waiting, this task after the first {queued}"),
+                false => write!(out, " waiting, this task not among them yet"),
+            };
+        }
+    }
 }
 
 /// `Notify @ 0x…: not notified, this task 1st of 1 waiting`.
@@ -395,7 +416,8 @@ fn barrier(w: &WaitOn) -> Option<String> {
 
 /// `task 9 (`guard` in app::transfer, acquired at app.rs:29)`.
 fn holder_into(out: &mut String, h: &Holder) {
-    let _ = write!(out, "{} (", super::TaskId(h.task));
+    let _ = super::TaskId(h.task).write_to(out);
+    out.push_str(" (");
     how_held_into(out, &h.held, Some(&h.frame));
     out.push(')');
 }
@@ -403,46 +425,70 @@ fn holder_into(out: &mut String, h: &Holder) {
 /// What a frame holds, in words: `Mutex @ 0x… in `guard`, acquired at app.rs:29`, or for a guard
 /// inside a future kept but not polled, `… in `fut`, a future not polled (stopped at app.rs:22)`.
 pub fn held_text(h: &Held) -> String {
-    let mut out = lock_text(h);
-    out.push_str(" in ");
-    how_held_into(&mut out, h, None);
+    let mut out = String::new();
+    held_into(&mut out, h);
     out
 }
 
+/// [`held_text`], into `out`.
+pub fn held_into(out: &mut String, h: &Held) {
+    lock_into(out, h);
+    out.push_str(" in ");
+    how_held_into(out, h, None);
+}
+
 /// `Mutex @ 0x…`, `RwLock @ 0x… (write)`.
-pub fn lock_text(h: &Held) -> String {
-    let mut out = format!("{} @ {:#x}", h.lock, h.addr);
+pub fn lock_into(out: &mut String, h: &Held) {
+    // Pushed, not formatted, as the other pieces of a wait graph's lines: a dump may have one per
+    // task.
+    out.push_str(&h.lock);
+    out.push_str(" @ ");
+    hex(out, h.addr);
     if &*h.lock == "RwLock" {
         out.push_str(if h.write { " (write)" } else { " (read)" });
     }
-    out
 }
 
 /// How it is held: `` `guard` in app::transfer, acquired at app.rs:29 `` (the frame where given).
 pub fn how_held_into(out: &mut String, h: &Held, frame: Option<&str>) {
     // Names from the binary's DWARF: a line break in one must not end the line.
-    let _ = write!(out, "`{}`", super::no_breaks(&h.local));
+    out.push('`');
+    out.push_str(&super::no_breaks(&h.local));
+    out.push('`');
     if let Some(f) = frame {
-        let _ = write!(out, " in {}", super::no_breaks(f));
+        out.push_str(" in ");
+        out.push_str(&super::no_breaks(f));
     }
     if !h.polled {
         out.push_str(", a future not polled");
         if let Some(at) = &h.stopped_at {
-            let _ = write!(out, " (stopped at {})", loc(at));
+            out.push_str(" (stopped at ");
+            loc_into(out, at);
+            out.push(')');
         }
     }
     if let Some(at) = &h.acquired_at {
-        let _ = write!(out, ", acquired at {}", loc(at));
+        out.push_str(", acquired at ");
+        loc_into(out, at);
     }
 }
 
 /// `file.rs:12`, the file's path shortened (and its line breaks escaped).
 pub fn loc(at: &Loc) -> String {
-    let file = super::no_breaks(crate::names::short_path(&at.file));
-    format!("{file}:{}", at.line)
+    let mut out = String::new();
+    loc_into(&mut out, at);
+    out
 }
 
-fn ordinal(n: u64) -> String {
+/// [`loc`], into `out`.
+pub fn loc_into(out: &mut String, at: &Loc) {
+    out.push_str(&super::no_breaks(crate::names::short_path(&at.file)));
+    out.push(':');
+    out.push_str(itoa::Buffer::new().format(at.line));
+}
+
+/// `1st`, `2nd`, `11th`, ...
+fn ordinal_into(out: &mut String, n: u64) {
     let suffix = match (n % 10, n % 100) {
         (_, 11..=13) => "th",
         (1, _) => "st",
@@ -450,7 +496,8 @@ fn ordinal(n: u64) -> String {
         (3, _) => "rd",
         _ => "th",
     };
-    format!("{n}{suffix}")
+    out.push_str(itoa::Buffer::new().format(n));
+    out.push_str(suffix);
 }
 
 /// A value as one bounded line.
