@@ -414,10 +414,15 @@ impl<'a> Merge<'a> {
     /// wanted): each with where it is, and the state to find again after reading it.
     fn locals(&self, n: &WalkNode, s: &StateView) -> Vec<Local> {
         let check = self.state_check(n);
-        (s.locals.iter())
-            .filter(|l| self.reading.locals.wants(&l.name) || self.may_hold(l))
-            .map(|l| self.unread(l, n.addr, check))
-            .collect()
+        // With `-v`, room for all at once; otherwise few or none are kept.
+        let all = self.reading.locals == crate::model::values::Wanted::All;
+        let mut locals = Vec::with_capacity(if all { s.locals.len() } else { 0 });
+        locals.extend(
+            (s.locals.iter())
+                .filter(|l| self.reading.locals.wants(&l.name) || self.may_hold(l))
+                .map(|l| self.unread(l, n.addr, check)),
+        );
+        locals
     }
 
     /// How to find a state machine's state again after reading what it kept there.

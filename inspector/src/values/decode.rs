@@ -139,7 +139,12 @@ pub(super) struct Queue {
 impl Queue {
     /// Where `node` is, counted from the tail (0: next to be served).
     fn position(&mut self, node: u64) -> Option<usize> {
-        if self.index.is_empty() && !self.nodes.is_empty() {
+        // A short queue is looked through: most have one waiter or a few, and a map for each
+        // costs more than the look.
+        if self.nodes.len() <= 16 {
+            return self.nodes.iter().position(|&n| n == node);
+        }
+        if self.index.is_empty() {
             self.index = (self.nodes.iter().enumerate())
                 .map(|(i, &n)| (n, i))
                 .collect();
@@ -382,11 +387,13 @@ impl Decoder<'_> {
             Ok(w) => word(w, 0)?,
             Err(later) => return Some(pending(later)),
         };
-        let mut fields = vec![
+        // With room for the queue's three (`place_in_list`): one allocation per waiter.
+        let mut fields = Vec::with_capacity(6);
+        fields.extend([
             field("addr", Value::Address(sem)),
             field("available", Value::Uint(p >> 1)),
             field("closed", Value::Bool(p & 1 == 1)),
-        ];
+        ]);
         let me = addr.wrapping_add(u64::from(node));
         if let Err(pending) =
             self.place_in_list(sem.wrapping_add(u64::from(tail)), prev, me, &mut fields)
@@ -425,11 +432,12 @@ impl Decoder<'_> {
             2 => "notified",
             _ => return None,
         };
-        let mut fields = vec![
+        let mut fields = Vec::with_capacity(6);
+        fields.extend([
             field("addr", Value::Address(notify)),
             field("state", Value::text(state)),
             field("notified", Value::Bool(word(b, notification)? != 0)),
-        ];
+        ]);
         let me = addr.wrapping_add(u64::from(node));
         if let Err(pending) =
             self.place_in_list(notify.wrapping_add(u64::from(tail)), prev, me, &mut fields)

@@ -763,8 +763,7 @@ fn frames<W: Write + ?Sized>(
     for &id in root_awaits {
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
-    // A local's line is at most about `MAX_LINE` characters: one allocation for the task's.
-    let mut scratch = String::with_capacity(4 * super::values::MAX_LINE);
+    let mut scratch = String::new();
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(Line<'_>, usize)> =
         nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();
@@ -800,6 +799,10 @@ fn frames<W: Write + ?Sized>(
             super::values::held_into(&mut scratch, h);
             let _ = out.write_str(&scratch);
             let _ = out.write_char('\n');
+        }
+        if scratch.capacity() == 0 && !n.locals.is_empty() {
+            // A local's line is at most about `MAX_LINE` characters: one allocation for the task's.
+            scratch.reserve(4 * super::values::MAX_LINE);
         }
         for l in &n.locals {
             indent(out, pad + 4);
