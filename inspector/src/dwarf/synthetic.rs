@@ -85,6 +85,11 @@ impl Types {
         self.named(constants::DW_TAG_structure_type, qualified, Some(size))
     }
 
+    /// A union type: its path, as [`Types::structure`]'s.
+    pub(crate) fn union(&mut self, qualified: &str, size: u64) -> u64 {
+        self.named(constants::DW_TAG_union_type, qualified, Some(size))
+    }
+
     /// A base type (`u8`, `usize`) of `size` bytes.
     pub(crate) fn base(&mut self, name: &str, size: u64) -> u64 {
         self.named(constants::DW_TAG_base_type, name, Some(size))

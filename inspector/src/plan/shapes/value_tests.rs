@@ -592,3 +592,125 @@ fn a_std_mutex_shows_the_value_it_keeps() {
     assert_eq!((&*fields[0].name, fields[0].offset), ("data", 8));
     assert_eq!(p.name_of(fields[0].ty), "u64");
 }
+
+/// std's futex `Once`, its state word at 0: `Once { inner: futex::Once { state_and_queued } }`.
+fn once(t: &mut Types, state: &str) -> u64 {
+    let u32_ = t.base("u32", 4);
+    let atomic = t.structure("core::sync::atomic::AtomicU32", 4);
+    t.member(atomic, "v", 0, u32_);
+    let futex = t.structure("std::sys::sync::once::futex::Once", 4);
+    t.member(futex, state, 0, atomic);
+    let once = t.structure("std::sync::once::Once", 4);
+    t.member(once, "inner", 0, futex);
+    once
+}
+
+/// The shape of a once cell whose `Once` is at 16 and whose value is at `at`, of type `u64`.
+fn set_or_uninit(at: u32, ty: u32) -> Shape {
+    Shape::Enum {
+        discr: Some(Discr {
+            offset: 16,
+            size: 4,
+        }),
+        variants: vec![
+            VariantShape {
+                value: Some(0),
+                name: "set".into(),
+                at: None,
+                acquired: Vec::new(),
+                fields: vec![FieldShape {
+                    name: "value".into(),
+                    offset: at,
+                    ty,
+                }],
+            },
+            VariantShape {
+                value: None,
+                name: "uninit".into(),
+                at: None,
+                acquired: Vec::new(),
+                fields: Vec::new(),
+            },
+        ],
+        bare: true,
+    }
+}
+
+#[test]
+fn a_once_lock_shows_its_value_once_its_once_is_complete() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let once = once(&mut t, "state_and_queued");
+    let dangling = t.structure("core::mem::maybe_dangling::MaybeDangling<u64>", 8);
+    t.member(dangling, "__0", 0, u64_);
+    let manual = t.structure("core::mem::manually_drop::ManuallyDrop<u64>", 8);
+    t.member(manual, "value", 0, dangling);
+    let unit = t.structure("()", 0);
+    let uninit = t.union("core::mem::maybe_uninit::MaybeUninit<u64>", 8);
+    t.member(uninit, "uninit", 0, unit)
+        .member(uninit, "value", 0, manual);
+    let cell = t.structure(
+        "core::cell::UnsafeCell<core::mem::maybe_uninit::MaybeUninit<u64>>",
+        8,
+    );
+    t.member(cell, "value", 0, uninit);
+    let lock = t.structure("std::sync::once_lock::OnceLock<u64>", 24);
+    t.member(lock, "value", 0, cell)
+        .member(lock, "once", 16, once);
+    let p = planned(t, lock);
+    let Shape::Enum { variants, .. } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    let ty = variants[0].fields[0].ty;
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("std once cell", &set_or_uninit(0, ty))
+    );
+    assert_eq!(p.name_of(ty), "u64");
+}
+
+#[test]
+fn a_lazy_lock_shows_its_value_once_forced_and_not_its_function() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let once = once(&mut t, "state_and_queued");
+    let f = t.subroutine("fn() -> u64");
+    let manual_f = t.structure("core::mem::manually_drop::ManuallyDrop<fn() -> u64>", 8);
+    t.member(manual_f, "value", 0, f);
+    let manual = t.structure("core::mem::manually_drop::ManuallyDrop<u64>", 8);
+    t.member(manual, "value", 0, u64_);
+    let data = t.union("std::sync::lazy_lock::Data<u64, fn() -> u64>", 8);
+    t.member(data, "f", 0, manual_f)
+        .member(data, "value", 0, manual);
+    let cell = t.structure(
+        "core::cell::UnsafeCell<std::sync::lazy_lock::Data<u64, fn() -> u64>>",
+        8,
+    );
+    t.member(cell, "value", 0, data);
+    let lazy = t.structure("std::sync::lazy_lock::LazyLock<u64, fn() -> u64>", 24);
+    t.member(lazy, "once", 16, once)
+        .member(lazy, "data", 8, cell);
+    let p = planned(t, lazy);
+    let Shape::Enum { variants, .. } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    let ty = variants[0].fields[0].ty;
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("std once cell", &set_or_uninit(8, ty))
+    );
+    assert_eq!(p.name_of(ty), "u64");
+}
+
+#[test]
+fn a_once_cell_whose_once_is_of_another_kind_is_opaque() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    // An earlier std's futex `Once`: complete is another value there, which is not guessed.
+    let once = once(&mut t, "state");
+    let lock = t.structure("std::sync::once_lock::OnceLock<u64>", 24);
+    t.member(lock, "value", 0, u64_)
+        .member(lock, "once", 16, once);
+    let p = planned(t, lock);
+    assert_eq!((p.rule, p.shape()), ("library type", &Shape::Opaque));
+}

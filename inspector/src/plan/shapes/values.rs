@@ -51,6 +51,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &FAT_POINTER,
     &ENUM,
     &STD_LOCK,
+    &STD_ONCE,
     &LIBRARY,
     &STRUCT,
 ];
@@ -403,6 +404,72 @@ const STD_LOCK: ValueRule = ValueRule {
         })
     },
 };
+
+/// The standard library's `OnceLock<T>` and `LazyLock<T, F>` (where a `static` keeps what it makes
+/// at first use): the value, once its `Once` says it is complete, as that value; `uninit` before.
+/// Only the futex `Once` whose complete state is 0 (`state_and_queued`) is known: another declines.
+const STD_ONCE: ValueRule = ValueRule {
+    name: "std once cell",
+    matches: |t| {
+        t.name.starts_with("std::sync::once_lock::OnceLock<")
+            || t.name.starts_with("std::sync::lazy_lock::LazyLock<")
+    },
+    shape: |b, t| {
+        let (once, once_ty) = b.member(t.die, &["once"])?;
+        let (inner, inner_ty) = b.member(b.strip(once_ty), &["inner"])?;
+        let (state, _) = b.member(b.strip(inner_ty), &["state_and_queued"])?;
+        // `OnceLock`'s `value`, `LazyLock`'s `data` (a union of the value and the function).
+        let (cell, mut ty) = b.member(t.die, &["value", "data"])?;
+        let mut at = cell;
+        // Through `UnsafeCell`, `MaybeUninit` (a union), `ManuallyDrop`, `MaybeDangling`: a few,
+        // and no more however the DWARF nests them.
+        for _ in 0..8 {
+            if !is_cell(&b.debug.qualified_name(b.strip(ty))) {
+                break;
+            }
+            let (off, inside) = b.member(b.strip(ty), &["value", "__0"])?;
+            (at, ty) = (at + off, inside);
+        }
+        let set = VariantShape {
+            value: Some(0),
+            name: "set".into(),
+            at: None,
+            acquired: Vec::new(),
+            fields: vec![FieldShape {
+                name: "value".into(),
+                offset: u32::try_from(at).ok()?,
+                ty: b.value(ty),
+            }],
+        };
+        let uninit = VariantShape {
+            value: None,
+            name: "uninit".into(),
+            at: None,
+            acquired: Vec::new(),
+            fields: Vec::new(),
+        };
+        Some(Shape::Enum {
+            discr: Some(asyncdump_protocol::Discr {
+                offset: u32::try_from(once + inner + state).ok()?,
+                size: 4,
+            }),
+            variants: vec![set, uninit],
+            bare: true,
+        })
+    },
+};
+
+/// The cells between a `OnceLock` or `LazyLock` and its value.
+fn is_cell(name: &str) -> bool {
+    const CELLS: &[&str] = &[
+        "core::cell::UnsafeCell<",
+        "core::mem::maybe_uninit::MaybeUninit<",
+        "core::mem::manually_drop::ManuallyDrop<",
+        "core::mem::maybe_dangling::MaybeDangling<",
+        "std::sync::lazy_lock::Data<",
+    ];
+    CELLS.iter().any(|c| name.starts_with(c))
+}
 
 /// The standard library's and the runtime crates' other types: their insides are theirs (a `Mutex`'s
 /// semaphore, a `HashMap`'s table); shown by name and address.
