@@ -636,6 +636,19 @@ fn set_or_uninit(at: u32, ty: u32) -> Shape {
     }
 }
 
+/// `p` is a once cell's shape by the `std once cell` rule, its `u64` value at `at`.
+fn assert_once_cell(p: &Planned, at: u32) {
+    let Shape::Enum { variants, .. } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    let ty = variants[0].fields[0].ty;
+    assert_eq!(
+        (p.rule, p.shape()),
+        ("std once cell", &set_or_uninit(at, ty))
+    );
+    assert_eq!(p.name_of(ty), "u64");
+}
+
 #[test]
 fn a_once_lock_shows_its_value_once_its_once_is_complete() {
     let mut t = Types::new();
@@ -657,16 +670,7 @@ fn a_once_lock_shows_its_value_once_its_once_is_complete() {
     let lock = t.structure("std::sync::once_lock::OnceLock<u64>", 24);
     t.member(lock, "value", 0, cell)
         .member(lock, "once", 16, once);
-    let p = planned(t, lock);
-    let Shape::Enum { variants, .. } = p.shape() else {
-        panic!("{:?}", p.shape())
-    };
-    let ty = variants[0].fields[0].ty;
-    assert_eq!(
-        (p.rule, p.shape()),
-        ("std once cell", &set_or_uninit(0, ty))
-    );
-    assert_eq!(p.name_of(ty), "u64");
+    assert_once_cell(&planned(t, lock), 0);
 }
 
 #[test]
@@ -690,16 +694,7 @@ fn a_lazy_lock_shows_its_value_once_forced_and_not_its_function() {
     let lazy = t.structure("std::sync::lazy_lock::LazyLock<u64, fn() -> u64>", 24);
     t.member(lazy, "once", 16, once)
         .member(lazy, "data", 8, cell);
-    let p = planned(t, lazy);
-    let Shape::Enum { variants, .. } = p.shape() else {
-        panic!("{:?}", p.shape())
-    };
-    let ty = variants[0].fields[0].ty;
-    assert_eq!(
-        (p.rule, p.shape()),
-        ("std once cell", &set_or_uninit(8, ty))
-    );
-    assert_eq!(p.name_of(ty), "u64");
+    assert_once_cell(&planned(t, lazy), 8);
 }
 
 #[test]
@@ -713,4 +708,31 @@ fn a_once_cell_whose_once_is_of_another_kind_is_opaque() {
         .member(lock, "once", 16, once);
     let p = planned(t, lock);
     assert_eq!((p.rule, p.shape()), ("library type", &Shape::Opaque));
+}
+
+#[test]
+fn a_lazy_static_is_named_as_declared_not_as_its_hidden_static() {
+    use super::values::declared_name;
+    let hidden = "app::config::<CONFIG as Deref>::deref::__stability::LAZY";
+    assert_eq!(declared_name(hidden), "app::config::CONFIG");
+    assert_eq!(declared_name("app::FEED"), "app::FEED");
+    assert_eq!(declared_name("<odd as Deref>"), "<odd as Deref>");
+}
+
+#[test]
+fn a_lazy_static_shows_its_value_once_its_once_is_complete() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let once = once(&mut t, "state_and_queued");
+    let uninit = t.union("core::mem::maybe_uninit::MaybeUninit<u64>", 8);
+    t.member(uninit, "value", 0, u64_);
+    let cell = t.structure(
+        "core::cell::Cell<core::mem::maybe_uninit::MaybeUninit<u64>>",
+        8,
+    );
+    t.member(cell, "value", 0, uninit);
+    // `lazy_static::lazy::Lazy<T>(Cell<MaybeUninit<T>>, Once)`.
+    let lazy = t.structure("lazy_static::lazy::Lazy<u64>", 24);
+    t.member(lazy, "__0", 0, cell).member(lazy, "__1", 16, once);
+    assert_once_cell(&planned(t, lazy), 0);
 }

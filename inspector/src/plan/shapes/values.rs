@@ -405,21 +405,24 @@ const STD_LOCK: ValueRule = ValueRule {
     },
 };
 
-/// The standard library's `OnceLock<T>` and `LazyLock<T, F>` (where a `static` keeps what it makes
-/// at first use): the value, once its `Once` says it is complete, as that value; `uninit` before.
-/// Only the futex `Once` whose complete state is 0 (`state_and_queued`) is known: another declines.
+/// The standard library's `OnceLock<T>` and `LazyLock<T, F>`, and `lazy_static!`'s `Lazy<T>` (where
+/// a `static` keeps what it makes at first use): the value, once its `Once` says it is complete, as
+/// that value; `uninit` before. Only the futex `Once` whose complete state is 0 (`state_and_queued`)
+/// is known: another declines.
 const STD_ONCE: ValueRule = ValueRule {
     name: "std once cell",
     matches: |t| {
         t.name.starts_with("std::sync::once_lock::OnceLock<")
             || t.name.starts_with("std::sync::lazy_lock::LazyLock<")
+            || t.name.starts_with("lazy_static::lazy::Lazy<")
     },
     shape: |b, t| {
-        let (once, once_ty) = b.member(t.die, &["once"])?;
+        // `Lazy` is a tuple: its cell, then its `Once`.
+        let (once, once_ty) = b.member(t.die, &["once", "__1"])?;
         let (inner, inner_ty) = b.member(b.strip(once_ty), &["inner"])?;
         let (state, _) = b.member(b.strip(inner_ty), &["state_and_queued"])?;
         // `OnceLock`'s `value`, `LazyLock`'s `data` (a union of the value and the function).
-        let (cell, mut ty) = b.member(t.die, &["value", "data"])?;
+        let (cell, mut ty) = b.member(t.die, &["value", "data", "__0"])?;
         let mut at = cell;
         // Through `UnsafeCell`, `MaybeUninit` (a union), `ManuallyDrop`, `MaybeDangling`: a few,
         // and no more however the DWARF nests them.
@@ -459,9 +462,22 @@ const STD_ONCE: ValueRule = ValueRule {
     },
 };
 
-/// The cells between a `OnceLock` or `LazyLock` and its value.
+/// A static's name as the program declares it: `lazy_static!` keeps the value of `static ref X` in a
+/// static `LAZY` inside `<X as Deref>::deref`, named here `app::X`.
+pub(super) fn declared_name(name: &str) -> String {
+    let hidden = name
+        .strip_suffix(" as Deref>::deref::__stability::LAZY")
+        .and_then(|rest| rest.rsplit_once('<'));
+    match hidden {
+        Some((path, declared)) => format!("{path}{declared}"),
+        None => name.to_owned(),
+    }
+}
+
+/// The cells between a `OnceLock`, `LazyLock` or `Lazy` and its value.
 fn is_cell(name: &str) -> bool {
     const CELLS: &[&str] = &[
+        "core::cell::Cell<",
         "core::cell::UnsafeCell<",
         "core::mem::maybe_uninit::MaybeUninit<",
         "core::mem::manually_drop::ManuallyDrop<",
@@ -535,7 +551,7 @@ impl Builder<'_> {
         let found = self.debug.statics_where(|ty| ty.contains("tokio::sync::"));
         (found.into_iter())
             .map(|(name, addr, ty)| StaticPlan {
-                name: name.into(),
+                name: declared_name(&name).into(),
                 addr,
                 ty: self.value(ty),
             })
