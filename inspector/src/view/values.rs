@@ -133,7 +133,8 @@ fn thread_into(out: &mut String, t: &ThreadHolder) {
     out.push_str(" (");
     how_held_into(out, &t.held, Some(&t.function));
     if let Some(at) = &t.declared {
-        let _ = write!(out, ", declared at {}", loc(at));
+        out.push_str(", declared at ");
+        loc_into(out, at);
     }
     out.push(')');
 }
@@ -473,14 +474,7 @@ pub fn how_held_into(out: &mut String, h: &Held, frame: Option<&str>) {
     }
 }
 
-/// `file.rs:12`, the file's path shortened (and its line breaks escaped).
-pub fn loc(at: &Loc) -> String {
-    let mut out = String::new();
-    loc_into(&mut out, at);
-    out
-}
-
-/// [`loc`], into `out`.
+/// `file.rs:12`, the file's path shortened (and its line breaks escaped), into `out`.
 pub fn loc_into(out: &mut String, at: &Loc) {
     out.push_str(&super::no_breaks(crate::names::short_path(&at.file)));
     out.push(':');
