@@ -18,8 +18,11 @@ dump without (`--no-targets`), side by side in one run (release builds), at 10,0
 Each read through the agent and without it (`--no-agent`); text to /dev/null, the plan from the
 cache. Median (min–max) of 15 runs each, and the ratio of medians. Given another inspector (`OLD`,
 e.g. one built from an earlier commit), each row is measured with both, all runs interleaved, each
-inspector with a plan cache of its own. Usage:
+inspector with a plan cache of its own. Given `--old-fixtures DIR` instead (fixtures built from an
+earlier commit, so with its agent), each row is measured with this inspector against both builds of
+the fixture, each running, all runs interleaved: what the agent's changes did. Usage:
   cargo build --release -p asyncdump -p asyncdump-fixtures && python3 bench/values.py [OLD]
+  python3 bench/values.py --old-fixtures DIR
 """
 import atexit
 import os
@@ -41,10 +44,12 @@ def cache():
     return {**os.environ, "XDG_CACHE_HOME": path}
 
 
-# (label, binary, environment); the new one last.
-INSPECTORS = [("new", f"{BIN}/asyncdump", cache())]
-if len(sys.argv) > 1:
-    INSPECTORS.insert(0, ("old", sys.argv[1], cache()))
+# (label, inspector, environment, fixtures' directory); the new one last.
+INSPECTORS = [("new", f"{BIN}/asyncdump", cache(), BIN)]
+if sys.argv[1:2] == ["--old-fixtures"]:
+    INSPECTORS.insert(0, ("old agent", f"{BIN}/asyncdump", cache(), sys.argv[2]))
+elif len(sys.argv) > 1:
+    INSPECTORS.insert(0, ("old", sys.argv[1], cache(), BIN))
 
 
 def timed(args, env):
@@ -61,11 +66,19 @@ def fmt(xs):
     return f"{statistics.median(xs):.1f} ({min(xs):.1f}–{max(xs):.1f})"
 
 
-def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms"):
-    fx = subprocess.Popen([f"{BIN}/{fixture[0]}", *fixture[1:]], stdout=subprocess.PIPE, text=True,
+def start(directory, fixture):
+    fx = subprocess.Popen([f"{directory}/{fixture[0]}", *fixture[1:]], stdout=subprocess.PIPE, text=True,
                           env={**os.environ, "ASYNCDUMP_FIXTURE_TIMEOUT": "600"})
+    assert fx.stdout.readline().strip() == "ready"
+    return fx
+
+
+def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms"):
+    fixtures = {}
     try:
-        assert fx.stdout.readline().strip() == "ready"
+        for *_, directory in INSPECTORS:
+            if directory not in fixtures:
+                fixtures[directory] = start(directory, fixture)
         time.sleep(1)
         print(f"### {title}")
         print()
@@ -73,8 +86,8 @@ def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms
         print("|---|---|---:|---:|---:|---:|")
         for name, extra in (("agent", []), ("--no-agent", ["--no-agent"])):
             cmds = []
-            for label, binary, env in INSPECTORS:
-                dump = [binary, "dump", str(fx.pid), *extra]
+            for label, binary, env, directory in INSPECTORS:
+                dump = [binary, "dump", str(fixtures[directory].pid), *extra]
                 cmds.append((label, env, dump + list(base), dump + list(more)))
                 timed(dump + list(more), env)  # warms the plan cache
             times = {label: ([], []) for label, *_ in cmds}
@@ -89,8 +102,9 @@ def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms
                 print(f"| {name} | {label} | {fmt(plain)} | {fmt(values)} | {ratio:.2f}× | {sizes} |")
         print()
     finally:
-        fx.kill()
-        fx.wait()
+        for fx in fixtures.values():
+            fx.kill()
+            fx.wait()
 
 
 bench("10,000 tasks holding 15 locals each (`locals --tasks 10000 --agent`)",

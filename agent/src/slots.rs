@@ -16,8 +16,9 @@
 //! could as well kill the host, and is outside what this guards against (buggy scripts and tools in a
 //! loop are inside).
 //!
-//! Answers are worked out one at a time, and at most half of one core: after work that took `t`, the
-//! next starts `t` later at the earliest (see [`Lease::work`]). Admitting or refusing a connection
+//! Answers are worked out one at a time, and at most half of one core: a rested agent may work
+//! [`BURST`] in a row, so that the few requests of one `dump` are answered without pause, and after
+//! that, work that took `t` is followed by a rest of `t` (see [`Lease::work`]). Admitting or refusing a connection
 //! takes a turn the same way ([`paced`]), and what a connection's thread spends outside its turns
 //! (reading, writing) lengthens the rest ([`Lease::spent_outside`]): all of the agent's work counts. Of the connections waiting, the one
 //! whose process had the smallest share of the agent's time lately goes first, so a `dump` beside
@@ -284,11 +285,19 @@ impl Drop for Lease {
 /// client for as long as it took.
 const REST_MAX: Duration = Duration::from_millis(200);
 
+/// Work a rested agent may do in a row before it rests: a `dump -v` asks four things one after the
+/// other, and would otherwise wait out a rest before each. Over any span the agent works at most
+/// half of it plus this (and one turn, as a turn longer than [`REST_MAX`] rests only that long).
+pub(crate) const BURST: Duration = Duration::from_millis(100);
+
 /// Who is working, who waits, and until when the agent rests.
 #[derive(Default)]
 struct GateState {
     working: bool,
-    rest_until: Option<Instant>,
+    /// When all work so far is paid for, at half a core (each turn's `t` of work pays `2t` of the
+    /// clock from its start); `None` if never. A turn may start while this is at most [`BURST`]
+    /// ahead.
+    paid_until: Option<Instant>,
     /// Each waiter's ticket and its connection's share when it came: the smallest share goes first,
     /// and of equal shares the earliest ticket.
     waiting: Vec<(u64, f64)>,
@@ -339,10 +348,7 @@ impl Gate {
                 .iter()
                 .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
                 .is_some_and(|&(t, _)| t == ticket);
-            let now = Instant::now();
-            let rest = state
-                .rest_until
-                .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+            let rest = state.rest(Instant::now());
             state = match (first && !state.working, rest.is_zero()) {
                 (true, true) => break,
                 (true, false) => {
@@ -372,8 +378,26 @@ impl Gate {
     fn rest_longer(&self, extra: Duration) {
         let now = Instant::now();
         let mut state = self.lock();
-        let from = state.rest_until.map_or(now, |u| u.max(now));
-        state.rest_until = Some(from + extra);
+        let from = state.paid_until.map_or(now, |u| u.max(now));
+        state.paid_until = Some(from + extra);
+    }
+}
+
+impl GateState {
+    /// How long a turn asked for at `now` must wait for the rest to be over.
+    fn rest(&self, now: Instant) -> Duration {
+        self.paid_until
+            .map_or(Duration::ZERO, |u| u.saturating_duration_since(now + BURST))
+    }
+
+    /// Charges a turn that started at `started` and ended at `now`: its work pays twice its length
+    /// of the clock from when it started (or from when earlier work is paid for, if later), so
+    /// that once [`BURST`] is spent, work that took `t` is followed by a rest of `t`, never longer
+    /// than [`REST_MAX`].
+    fn turn_done(&mut self, started: Instant, now: Instant) {
+        let took = now.saturating_duration_since(started);
+        let from = self.paid_until.map_or(started, |u| u.max(started));
+        self.paid_until = Some((from + took * 2).min(now + BURST + REST_MAX));
     }
 }
 
@@ -396,13 +420,9 @@ struct Turn<'a> {
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        let took = self.started.elapsed();
         let mut state = self.gate.lock();
         state.working = false;
-        // After any rest that work outside the turns earned meanwhile (`Gate::rest_longer`).
-        let now = Instant::now();
-        let from = state.rest_until.map_or(now, |u| u.max(now));
-        state.rest_until = Some(from + took.min(REST_MAX));
+        state.turn_done(self.started, Instant::now());
         drop(state);
         self.gate.changed.notify_all();
     }
@@ -498,10 +518,77 @@ mod tests {
         );
     }
 
+    /// A gate's state after turns of `work` each, every one started as soon as the rest allowed,
+    /// from a rested gate at `t0`; returns the state and when the last turn ended.
+    fn turns(work: &[Duration], t0: Instant) -> (GateState, Instant) {
+        let mut state = GateState::default();
+        let mut now = t0;
+        for &w in work {
+            now += state.rest(now);
+            state.turn_done(now, now + w);
+            now += w;
+        }
+        (state, now)
+    }
+
+    #[test]
+    fn a_rested_gate_answers_a_burst_of_requests_without_rest() {
+        let t0 = Instant::now();
+        // A dump's snapshot and three reads, within the burst.
+        let ms = Duration::from_millis;
+        let (state, end) = turns(&[ms(40), ms(20), ms(20), ms(15)], t0);
+        assert_eq!(end - t0, ms(95), "no rest between them");
+        assert_eq!(state.rest(end), Duration::ZERO, "95 ms of 100 spent");
+        let (state, end) = turns(&[ms(40), ms(20), ms(20), ms(20), ms(30)], t0);
+        assert_eq!(end - t0, ms(130), "the burst ran out during the last turn");
+        assert_eq!(
+            state.rest(end),
+            ms(30),
+            "which then rests as long as it took"
+        );
+    }
+
+    #[test]
+    fn once_the_burst_is_spent_work_that_took_t_is_followed_by_a_rest_of_t() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let (mut state, end) = turns(&[BURST], t0);
+        assert_eq!(state.rest(end), Duration::ZERO, "exactly the burst");
+        state.turn_done(end, end + ms(30));
+        assert_eq!(state.rest(end + ms(30)), ms(30));
+        // A huge turn rests at most REST_MAX.
+        state.turn_done(end + ms(60), end + ms(2060));
+        assert_eq!(state.rest(end + ms(2060)), REST_MAX);
+    }
+
+    #[test]
+    fn over_any_span_work_takes_at_most_half_of_it_plus_the_burst() {
+        let t0 = Instant::now();
+        // Turns longer than REST_MAX rest REST_MAX (the spec above).
+        for each in [1, 7, 30, 150, 200].map(Duration::from_millis) {
+            let work = vec![each; 20_000 / each.as_millis() as usize];
+            let (_, end) = turns(&work, t0);
+            let worked: Duration = work.iter().sum();
+            let span = end - t0;
+            assert!(
+                worked <= span / 2 + BURST + each,
+                "{each:?} turns: {worked:?} of work in {span:?}"
+            );
+            assert!(
+                worked * 2 >= span - REST_MAX.min(each),
+                "{each:?} turns: no rest longer than earned ({worked:?} in {span:?})"
+            );
+        }
+    }
+
     #[test]
     fn after_work_the_gate_rests_as_long_as_the_work_took() {
         let gate = Gate::new();
         let no = AtomicBool::new(false);
+        drop(gate.enter(0.0, &no));
+        // Spend the burst, as a client asking in a loop does.
+        gate.lock()
+            .turn_done(Instant::now() - BURST, Instant::now());
         let turn = gate.enter(0.0, &no);
         std::thread::sleep(Duration::from_millis(30));
         drop(turn);
