@@ -60,6 +60,27 @@ pub(crate) fn vaddr_at_zero<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R
 /// word is)`, sorted: what a static table of function pointers (a vtable) is made of. Under PIE such
 /// words are relocations (`R_*_RELATIVE`, whose addend is the address) and the file holds zeros there;
 /// otherwise, and with packed relocations, the file holds the address itself.
+/// The executable's writable sections as the file has them (see [`Debug::initial`]); not its
+/// thread-local templates, which no `static` lies in.
+fn initial_data(obj: &object::File<'_>) -> Vec<super::InitialData> {
+    use object::SectionKind;
+    (obj.sections())
+        .filter_map(|s| {
+            let bytes = match s.kind() {
+                SectionKind::Data => Some(s.data().ok()?.to_vec()),
+                SectionKind::UninitializedData => None,
+                _ => return None,
+            };
+            Some(super::InitialData {
+                addr: s.address(),
+                size: s.size(),
+                bytes,
+            })
+        })
+        .filter(|d| d.bytes.as_ref().is_none_or(|b| b.len() as u64 == d.size))
+        .collect()
+}
+
 fn code_words(obj: &object::File<'_>) -> Vec<(u64, u64)> {
     use object::SectionKind;
     let code: Vec<(u64, u64)> = obj
@@ -311,10 +332,12 @@ impl Debug {
             other => other,
         };
         // From the executable in every case: a separate debug file is not what is mapped.
+        let initial = initial_data(&obj);
         found.map(|d| Debug {
             vaddr_at_zero: at_zero,
             code_words,
             waker_vtables,
+            initial,
             ..d
         })
     }

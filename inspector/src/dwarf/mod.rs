@@ -196,6 +196,17 @@ pub struct Debug {
     pub(crate) vtables: Vec<(u64, u64)>,
     /// The locals of function bodies that may hold a guard, a permit or a channel's end, by scope.
     pub(crate) frame_vars: Vec<FrameVar>,
+    /// Of the executable: its writable data as the file has it, before the program runs (see
+    /// [`Debug::initial`]).
+    pub(crate) initial: Vec<InitialData>,
+}
+
+/// One writable section of the executable as loaded, before the program writes to it: its bytes,
+/// or `None` for one the loader fills with zeros (`.bss`).
+pub(crate) struct InitialData {
+    pub(crate) addr: u64,
+    pub(crate) size: u64,
+    pub(crate) bytes: Option<Vec<u8>>,
 }
 
 /// DIE offsets of [`Debug::nodes`], ascending (DIEs are read in section order): a node's index is found
@@ -334,6 +345,20 @@ impl Debug {
                 wanted(&self.qualified_name(ty)).then(|| (qualified(&self.nodes, i), addr, ty))
             })
             .collect()
+    }
+
+    /// The `len` bytes at `addr` (in the file) before the program runs: what a static held when it
+    /// was made (a `static` is made at compile time). `None` outside the writable sections.
+    pub(crate) fn initial(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        let end = addr.checked_add(len as u64)?;
+        let s = (self.initial.iter()).find(|s| s.addr <= addr && end <= s.addr + s.size)?;
+        Some(match &s.bytes {
+            Some(bytes) => {
+                let at = usize::try_from(addr - s.addr).ok()?;
+                bytes.get(at..at + len)?.to_vec()
+            }
+            None => vec![0; len],
+        })
     }
 
     /// The address (in the file) of a static with this qualified name.

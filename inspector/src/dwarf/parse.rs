@@ -65,6 +65,7 @@ impl Debug {
             files: table.files,
             vtables,
             frame_vars: Vec::new(),
+            initial: Vec::new(),
         };
         debug.frame_vars = bodies.finish(&debug, &dwarf.debug_str);
         Ok(debug)

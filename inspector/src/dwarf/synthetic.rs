@@ -10,11 +10,15 @@ use super::{Debug, Node, Offsets};
 /// The types of one made-up compile unit.
 pub(crate) struct Types {
     nodes: Vec<Node>,
+    initial: Vec<super::InitialData>,
 }
 
 impl Types {
     pub(crate) fn new() -> Types {
-        let mut t = Types { nodes: Vec::new() };
+        let mut t = Types {
+            nodes: Vec::new(),
+            initial: Vec::new(),
+        };
         t.push(None, constants::DW_TAG_compile_unit, None);
         t
     }
@@ -217,6 +221,22 @@ impl Types {
         self.nodes[member].type_ref.expect("its structure")
     }
 
+    /// A static `qualified` of type `ty` at `addr`, whose bytes in the file are `bytes` (all zero, in
+    /// `.bss`, for `None`).
+    pub(crate) fn static_var(&mut self, qualified: &str, ty: u64, addr: u64, bytes: Option<&[u8]>) {
+        let parts = split_path(qualified);
+        let (name, path) = parts.split_last().expect("a name");
+        let parent = self.namespace(path);
+        let i = self.push(Some(parent), constants::DW_TAG_variable, Some(name));
+        (self.nodes[i].type_ref, self.nodes[i].addr) = (Some(ty), Some(addr));
+        let size = (self.nodes[Self::index(ty)].byte_size).unwrap_or(0);
+        self.initial.push(super::InitialData {
+            addr,
+            size,
+            bytes: bytes.map(|b| b.to_vec()),
+        });
+    }
+
     /// The [`Debug`] of these types, as if read from `src/main.rs`'s unit.
     pub(crate) fn build(self) -> Debug {
         let offsets = self.nodes.iter().map(|n| n.offset).collect();
@@ -232,6 +252,7 @@ impl Types {
             files: vec![vec!["src/main.rs".into()]],
             vtables: Vec::new(),
             frame_vars: Vec::new(),
+            initial: self.initial,
         }
     }
 }

@@ -370,4 +370,6 @@ pub(super) struct ValueBuilder {
     pub(super) decided_by: crate::model::FastMap<u64, &'static str>,
     /// What each leaf future waits for, by plan type, where a target rule knows its type.
     pub(super) targets: crate::model::FastMap<u32, TargetPlan>,
+    /// What the state word of the program's once-cell statics starts at, once looked for.
+    pub(super) once_starts_at: Option<Option<u64>>,
 }

@@ -593,28 +593,40 @@ fn a_std_mutex_shows_the_value_it_keeps() {
     assert_eq!(p.name_of(fields[0].ty), "u64");
 }
 
-/// std's futex `Once`, its state word at 0: `Once { inner: futex::Once { state_and_queued } }`.
-fn once(t: &mut Types, state: &str) -> u64 {
-    let u32_ = t.base("u32", 4);
-    let atomic = t.structure("core::sync::atomic::AtomicU32", 4);
-    t.member(atomic, "v", 0, u32_);
-    let futex = t.structure("std::sys::sync::once::futex::Once", 4);
-    t.member(futex, state, 0, atomic);
-    let once = t.structure("std::sync::once::Once", 4);
-    t.member(once, "inner", 0, futex);
+/// std's `Once`, its state word (`field`, of `size` bytes) at 0: `Once { inner: imp::Once { field } }`.
+fn once_of(t: &mut Types, field: &str, size: u64) -> u64 {
+    let word = t.base(&format!("u{}", size * 8), size);
+    let atomic = t.structure(&format!("core::sync::atomic::AtomicU{}", size * 8), size);
+    t.member(atomic, "v", 0, word);
+    let imp = t.structure("std::sys::sync::once::futex::Once", size);
+    t.member(imp, field, 0, atomic);
+    let once = t.structure("std::sync::once::Once", size);
+    t.member(once, "inner", 0, imp);
     once
 }
 
-/// The shape of a once cell whose `Once` is at 16 and whose value is at `at`, of type `u64`.
-fn set_or_uninit(at: u32, ty: u32) -> Shape {
+/// The futex `Once` of today's std: `state_and_queued`, which starts at 3 and is 0 once complete.
+fn once(t: &mut Types) -> u64 {
+    once_of(t, "state_and_queued", 4)
+}
+
+/// A static of once-cell type `cell` (24 bytes, its `Once` at 16) whose state word starts at
+/// `starts` in the file: what tells the planner which `state_and_queued` the program's std has.
+fn a_static_of(t: &mut Types, cell: u64, name: &str, addr: u64, starts: u32) {
+    let mut bytes = [0u8; 24];
+    bytes[16..20].copy_from_slice(&starts.to_le_bytes());
+    let bytes = (starts != 0).then_some(&bytes[..]);
+    t.static_var(name, cell, addr, bytes);
+}
+
+/// The shape of a once cell whose `Once` is at 16, `size` bytes, `complete` when set, and whose
+/// value is at `at`, of type `ty`.
+fn set_or_uninit(at: u32, ty: u32, complete: u64, size: u8) -> Shape {
     Shape::Enum {
-        discr: Some(Discr {
-            offset: 16,
-            size: 4,
-        }),
+        discr: Some(Discr { offset: 16, size }),
         variants: vec![
             VariantShape {
-                value: Some(0),
+                value: Some(complete),
                 name: "set".into(),
                 at: None,
                 acquired: Vec::new(),
@@ -636,24 +648,23 @@ fn set_or_uninit(at: u32, ty: u32) -> Shape {
     }
 }
 
-/// `p` is a once cell's shape by the `std once cell` rule, its `u64` value at `at`.
-fn assert_once_cell(p: &Planned, at: u32) {
+/// `p` is a once cell's shape by the `std once cell` rule, its `u64` value at `at`, set when its
+/// `Once`'s state word (`size` bytes) is `complete`.
+fn assert_once_cell(p: &Planned, at: u32, complete: u64, size: u8) {
     let Shape::Enum { variants, .. } = p.shape() else {
         panic!("{:?}", p.shape())
     };
     let ty = variants[0].fields[0].ty;
     assert_eq!(
         (p.rule, p.shape()),
-        ("std once cell", &set_or_uninit(at, ty))
+        ("std once cell", &set_or_uninit(at, ty, complete, size))
     );
     assert_eq!(p.name_of(ty), "u64");
 }
 
-#[test]
-fn a_once_lock_shows_its_value_once_its_once_is_complete() {
-    let mut t = Types::new();
-    let (u64_, _) = words(&mut t);
-    let once = once(&mut t, "state_and_queued");
+/// A `OnceLock<u64>` whose `Once` is `once`, at 16.
+fn once_lock(t: &mut Types, once: u64) -> u64 {
+    let u64_ = t.base("u64", 8);
     let dangling = t.structure("core::mem::maybe_dangling::MaybeDangling<u64>", 8);
     t.member(dangling, "__0", 0, u64_);
     let manual = t.structure("core::mem::manually_drop::ManuallyDrop<u64>", 8);
@@ -670,14 +681,23 @@ fn a_once_lock_shows_its_value_once_its_once_is_complete() {
     let lock = t.structure("std::sync::once_lock::OnceLock<u64>", 24);
     t.member(lock, "value", 0, cell)
         .member(lock, "once", 16, once);
-    assert_once_cell(&planned(t, lock), 0);
+    lock
+}
+
+#[test]
+fn a_once_lock_shows_its_value_once_its_once_is_complete() {
+    let mut t = Types::new();
+    let once = once(&mut t);
+    let lock = once_lock(&mut t, once);
+    a_static_of(&mut t, lock, "app::CELL", 0x1000, 3);
+    assert_once_cell(&planned(t, lock), 0, 0, 4);
 }
 
 #[test]
 fn a_lazy_lock_shows_its_value_once_forced_and_not_its_function() {
     let mut t = Types::new();
     let (u64_, _) = words(&mut t);
-    let once = once(&mut t, "state_and_queued");
+    let once = once(&mut t);
     let f = t.subroutine("fn() -> u64");
     let manual_f = t.structure("core::mem::manually_drop::ManuallyDrop<fn() -> u64>", 8);
     t.member(manual_f, "value", 0, f);
@@ -694,18 +714,59 @@ fn a_lazy_lock_shows_its_value_once_forced_and_not_its_function() {
     let lazy = t.structure("std::sync::lazy_lock::LazyLock<u64, fn() -> u64>", 24);
     t.member(lazy, "once", 16, once)
         .member(lazy, "data", 8, cell);
-    assert_once_cell(&planned(t, lazy), 8);
+    a_static_of(&mut t, lazy, "app::LAZY", 0x1000, 3);
+    assert_once_cell(&planned(t, lazy), 8, 0, 4);
 }
 
 #[test]
-fn a_once_cell_whose_once_is_of_another_kind_is_opaque() {
+fn a_std_whose_once_starts_at_zero_is_complete_at_three() {
+    // The same `state_and_queued`, of a std before complete was made zero: a static's `Once`
+    // starts at 0 (in `.bss`), so complete is 3.
     let mut t = Types::new();
-    let (u64_, _) = words(&mut t);
-    // An earlier std's futex `Once`: complete is another value there, which is not guessed.
-    let once = once(&mut t, "state");
-    let lock = t.structure("std::sync::once_lock::OnceLock<u64>", 24);
-    t.member(lock, "value", 0, u64_)
-        .member(lock, "once", 16, once);
+    let once = once(&mut t);
+    let lock = once_lock(&mut t, once);
+    a_static_of(&mut t, lock, "app::CELL", 0x1000, 0);
+    assert_once_cell(&planned(t, lock), 0, 3, 4);
+}
+
+#[test]
+fn a_once_cell_is_opaque_where_no_static_tells_which_state_and_queued_it_has() {
+    let mut t = Types::new();
+    let once = once(&mut t);
+    let lock = once_lock(&mut t, once);
+    let p = planned(t, lock);
+    assert_eq!((p.rule, p.shape()), ("library type", &Shape::Opaque));
+}
+
+#[test]
+fn a_once_cell_is_opaque_where_its_statics_disagree_on_where_a_once_starts() {
+    let mut t = Types::new();
+    let once = once(&mut t);
+    let lock = once_lock(&mut t, once);
+    a_static_of(&mut t, lock, "app::ONE", 0x1000, 3);
+    a_static_of(&mut t, lock, "app::OTHER", 0x2000, 0);
+    let p = planned(t, lock);
+    assert_eq!((p.rule, p.shape()), ("library type", &Shape::Opaque));
+}
+
+#[test]
+fn earlier_stds_once_words_are_known_by_their_names() {
+    // The five-state futex `Once` (complete 4), and the queue `Once` before it (complete 3, a
+    // word as wide as a pointer): no static needed to tell them apart.
+    for (field, size, complete) in [("state", 4, 4), ("state_and_queue", 8, 3)] {
+        let mut t = Types::new();
+        let once = once_of(&mut t, field, size);
+        let lock = once_lock(&mut t, once);
+        assert_once_cell(&planned(t, lock), 0, complete, size as u8);
+    }
+}
+
+#[test]
+fn a_once_cell_whose_once_is_of_an_unknown_kind_is_opaque() {
+    let mut t = Types::new();
+    let once = once_of(&mut t, "word", 4);
+    let lock = once_lock(&mut t, once);
+    a_static_of(&mut t, lock, "app::CELL", 0x1000, 3);
     let p = planned(t, lock);
     assert_eq!((p.rule, p.shape()), ("library type", &Shape::Opaque));
 }
@@ -723,7 +784,7 @@ fn a_lazy_static_is_named_as_declared_not_as_its_hidden_static() {
 fn a_lazy_static_shows_its_value_once_its_once_is_complete() {
     let mut t = Types::new();
     let (u64_, _) = words(&mut t);
-    let once = once(&mut t, "state_and_queued");
+    let once = once(&mut t);
     let uninit = t.union("core::mem::maybe_uninit::MaybeUninit<u64>", 8);
     t.member(uninit, "value", 0, u64_);
     let cell = t.structure(
@@ -734,5 +795,7 @@ fn a_lazy_static_shows_its_value_once_its_once_is_complete() {
     // `lazy_static::lazy::Lazy<T>(Cell<MaybeUninit<T>>, Once)`.
     let lazy = t.structure("lazy_static::lazy::Lazy<u64>", 24);
     t.member(lazy, "__0", 0, cell).member(lazy, "__1", 16, once);
-    assert_once_cell(&planned(t, lazy), 0);
+    let name = "app::<FEED as Deref>::deref::__stability::LAZY";
+    a_static_of(&mut t, lazy, name, 0x1000, 3);
+    assert_once_cell(&planned(t, lazy), 0, 0, 4);
 }

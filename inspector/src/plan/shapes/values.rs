@@ -4,6 +4,7 @@
 //! Adding a shape is one rule here, one line in [`RULES`] and one spec in `tests.rs`. A rule that meets
 //! a layout it does not know declines, and the type ends opaque.
 
+use asyncdump_walker::bytes::uint;
 use gimli::constants;
 
 use std::sync::Arc;
@@ -407,20 +408,14 @@ const STD_LOCK: ValueRule = ValueRule {
 
 /// The standard library's `OnceLock<T>` and `LazyLock<T, F>`, and `lazy_static!`'s `Lazy<T>` (where
 /// a `static` keeps what it makes at first use): the value, once its `Once` says it is complete, as
-/// that value; `uninit` before. Only the futex `Once` whose complete state is 0 (`state_and_queued`)
-/// is known: another declines.
+/// that value; `uninit` before. What complete is depends on the std the program was built with (see
+/// [`ONCE_ENCODINGS`]); where that is not known for sure, the cell declines.
 const STD_ONCE: ValueRule = ValueRule {
     name: "std once cell",
-    matches: |t| {
-        t.name.starts_with("std::sync::once_lock::OnceLock<")
-            || t.name.starts_with("std::sync::lazy_lock::LazyLock<")
-            || t.name.starts_with("lazy_static::lazy::Lazy<")
-    },
+    matches: |t| is_once_cell(&t.name),
     shape: |b, t| {
-        // `Lazy` is a tuple: its cell, then its `Once`.
-        let (once, once_ty) = b.member(t.die, &["once", "__1"])?;
-        let (inner, inner_ty) = b.member(b.strip(once_ty), &["inner"])?;
-        let (state, _) = b.member(b.strip(inner_ty), &["state_and_queued"])?;
+        let (state, field) = once_state(b, t.die)?;
+        let encoding = once_encoding(b, field)?;
         // `OnceLock`'s `value`, `LazyLock`'s `data` (a union of the value and the function).
         let (cell, mut ty) = b.member(t.die, &["value", "data", "__0"])?;
         let mut at = cell;
@@ -434,7 +429,7 @@ const STD_ONCE: ValueRule = ValueRule {
             (at, ty) = (at + off, inside);
         }
         let set = VariantShape {
-            value: Some(0),
+            value: Some(encoding.complete),
             name: "set".into(),
             at: None,
             acquired: Vec::new(),
@@ -453,14 +448,84 @@ const STD_ONCE: ValueRule = ValueRule {
         };
         Some(Shape::Enum {
             discr: Some(asyncdump_protocol::Discr {
-                offset: u32::try_from(once + inner + state).ok()?,
-                size: 4,
+                offset: u32::try_from(state).ok()?,
+                size: encoding.size,
             }),
             variants: vec![set, uninit],
             bare: true,
         })
     },
 };
+
+fn is_once_cell(name: &str) -> bool {
+    name.starts_with("std::sync::once_lock::OnceLock<")
+        || name.starts_with("std::sync::lazy_lock::LazyLock<")
+        || name.starts_with("lazy_static::lazy::Lazy<")
+}
+
+/// How one std's `Once` says it is complete: the name and size of its state word, the value a new
+/// one starts at, and the value of complete (exactly: waiters are marked only while not complete).
+pub(super) struct OnceEncoding {
+    field: &'static str,
+    size: u8,
+    starts: u64,
+    complete: u64,
+}
+
+/// Every `Once` std has had on Linux, by its state word. The last two share a name and swap their
+/// values: which one a program has is told by what its once-cell statics start at in the file.
+pub(super) const ONCE_ENCODINGS: &[OnceEncoding] = &[
+    // Before the futex `Once`: the state in the low bits of a pointer to the queue of waiters.
+    OnceEncoding {
+        field: "state_and_queue",
+        size: 8,
+        starts: 0,
+        complete: 3,
+    },
+    // The first futex `Once`: five states, queued (3) one of them.
+    OnceEncoding {
+        field: "state",
+        size: 4,
+        starts: 0,
+        complete: 4,
+    },
+    // Queued as a bit (4) beside four states.
+    OnceEncoding {
+        field: "state_and_queued",
+        size: 4,
+        starts: 0,
+        complete: 3,
+    },
+    // The same, complete made the all-zero state.
+    OnceEncoding {
+        field: "state_and_queued",
+        size: 4,
+        starts: 3,
+        complete: 0,
+    },
+];
+
+/// Where the state word of the `Once` in once cell `die` lies in it, and its name.
+fn once_state(b: &Builder<'_>, die: u64) -> Option<(u64, &'static str)> {
+    // `Lazy` is a tuple: its cell, then its `Once`.
+    let (once, once_ty) = b.member(die, &["once", "__1"])?;
+    let (inner, inner_ty) = b.member(b.strip(once_ty), &["inner"])?;
+    let inner_ty = b.strip(inner_ty);
+    ONCE_ENCODINGS.iter().find_map(|e| {
+        let (state, _) = b.member(inner_ty, &[e.field])?;
+        Some((once + inner + state, e.field))
+    })
+}
+
+/// The one encoding of the program's `Once` whose state word is `field`; `None` if none, or if more
+/// than one fits what the once-cell statics start at.
+fn once_encoding(b: &mut Builder<'_>, field: &str) -> Option<&'static OnceEncoding> {
+    let starts = b.once_starts_at();
+    let mut fits = (ONCE_ENCODINGS.iter())
+        .filter(|e| e.field == field && starts.is_none_or(|s| s == e.starts));
+    let first = fits.next()?;
+    fits.next().is_none().then_some(first)
+}
 
 /// A static's name as the program declares it: `lazy_static!` keeps the value of `static ref X` in a
 /// static `LAZY` inside `<X as Deref>::deref`, named here `app::X`.
@@ -556,6 +621,36 @@ impl Builder<'_> {
                 ty: self.value(ty),
             })
             .collect()
+    }
+
+    /// The value the state word of the program's once-cell statics starts at, read from the file
+    /// (a `static` is made at compile time, its `Once` new); `None` if it has none, or if they
+    /// disagree. Found once per plan.
+    fn once_starts_at(&mut self) -> Option<u64> {
+        if let Some(found) = self.values.once_starts_at {
+            return found;
+        }
+        let mut seen = None;
+        let mut agree = true;
+        for (_, addr, ty) in self.debug.statics_where(is_once_cell) {
+            let Some((state, field)) = once_state(self, self.strip(ty)) else {
+                continue;
+            };
+            let size = ONCE_ENCODINGS
+                .iter()
+                .find(|e| e.field == field)
+                .map_or(4, |e| e.size);
+            let bytes =
+                (addr.checked_add(state)).and_then(|at| self.debug.initial(at, size.into()));
+            let Some(v) = bytes.and_then(|b| uint(&b, 0, size)) else {
+                continue;
+            };
+            agree &= seen.is_none_or(|s| s == v);
+            seen = Some(v);
+        }
+        let found = seen.filter(|_| agree);
+        self.values.once_starts_at = Some(found);
+        found
     }
 
     /// The locals of function bodies that may hold a guard, a permit or a channel's end, by scope;
