@@ -295,21 +295,23 @@ fn static_wait_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
-const HELD_BY_STATICS: [&str; 5] = [
+const HELD_BY_STATICS: [&str; 6] = [
     "Mutex @ 0x…: locked, held by static statics::PARKED, this task 1st of 1 waiting",
     "receiving from channel @ 0x…: empty, 1 sender alive: static statics::FEED",
     "receiving from channel @ 0x…: empty, 1 sender alive: static statics::ONCE_FEED",
     "receiving from channel @ 0x…: empty, 1 sender alive: static statics::LAZY_FEED",
+    "receiving from channel @ 0x…: empty, 1 sender alive: static statics::CELL_FEED",
     "Semaphore @ 0x…: 0 permits free, wants 1, held by static statics::LAZY_PERMIT, this task 1st of 1 waiting",
 ];
 
-/// Behind a `std` `Mutex`, a `OnceLock` once set, a `lazy_static!` (named as declared) and a
-/// `LazyLock` once forced; a `OnceLock` never set (`UNSET`) holds nothing.
+/// Behind a `std` `Mutex`, a `OnceLock` once set, a `lazy_static!` (named as declared), a
+/// `once_cell` `OnceCell` once set and a `LazyLock` once forced; a `OnceLock` never set (`UNSET`)
+/// holds nothing.
 #[test]
 fn a_lock_or_a_channel_end_parked_in_a_static_is_held_by_that_static() {
     for args in [&[][..], &["--agent"][..]] {
         let fx = Fixture::start("statics", args);
-        let text = dump_until(fx.pid, &[], |t| t.matches("↳ ").count() == 5);
+        let text = dump_until(fx.pid, &[], |t| t.matches("↳ ").count() == 6);
         assert_eq!(
             static_wait_lines(&text),
             HELD_BY_STATICS,
@@ -330,7 +332,7 @@ fn a_lock_or_a_channel_end_parked_in_a_static_is_held_by_that_static() {
     }
     // JSON names the static and what it holds.
     let fx = Fixture::start("statics", &[]);
-    dump_until(fx.pid, &[], |t| t.matches("↳ ").count() == 5);
+    dump_until(fx.pid, &[], |t| t.matches("↳ ").count() == 6);
     let doc = dump_json(fx.pid, &[]);
     let mut found = Vec::new();
     fn walk(frames: &serde_json::Value, out: &mut Vec<(String, String)>) {
@@ -350,6 +352,7 @@ fn a_lock_or_a_channel_end_parked_in_a_static_is_held_by_that_static() {
         ("statics::FEED".to_owned(), "channel sender".to_owned()),
         ("statics::ONCE_FEED".to_owned(), "channel sender".to_owned()),
         ("statics::LAZY_FEED".to_owned(), "channel sender".to_owned()),
+        ("statics::CELL_FEED".to_owned(), "channel sender".to_owned()),
         ("statics::LAZY_PERMIT".to_owned(), "Semaphore".to_owned()),
     ];
     assert_eq!(found, want, "{doc}");

@@ -799,3 +799,98 @@ fn a_lazy_static_shows_its_value_once_its_once_is_complete() {
     a_static_of(&mut t, lazy, name, 0x1000, 3);
     assert_once_cell(&planned(t, lazy), 0, 0, 4);
 }
+
+/// `Option<u64>` (a tag at 0, the value at 8) and `UnsafeCell` of it, as `once_cell` keeps a value.
+fn option_cell(t: &mut Types) -> u64 {
+    let u64_ = t.base("u64", 8);
+    let some = t.structure("core::option::Option<u64>::Some", 16);
+    t.member(some, "__0", 8, u64_);
+    let none = t.structure("core::option::Option<u64>::None", 16);
+    let opt = t.structure("core::option::Option<u64>", 16);
+    t.variants(
+        opt,
+        ("tag", 0, 8, false),
+        &[(Some(0), "None", 0, none), (Some(1), "Some", 0, some)],
+    );
+    let cell = t.structure("core::cell::UnsafeCell<core::option::Option<u64>>", 16);
+    t.member(cell, "value", 0, opt);
+    cell
+}
+
+/// `once_cell::sync::OnceCell<u64>`: its implementation, a `queue` word at 0, the `Option` at 8.
+fn sync_once_cell(t: &mut Types) -> u64 {
+    let cell = option_cell(t);
+    let queue = t.structure("core::sync::atomic::AtomicPtr<once_cell::imp::Waiter>", 8);
+    let imp = t.structure("once_cell::imp::OnceCell<u64>", 24);
+    t.member(imp, "queue", 0, queue)
+        .member(imp, "value", 8, cell);
+    let sync = t.structure("once_cell::sync::OnceCell<u64>", 24);
+    t.member(sync, "__0", 0, imp);
+    sync
+}
+
+/// `p` is a `once_cell` cell by its rule: its `u64` value at `at`, set when the word at `discr`
+/// (`size` bytes) is `set`, else `uninit` when it is `uninit`.
+fn assert_crate_once_cell(
+    p: &Planned,
+    at: u32,
+    discr: Discr,
+    set: Option<u64>,
+    uninit: Option<u64>,
+) {
+    let Shape::Enum {
+        discr: d,
+        variants,
+        bare: true,
+    } = p.shape()
+    else {
+        panic!("{:?}", p.shape())
+    };
+    assert_eq!((p.rule, *d), ("once_cell cell", Some(discr)));
+    let named: Vec<_> = (variants.iter())
+        .map(|v| {
+            (
+                v.value,
+                &*v.name,
+                v.fields.iter().map(|f| (&*f.name, f.offset)).collect(),
+            )
+        })
+        .collect();
+    let want: Vec<Named<'_>> = vec![
+        (set, "set", vec![("value", at)]),
+        (uninit, "uninit", vec![]),
+    ];
+    assert_eq!(named, want);
+    assert_eq!(p.name_of(variants[0].fields[0].ty), "u64");
+}
+
+#[test]
+fn a_once_cell_crate_sync_cell_is_set_once_its_queue_word_says_complete() {
+    let mut t = Types::new();
+    let sync = sync_once_cell(&mut t);
+    // Complete is 2 in the queue word; the value is the `Option`'s payload, at 8 + 8.
+    let queue = Discr { offset: 0, size: 8 };
+    assert_crate_once_cell(&planned(t, sync), 16, queue, Some(2), None);
+}
+
+#[test]
+fn a_once_cell_crate_unsync_cell_is_its_option() {
+    let mut t = Types::new();
+    let cell = option_cell(&mut t);
+    let unsync = t.structure("once_cell::unsync::OnceCell<u64>", 16);
+    t.member(unsync, "inner", 0, cell);
+    let tag = Discr { offset: 0, size: 8 };
+    assert_crate_once_cell(&planned(t, unsync), 8, tag, Some(1), Some(0));
+}
+
+#[test]
+fn a_once_cell_crate_lazy_is_its_cell_and_not_its_function() {
+    let mut t = Types::new();
+    let sync = sync_once_cell(&mut t);
+    let init = t.structure("core::cell::Cell<core::option::Option<fn() -> u64>>", 8);
+    let lazy = t.structure("once_cell::sync::Lazy<u64, fn() -> u64>", 32);
+    t.member(lazy, "init", 0, init)
+        .member(lazy, "cell", 8, sync);
+    let queue = Discr { offset: 8, size: 8 };
+    assert_crate_once_cell(&planned(t, lazy), 24, queue, Some(2), None);
+}

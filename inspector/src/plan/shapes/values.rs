@@ -53,6 +53,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &ENUM,
     &STD_LOCK,
     &STD_ONCE,
+    &ONCE_CELL,
     &LIBRARY,
     &STRUCT,
 ];
@@ -451,6 +452,80 @@ const STD_ONCE: ValueRule = ValueRule {
                 offset: u32::try_from(state).ok()?,
                 size: encoding.size,
             }),
+            variants: vec![set, uninit],
+            bare: true,
+        })
+    },
+};
+
+/// The `once_cell` crate's cells, each an `Option<T>` inside: `sync::OnceCell<T>`, whose `queue`
+/// word is complete (2) once the value is set, and `unsync::OnceCell<T>`, the `Option` alone; and
+/// each one's `Lazy<T, F>`, by its `cell`. Shown as std's are: the value once set, `uninit` before.
+const ONCE_CELL: ValueRule = ValueRule {
+    name: "once_cell cell",
+    matches: |t| {
+        const CELLS: &[&str] = &[
+            "once_cell::sync::OnceCell<",
+            "once_cell::unsync::OnceCell<",
+            "once_cell::sync::Lazy<",
+            "once_cell::unsync::Lazy<",
+        ];
+        CELLS.iter().any(|c| t.name.starts_with(c))
+    },
+    shape: |b, t| {
+        let (mut at, mut die) = (0, t.die);
+        if t.name.contains("::Lazy<") {
+            let (off, cell) = b.member(die, &["cell"])?;
+            (at, die) = (at + off, b.strip(cell));
+        }
+        // `sync::OnceCell` wraps its implementation; only the one over std's threads (a `queue`
+        // word) is known.
+        let mut queue = None;
+        if let Some((off, imp)) = b.member(die, &["__0"]) {
+            (at, die) = (at + off, b.strip(imp));
+            queue = Some(at + b.member(die, &["queue"])?.0);
+        }
+        let (off, cell) = b.member(die, &["value", "inner"])?;
+        let (inside, option) = b.member(b.strip(cell), &["value"])?;
+        let option_at = at + off + inside;
+        let (discr, variants) = b.variants(b.strip(option))?;
+        let variant = |name: &str| variants.iter().find(|v| v.1 == name);
+        let (some, none) = (variant("Some")?, variant("None")?);
+        let (payload, ty) = b.member(b.strip(some.2), &["__0"])?;
+        let mut set = VariantShape {
+            value: some.0,
+            name: "set".into(),
+            at: None,
+            acquired: Vec::new(),
+            fields: vec![FieldShape {
+                name: "value".into(),
+                offset: u32::try_from(option_at + some.3 + payload).ok()?,
+                ty: b.value(ty),
+            }],
+        };
+        let mut uninit = VariantShape {
+            value: none.0,
+            name: "uninit".into(),
+            at: None,
+            acquired: Vec::new(),
+            fields: Vec::new(),
+        };
+        let discr = match queue {
+            // Set before the word says complete: the word alone tells, never a value half written.
+            Some(q) => {
+                (set.value, uninit.value) = (Some(2), None);
+                asyncdump_protocol::Discr {
+                    offset: u32::try_from(q).ok()?,
+                    size: 8,
+                }
+            }
+            None => asyncdump_protocol::Discr {
+                offset: u32::try_from(option_at).ok()? + discr.offset,
+                size: discr.size,
+            },
+        };
+        Some(Shape::Enum {
+            discr: Some(discr),
             variants: vec![set, uninit],
             bare: true,
         })
