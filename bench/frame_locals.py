@@ -6,7 +6,8 @@ them alternately (warm-up 2, 10 runs each; 5 for the plans from DWARF) on:
     what the body scan adds), and a dump with the plan from each build's own warm cache (what
     walking its threads' stacks adds);
   - the debug `crawler` (the largest debug binary among the fixtures): the same two;
-  - the debug `thread_holders`: a dump, where NEW names three threads.
+  - the debug `thread_holders`: a dump, where NEW names three threads; and the same built as
+    optimised code (`cargo build --profile optimised-fixtures -p asyncdump-fixtures`), if built.
 All without the agent, text to /dev/null. Prints means ± sd in ms and NEW/OLD.
 Usage: cargo build --release -p asyncdump -p asyncdump-fixtures && cargo build -p asyncdump-fixtures
        python3 bench/frame_locals.py OLD_ASYNCDUMP NEW_ASYNCDUMP
@@ -59,10 +60,13 @@ def main():
         compare(f"{name}: plan from DWARF", old, new, f"dump --no-agent --no-cache {fx.pid}", caches, 5)
         compare(f"{name}: dump, plan from the cache", old, new, f"dump --no-agent {fx.pid}", caches)
         fx.kill()
-    fx = start(os.path.join(TARGET, "debug/thread_holders"))
-    compare("thread_holders debug: dump (NEW names 3 threads)", old, new,
-            f"dump --no-agent {fx.pid}", caches)
-    fx.kill()
+    for build, note in [("debug", ""), ("optimised-fixtures", " (optimised)")]:
+        exe = os.path.join(TARGET, build, "thread_holders")
+        if not os.path.exists(exe):
+            continue
+        fx = start(exe)
+        compare(f"thread_holders {build}: dump{note}", old, new, f"dump --no-agent {fx.pid}", caches)
+        fx.kill()
 
 
 if __name__ == "__main__":

@@ -57,6 +57,34 @@ pub fn old_tokio_bin(mangling: Mangling) -> PathBuf {
     .clone()
 }
 
+/// Fixture `name` built as optimised code (the `optimised-fixtures` profile: its locals in registers
+/// and location lists), once per test run.
+pub fn optimised_bin(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let path = bin_dir()
+        .parent()
+        .unwrap()
+        .join("optimised-fixtures")
+        .join(name);
+    if !built.iter().any(|b| b == name) {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-q", "--profile", "optimised-fixtures"])
+            .args(["-p", "asyncdump-fixtures", "--bin", name])
+            .current_dir(workspace())
+            .status()
+            .expect("run cargo build for an optimised fixture");
+        assert!(
+            status.success(),
+            "building the optimised {name} fixture failed"
+        );
+        built.push(name.to_owned());
+    }
+    path
+}
+
 /// The fixture whose tokio has no multi-thread scheduler (its own workspace), built once.
 pub fn current_thread_only_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();

@@ -362,6 +362,71 @@ fn a_lock_or_a_channel_end_parked_in_a_static_is_held_by_that_static() {
     );
 }
 
+/// As optimised code keeps them: a guard in a register (`rbx` on x86_64), a permit in pieces (its
+/// semaphore in a register, its count a constant), a sender on the stack; the registers of the
+/// frames that called found where their callees saved them. Live without stopping anything, with
+/// every thread stopped, and from a core. A sender moved into the feeder's closure may still be
+/// found where it was before: then the line says more were found than there can be.
+#[test]
+fn a_lock_a_permit_or_a_sender_kept_by_optimised_code_is_held_by_that_thread() {
+    let exe = crate::support::optimised_bin("thread_holders");
+    let fx = Fixture::start_path(&exe, &[], &[]);
+    let check = |how: &str, text: &str| {
+        let lines: Vec<String> = static_wait_lines(text)
+            .iter()
+            .map(|l| every_thread_as_n(l))
+            .collect();
+        assert_eq!(lines.len(), 3, "{how}\n{text}");
+        assert_eq!(lines[..2], HELD_BY_THREADS[..2], "{how}\n{text}");
+        let feeder = "thread N (`sender` in thread_holders::main::{async_block#0}::{closure#2}, declared at fixtures/src/bin/thread_holders.rs:63)";
+        let channel = &lines[2];
+        assert!(
+            channel.starts_with("receiving from channel @ 0x…: empty, 1 sender alive: ")
+                && channel.contains(feeder),
+            "{how}\n{text}"
+        );
+        if channel.matches("thread N").count() > 1 {
+            assert!(
+                channel.contains(" found for 1 alive: a local moved out of"),
+                "{how}\n{text}"
+            );
+        }
+    };
+    let text = dump_until(fx.pid, &["--no-agent"], |t| {
+        t.matches("held by thread").count() == 2
+    });
+    check("live", &text);
+    let pid = fx.pid.to_string();
+    check("stopped", &asyncdump_ok(&["dump", "--stop", &pid]));
+    let dir = tempdir();
+    let core = gcore(fx.pid, dir.as_path());
+    check(
+        "core",
+        &asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]),
+    );
+}
+
+/// `line` with every thread named in it as `thread N`.
+fn every_thread_as_n(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some((head, after)) = rest.split_once("thread ") {
+        out.push_str(head);
+        out.push_str("thread ");
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        rest = &after[digits..];
+        if digits == 0 {
+            continue;
+        }
+        out.push('N');
+        if let Some(named) = rest.strip_prefix(" \"") {
+            rest = &named[named.find('"').map_or(0, |i| i + 1)..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The `thread_holders` fixture's wait lines, addresses as `0x…` and each thread as `thread N`;
 /// and the thread ids named.
 fn thread_wait_lines(text: &str) -> (Vec<String>, Vec<u32>) {

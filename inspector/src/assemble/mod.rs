@@ -181,6 +181,7 @@ impl Dump {
             waits: Vec::new(),
             statics: Vec::new(),
             on_threads: Vec::new(),
+            register_bytes: Vec::new(),
             decoding,
             tasks,
             index: index.into(),

@@ -2,39 +2,32 @@
 //! a thread (a `spawn_blocking` closure, any thread of the program) holds one, found on its stack.
 //!
 //! `parse` skips the insides of functions for its node table; while it does, [`Bodies`] notes each
-//! local and parameter that lives at a fixed offset from its function's frame base (`DW_OP_fbreg N`,
-//! what unoptimised code gives every local), with the code range of its innermost lexical scope. Once
-//! every type is known, [`Bodies::finish`] keeps those whose type's name mentions `tokio::sync::`,
-//! itself or through the members of a structure (a closure's captures), and names them. Locals of
-//! optimised code move between registers and the stack (location lists): they are not followed.
+//! local and parameter whose location is one `locations` can follow: at an offset from the frame
+//! base (what unoptimised code gives every local), or, in optimised code, in a register, at an
+//! offset from one, or in pieces, over the ranges of its location list. Each is kept with the code
+//! range where it is so. Optimised code inlines: a local of an inlined function names that function
+//! (the inlined call's origin), and its name and type come from its abstract origin, read when its
+//! unit ends. Once every type is known, [`Bodies::finish`] keeps those whose type's name mentions
+//! `tokio::sync::`, itself or through the members of a structure (a closure's captures), and names
+//! them.
 
-use gimli::{AttributeValue, Reader as _, constants};
-use serde::{Deserialize, Serialize};
+use gimli::{AttributeValue, constants};
 
+use super::locations::{self, FrameBase, Location};
 use super::{Debug, FastMap, Reader, decl_file, die_ref, qualified};
-
-/// What a function's locals are addressed from (its `DW_AT_frame_base`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum FrameBase {
-    /// The stack pointer while the function runs (unoptimised x86_64 code).
-    Sp,
-    /// The frame pointer register.
-    Fp,
-    /// The canonical frame address of the call frame information.
-    Cfa,
-}
 
 /// A local of a function body that may hold a guard, a permit or a channel's end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameVar {
-    /// The function's qualified name.
+    /// The function's qualified name (the inlined function's, for a local of one).
     pub function: String,
     pub name: String,
-    /// The code addresses (in the file) where the local is in scope, `[start, end)`.
+    /// The code addresses (in the file) where the local is in scope at `location`, `[start, end)`.
     pub scope: (u64, u64),
-    pub base: FrameBase,
-    /// Where it is, from the frame base.
-    pub offset: i64,
+    pub location: Location,
+    /// How many scopes (lexical blocks, inlined calls) deep in its function it is declared: of two
+    /// locals of one frame that hold the same thing, the deeper one is the one in use.
+    pub depth: u16,
     /// Its type's DIE.
     pub ty: u64,
     /// Where it is declared.
@@ -62,11 +55,15 @@ struct Function {
 #[derive(Debug)]
 struct Candidate {
     function: u32,
+    /// The origin of the inlined call it is a local of, if any.
+    inlined: Option<u64>,
     name: Name,
     scope: (u64, u64),
-    base: FrameBase,
-    offset: i64,
-    ty: u64,
+    location: Location,
+    depth: u16,
+    ty: Option<u64>,
+    /// Its abstract origin, where its name and type are when it has none of its own.
+    origin: Option<u64>,
     unit: usize,
     file: Option<u64>,
     line: Option<u64>,
@@ -74,12 +71,19 @@ struct Candidate {
 
 /// The function body being read: its depth and frame base, and the code ranges of the lexical
 /// scopes open inside it, its own first (none: ranges that cannot be read, whose locals are left
-/// out rather than given a wider scope than they have).
+/// out rather than given a wider scope than they have), each with the origin of the inlined call
+/// it is, if it is one.
 struct Open {
     depth: usize,
     function: u32,
     base: Option<FrameBase>,
-    scopes: Vec<(usize, Vec<(u64, u64)>)>,
+    scopes: Vec<Scope>,
+}
+
+struct Scope {
+    depth: usize,
+    ranges: Vec<(u64, u64)>,
+    inlined: Option<u64>,
 }
 
 /// The locals of every function body, while `parse` reads the units.
@@ -116,10 +120,13 @@ impl Bodies {
         let function = self.functions.len() as u32;
         self.by_die
             .insert(at.base + entry.offset().0 as u64, function);
+        // A definition out of line names its declaration, or the abstract function it is a copy of.
+        let declared = die_ref(entry.attr_value(constants::DW_AT_specification), at.base)
+            .or_else(|| die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base));
         self.functions.push(Function {
             name: name_of(entry),
             parent,
-            declared: die_ref(entry.attr_value(constants::DW_AT_specification), at.base),
+            declared,
         });
         let ranges = code_ranges(at, entry);
         if ranges.is_empty() {
@@ -133,7 +140,11 @@ impl Bodies {
             depth,
             function,
             base,
-            scopes: vec![(depth, ranges)],
+            scopes: vec![Scope {
+                depth,
+                ranges,
+                inlined: None,
+            }],
         });
     }
 
@@ -146,32 +157,45 @@ impl Bodies {
             self.open = None;
             return;
         }
-        while open.scopes.last().is_some_and(|s| s.0 >= depth) {
+        while open.scopes.last().is_some_and(|s| s.depth >= depth) {
             open.scopes.pop();
         }
         match entry.tag() {
             constants::DW_TAG_lexical_block | constants::DW_TAG_inlined_subroutine => {
-                open.scopes.push((depth, code_ranges(at, entry)));
+                let inlined = match entry.tag() {
+                    constants::DW_TAG_inlined_subroutine => {
+                        die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base)
+                    }
+                    _ => open.scopes.last().and_then(|s| s.inlined),
+                };
+                open.scopes.push(Scope {
+                    depth,
+                    ranges: code_ranges(at, entry),
+                    inlined,
+                });
             }
             constants::DW_TAG_variable | constants::DW_TAG_formal_parameter => {
-                let (Some(frame), Some((_, scopes))) = (open.base, open.scopes.last()) else {
+                let Some(scope) = open.scopes.last() else {
                     return;
                 };
                 let ty = die_ref(entry.attr_value(constants::DW_AT_type), at.base);
-                let (Some(offset), Some(ty)) = (fbreg(entry), ty) else {
+                let origin = die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base);
+                if ty.is_none() && origin.is_none() {
                     return;
-                };
+                }
                 let (name, file) = (name_of(entry), decl_file(entry));
                 let line =
                     (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value());
-                for &scope in scopes {
+                for (range, location) in placed(at, entry, open.base, &scope.ranges) {
                     self.candidates.push(Candidate {
                         function: open.function,
+                        inlined: scope.inlined,
                         name: name.clone(),
-                        scope,
-                        base: frame,
-                        offset,
+                        scope: range,
+                        location,
+                        depth: u16::try_from(open.scopes.len()).unwrap_or(u16::MAX),
                         ty,
+                        origin,
                         unit: at.index,
                         file,
                         line,
@@ -179,6 +203,39 @@ impl Bodies {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The unit `at` is read: its candidates' names, types and declarations are taken from their
+    /// abstract origins where they have none of their own.
+    pub(super) fn end_unit(&mut self, at: &At<'_, '_>) {
+        let end = at.base + at.unit.header.length_including_self() as u64;
+        let read = |die: u64| {
+            let offset = gimli::UnitOffset(usize::try_from(die.checked_sub(at.base)?).ok()?);
+            (die < end).then(|| at.unit.entry(offset).ok()).flatten()
+        };
+        let from = self
+            .candidates
+            .iter()
+            .rposition(|c| c.unit != at.index)
+            .map_or(0, |i| i + 1);
+        for c in &mut self.candidates[from..] {
+            // An origin may have one of its own: two steps at most.
+            for _ in 0..2 {
+                let Some(entry) = c.origin.and_then(read) else {
+                    break;
+                };
+                if matches!(c.name, Name::None) {
+                    c.name = name_of(&entry);
+                }
+                c.ty =
+                    c.ty.or_else(|| die_ref(entry.attr_value(constants::DW_AT_type), at.base));
+                c.file = c.file.or_else(|| decl_file(&entry));
+                c.line = c.line.or_else(|| {
+                    (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value())
+                });
+                c.origin = die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base);
+            }
         }
     }
 
@@ -198,9 +255,11 @@ impl Bodies {
             Name::None => String::new(),
         };
         let mut out: Vec<FrameVar> = (self.candidates.iter())
-            .filter(|c| mentions_sync(debug, c.ty, 3, &mut memo))
-            .map(|c| {
-                let mut f = &self.functions[c.function as usize];
+            .filter_map(|c| Some((c, c.ty?)))
+            .filter(|&(_, ty)| mentions_sync(debug, ty, 3, &mut memo))
+            .map(|(c, ty)| {
+                let inlined = c.inlined.and_then(|d| self.by_die.get(&d));
+                let mut f = &self.functions[*inlined.unwrap_or(&c.function) as usize];
                 // A definition out of line names itself by its declaration.
                 if let Some(d) = f.declared.and_then(|d| self.by_die.get(&d)) {
                     f = &self.functions[*d as usize];
@@ -215,9 +274,9 @@ impl Bodies {
                     function,
                     name: text(&c.name),
                     scope: c.scope,
-                    base: c.base,
-                    offset: c.offset,
-                    ty: c.ty,
+                    location: c.location.clone(),
+                    depth: c.depth,
+                    ty,
                     file: c.file.and_then(|i| files?.get(i as usize).cloned()),
                     line: c.line,
                 }
@@ -290,17 +349,42 @@ fn code_ranges(at: &At<'_, '_>, entry: &Entry<'_>) -> Vec<(u64, u64)> {
     out
 }
 
-/// A location that is exactly `DW_OP_fbreg N`: `N`.
-fn fbreg(entry: &Entry<'_>) -> Option<i64> {
-    let Some(AttributeValue::Exprloc(e)) = entry.attr_value(constants::DW_AT_location) else {
-        return None;
-    };
-    let mut r = e.0;
-    if r.read_u8().ok()? != constants::DW_OP_fbreg.0 {
-        return None;
+/// Where a local is, over which ranges of code: its one location over its scope's ranges, or each
+/// entry of its location list (within the scope). None where the location is not one
+/// [`locations::parse`] follows.
+fn placed(
+    at: &At<'_, '_>,
+    entry: &Entry<'_>,
+    base: Option<FrameBase>,
+    scope: &[(u64, u64)],
+) -> Vec<((u64, u64), Location)> {
+    let encoding = at.unit.encoding();
+    match entry.attr_value(constants::DW_AT_location) {
+        Some(AttributeValue::Exprloc(e)) => match locations::parse(e.0, encoding, base) {
+            Some(l) => scope.iter().map(|&r| (r, l.clone())).collect(),
+            None => Vec::new(),
+        },
+        Some(value @ (AttributeValue::LocationListsRef(_) | AttributeValue::SecOffset(_))) => {
+            let mut out = Vec::new();
+            let Ok(Some(mut list)) = at.dwarf.attr_locations(at.unit, value) else {
+                return out;
+            };
+            // A damaged list ends where it breaks: fewer places, never wrong ones.
+            while let Ok(Some(l)) = list.next() {
+                let Some(location) = locations::parse(l.data.0, encoding, base) else {
+                    continue;
+                };
+                for &(lo, hi) in scope {
+                    let (lo, hi) = (lo.max(l.range.begin), hi.min(l.range.end));
+                    if lo < hi {
+                        out.push(((lo, hi), location.clone()));
+                    }
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
     }
-    let n = r.read_sleb128().ok()?;
-    r.is_empty().then_some(n)
 }
 
 /// The DWARF register numbers of the stack and frame pointers.

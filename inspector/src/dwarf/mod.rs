@@ -15,13 +15,15 @@
 
 mod bodies;
 mod load;
+mod locations;
 mod parse;
 #[cfg(test)]
 pub(crate) mod synthetic;
 
-pub use bodies::{FrameBase, FrameVar};
+pub use bodies::FrameVar;
 pub(crate) use load::vaddr_at_zero;
 pub use load::{build_id, hex, links_tokio_runtime, load_bias};
+pub use locations::{FrameBase, Location, Place};
 
 use std::path::PathBuf;
 

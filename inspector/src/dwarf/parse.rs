@@ -181,6 +181,7 @@ impl Table {
             }
             stack.push(idx);
         }
+        self.bodies.end_unit(&at);
         Ok(())
     }
 

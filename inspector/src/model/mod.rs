@@ -55,6 +55,11 @@ pub struct Dump {
     /// channel's end, read with the wait targets to name such holders; not written.
     #[serde(skip)]
     pub on_threads: Vec<values::ThreadLocal>,
+    /// The bytes of those locals that optimised code keeps in registers, not memory, each at an
+    /// address no process maps (see `threads::REGISTER_BYTES_AT`), which their `Value::Unread`
+    /// names; not written.
+    #[serde(skip)]
+    pub register_bytes: Vec<(u64, Vec<u8>)>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,

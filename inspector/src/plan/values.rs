@@ -55,11 +55,11 @@ pub struct FrameLocalPlan {
     /// The function's qualified name.
     pub function: Arc<str>,
     pub name: Arc<str>,
-    /// The code addresses where the local is in scope, `[start, end)`.
+    /// The code addresses where the local is in scope at `location`, `[start, end)`.
     pub scope: (u64, u64),
-    pub base: crate::dwarf::FrameBase,
-    /// Where it is from the frame base.
-    pub offset: i64,
+    pub location: crate::dwarf::Location,
+    /// How many scopes deep in its function it is declared (see `dwarf::FrameVar::depth`).
+    pub depth: u16,
     pub ty: u32,
     /// Where it is declared.
     pub declared: Option<Loc>,

@@ -7,25 +7,38 @@
 //! [`FrameLocalPlan`]s (the locals in scope there whose type may hold something) to give the values
 //! stage their addresses, read like a static's. The wait graph stage then names the thread.
 //!
-//! What is left out, by design: a thread that is running (its stack moves under the read), and
-//! locals of optimised code (they live in registers as often as on the stack; see `dwarf::bodies`).
-//! A local that was moved out of keeps its old bits until its scope ends: two locals of one frame
-//! that hold the same thing are told once, the one declared later (narrower scope) first.
+//! Optimised code keeps a local in a register, or in pieces: its bytes are put together from the
+//! frame's registers (where the walk knows them, see `unwind`) and given to the values stage at an
+//! address no process maps ([`REGISTER_BYTES_AT`]), so that it is read like any other. A local whose
+//! registers are not known is left out.
+//!
+//! What is left out, by design: a thread that is running (its stack moves under the read).
+//!
+//! A local that was moved out of keeps its old bits until its place is used again: two locals of
+//! one thread that hold the same thing are told once, the one declared deeper (then in the
+//! narrower scope) first. Across threads nothing tells the leftover from the holder: where more
+//! are found than there can be, the wait line says so.
 
 pub mod registers;
 pub mod unwind;
 
 pub use registers::Thread;
-pub use unwind::{Mapping, Modules};
+pub use unwind::{Frame, Mapping, Modules};
 
 use asyncdump_walker::Memory;
 
-use crate::dwarf::FrameBase;
+use crate::dwarf::{FrameBase, Location, Place};
 use crate::model::Dump;
 use crate::model::values::ThreadLocal;
 use crate::model::values::{Check, Local, Value};
 use crate::plan::Plan;
 use crate::plan::values::FrameLocalPlan;
+
+/// Where the bytes of locals kept in registers are put for the values stage: past the top of the
+/// lower half of the address space, where the kernel maps nothing for a process (x86_64 and
+/// aarch64 alike), each local a page further than the last.
+pub const REGISTER_BYTES_AT: u64 = 0xffff_ff00_0000_0000;
+const REGISTER_BYTES_STRIDE: u64 = 0x1000;
 
 /// Gives `dump` the locals of `threads`' stack frames that may hold a lock guard or a channel's
 /// end, unread, for the values stage to read with the frames' locals (as it reads the statics).
@@ -46,14 +59,10 @@ pub fn add_locals(
             let mut here: Vec<&FrameLocalPlan> = (locals.iter())
                 .filter(|l| (l.scope.0..l.scope.1).contains(&f.pc))
                 .collect();
-            here.sort_by_key(|l| l.scope.1 - l.scope.0);
+            here.sort_by_key(|l| (std::cmp::Reverse(l.depth), l.scope.1 - l.scope.0));
             for l in here {
-                let base = match l.base {
-                    FrameBase::Sp => Some(f.sp),
-                    FrameBase::Cfa => f.cfa,
-                    FrameBase::Fp => f.fp,
-                };
-                let Some(addr) = base.and_then(|b| b.checked_add_signed(l.offset)) else {
+                let size = types.get(l.ty).map_or(0, |t| t.size);
+                let Some(addr) = place(dump, mem, &f, &l.location, size) else {
                     continue;
                 };
                 dump.on_threads.push(ThreadLocal {
@@ -77,6 +86,52 @@ pub fn add_locals(
     }
 }
 
+/// Where a local of `size` bytes at `location` is read from in frame `f`: its address in memory,
+/// or, for one kept in registers, where its bytes put together were given to `dump`. `None` where
+/// a register or the frame base it needs is not known, or its pieces do not make up its size.
+fn place(
+    dump: &mut Dump,
+    mem: &dyn Memory,
+    f: &Frame,
+    location: &Location,
+    size: u32,
+) -> Option<u64> {
+    let base = |b: FrameBase| match b {
+        FrameBase::Sp => Some(f.sp),
+        FrameBase::Cfa => f.cfa,
+        FrameBase::Fp => f.fp(),
+    };
+    if let Some(addr) = location.address(|r| f.register(r), base) {
+        return Some(addr);
+    }
+    let mut bytes = Vec::new();
+    for &(piece, at) in &location.pieces {
+        let len = match piece {
+            0 => size.min(8),
+            n => n,
+        } as usize;
+        let word = match at {
+            Place::Register(r) => f.register(r)?,
+            Place::Literal(v) => v,
+            // A piece in memory: read now, as the thread stands.
+            Place::Memory { .. } | Place::Frame { .. } => {
+                let one = Location {
+                    pieces: vec![(0, at)],
+                };
+                let addr = one.address(|r| f.register(r), base)?;
+                bytes.extend(mem.read_vec(addr, len)?);
+                continue;
+            }
+        };
+        bytes.extend(word.to_ne_bytes().get(..len)?);
+    }
+    if bytes.len() != size as usize {
+        return None;
+    }
+    let addr = REGISTER_BYTES_AT + REGISTER_BYTES_STRIDE * dump.register_bytes.len() as u64;
+    dump.register_bytes.push((addr, bytes));
+    Some(addr)
+}
 /// Drops what was read from the stacks of `threads` that moved while it was read (live `pid`).
 pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
     if dump.on_threads.is_empty() {

@@ -4,8 +4,7 @@
 //! instruction pointers of a thread that is not running (blocked in a system call, or stopped):
 //! such a thread's stack does not change while it is read, unless it wakes meanwhile, which
 //! [`still_there`] tells afterwards. A running thread (`running`) is left out: its stack moves
-//! under any read. A core file keeps every thread's registers (`NT_PRSTATUS`), the frame pointer
-//! included.
+//! under any read. A core file keeps every thread's registers (`NT_PRSTATUS`), all of them.
 
 use std::path::PathBuf;
 
@@ -59,7 +58,7 @@ fn syscall_registers(line: &str) -> Option<Registers> {
         hex(fields[fields.len() - 2])?,
         hex(fields[fields.len() - 1])?,
     );
-    (sp != 0 && pc != 0).then_some(Registers { pc, sp, fp: None })
+    (sp != 0 && pc != 0).then_some(Registers::pointers(pc, sp))
 }
 
 /// Whether each of `threads` is still where it was read (same registers): a thread that woke
@@ -92,25 +91,43 @@ pub fn mappings(maps: &str) -> Vec<Mapping> {
         .collect()
 }
 
-/// The general registers of a core's `NT_PRSTATUS` note: the thread's id and where its stack
-/// starts. x86_64: `pr_pid` at 32, `pr_reg` at 112 with `rbp` its 5th word, `rip` its 17th and
-/// `rsp` its 20th; aarch64: `x29`, `sp` and `pc` after `x0`..`x28`.
+/// Where each DWARF register is in a core's `pr_reg` (x86_64's `user_regs_struct`: r15, r14, r13,
+/// r12, rbp, rbx, r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi, orig_rax, rip, cs, eflags, rsp, ...;
+/// aarch64's: x0..x30, sp, pc), by word; and the words of the stack and instruction pointers.
+#[cfg(target_arch = "aarch64")]
+const PR_REG: ([usize; 31], usize, usize) = (
+    [
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+        25, 26, 27, 28, 29, 30,
+    ],
+    31,
+    32,
+);
+#[cfg(not(target_arch = "aarch64"))]
+const PR_REG: ([usize; 16], usize, usize) = (
+    // rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp (taken apart), r8..r15
+    [10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0],
+    19,
+    16,
+);
+
+/// The general registers of a core's `NT_PRSTATUS` note (`pr_pid` at 32, `pr_reg` at 112): the
+/// thread's id and every register, by DWARF number.
 pub fn from_prstatus(desc: &[u8]) -> Option<Thread> {
-    let word = |at: usize| Some(u64::from_ne_bytes(desc.get(at..at + 8)?.try_into().ok()?));
-    let tid = u32::from_ne_bytes(desc.get(32..36)?.try_into().ok()?);
-    let (fp, sp, pc) = if cfg!(target_arch = "aarch64") {
-        (112 + 29 * 8, 112 + 31 * 8, 112 + 32 * 8)
-    } else {
-        (112 + 4 * 8, 112 + 19 * 8, 112 + 16 * 8)
+    let word = |at: usize| {
+        let at = 112 + 8 * at;
+        Some(u64::from_ne_bytes(desc.get(at..at + 8)?.try_into().ok()?))
     };
+    let tid = u32::from_ne_bytes(desc.get(32..36)?.try_into().ok()?);
+    let (by_dwarf, sp, pc) = PR_REG;
+    let mut regs = Registers::pointers(word(pc)?, word(sp)?);
+    for (dwarf, &w) in by_dwarf.iter().enumerate() {
+        regs.general[dwarf] = Some(word(w)?);
+    }
     Some(Thread {
         tid,
         name: None,
-        regs: Registers {
-            pc: word(pc)?,
-            sp: word(sp)?,
-            fp: Some(word(fp)?),
-        },
+        regs,
     })
 }
 
@@ -123,11 +140,7 @@ mod tests {
         let blocked = "202 0x7f0 0x80 0x0 0x0 0x0 0x0 0x7ffd5c 0x7f12ab\n";
         assert_eq!(
             syscall_registers(blocked),
-            Some(Registers {
-                pc: 0x7f12ab,
-                sp: 0x7ffd5c,
-                fp: None
-            })
+            Some(Registers::pointers(0x7f12ab, 0x7ffd5c))
         );
         let stopped = "-1 0x7ffd00 0x5555a0\n";
         assert_eq!(syscall_registers(stopped).map(|r| r.pc), Some(0x5555a0));
@@ -159,25 +172,26 @@ b000-c000 r-xp 00000000 08:01 98     /opt/with space.so
     }
 
     #[test]
-    fn a_prstatus_note_gives_the_thread_and_its_registers() {
+    fn a_prstatus_note_gives_the_thread_and_every_register() {
         let mut desc = vec![0u8; 112 + 34 * 8];
         desc[32..36].copy_from_slice(&4242u32.to_ne_bytes());
-        let mut put = |word: usize, v: u64| {
-            desc[112 + word * 8..120 + word * 8].copy_from_slice(&v.to_ne_bytes())
-        };
-        let (fp, sp, pc) = if cfg!(target_arch = "aarch64") {
-            (29, 31, 32)
-        } else {
-            (4, 19, 16)
-        };
-        put(fp, 1);
-        put(sp, 2);
-        put(pc, 3);
+        // Each word of `pr_reg` holds 100 plus its index.
+        for w in 0..34 {
+            desc[112 + w * 8..120 + w * 8].copy_from_slice(&(100 + w as u64).to_ne_bytes());
+        }
         let t = from_prstatus(&desc).unwrap();
+        let (by_dwarf, sp, pc) = PR_REG;
         assert_eq!(
-            (t.tid, t.regs.fp, t.regs.sp, t.regs.pc),
-            (4242, Some(1), 2, 3)
+            (t.tid, t.regs.sp, t.regs.pc),
+            (4242, 100 + sp as u64, 100 + pc as u64)
         );
+        if cfg!(target_arch = "x86_64") {
+            // rbx is DWARF 3 and the 6th word; rbp DWARF 6, the 5th; r13 DWARF 13, the 3rd.
+            assert_eq!(t.regs.general[3], Some(105));
+            assert_eq!(t.regs.fp(), Some(104));
+            assert_eq!(t.regs.general[13], Some(102));
+        }
+        assert!(t.regs.general[..by_dwarf.len()].iter().all(Option::is_some));
         assert_eq!(from_prstatus(&desc[..100]), None, "cut short");
     }
 }

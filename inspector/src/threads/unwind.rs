@@ -8,6 +8,12 @@
 //! register other than the frame pointer, a frame pointer not known) ends the walk there. Every
 //! word comes from the target's memory through [`Memory`]: a read that fails ends the walk, never
 //! a guess.
+//!
+//! The callee-saved registers are followed too, frame by frame, for the locals optimised code keeps
+//! in them: a caller's is where its callee saved it (the rule says at which offset from the frame
+//! address), or, where no callee touched it, the callee's own. One not known in the innermost frame
+//! (a thread read through `/proc` gives only its stack and instruction pointers) is known in a
+//! caller only once a callee between them saved it.
 
 use std::path::{Path, PathBuf};
 
@@ -30,13 +36,34 @@ pub struct Mapping {
     pub path: PathBuf,
 }
 
+/// Registers by DWARF number: wide enough for either architecture's general registers (x86_64
+/// 0–16, aarch64 0–31).
+pub const REGISTERS: usize = 32;
+
 /// The registers a walk starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Registers {
     pub pc: u64,
     pub sp: u64,
-    /// Not known for a thread read through `/proc` (only a stop gives every register).
-    pub fp: Option<u64>,
+    /// The general registers by DWARF number, where known: a thread read through `/proc` gives
+    /// none (only a stop gives every register), a core file every one.
+    pub general: [Option<u64>; REGISTERS],
+}
+
+impl Registers {
+    /// Only the stack and instruction pointers.
+    pub fn pointers(pc: u64, sp: u64) -> Registers {
+        Registers {
+            pc,
+            sp,
+            general: [None; REGISTERS],
+        }
+    }
+
+    /// The frame pointer, where known.
+    pub fn fp(&self) -> Option<u64> {
+        self.general[usize::from(RA_SP_FP.2)]
+    }
 }
 
 /// One frame of a walked stack.
@@ -49,7 +76,23 @@ pub struct Frame {
     pub sp: u64,
     /// The canonical frame address; `None` where the walk ended at this frame.
     pub cfa: Option<u64>,
-    pub fp: Option<u64>,
+    /// The general registers' values in this frame, where known: in the frames that called, the
+    /// callee-saved ones only.
+    pub general: [Option<u64>; REGISTERS],
+}
+
+impl Frame {
+    /// Register `reg` (its DWARF number) in this frame: the stack pointer is always known.
+    pub fn register(&self, reg: u16) -> Option<u64> {
+        match reg {
+            r if r == RA_SP_FP.1 => Some(self.sp),
+            r => self.general.get(usize::from(r)).copied().flatten(),
+        }
+    }
+
+    pub fn fp(&self) -> Option<u64> {
+        self.general[usize::from(RA_SP_FP.2)]
+    }
 }
 
 /// The call frame information of one file, loaded.
@@ -146,11 +189,19 @@ const RA_SP_FP: (u16, u16, u16) = (30, 31, 29);
 #[cfg(not(target_arch = "aarch64"))]
 const RA_SP_FP: (u16, u16, u16) = (16, 7, 6);
 
+/// The registers a function must give back to its caller as it found them, by DWARF number
+/// (x86_64: rbx, rbp, r12–r15; aarch64: x19–x29).
+#[cfg(target_arch = "aarch64")]
+const CALLEE_SAVED: &[u16] = &[19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29];
+#[cfg(not(target_arch = "aarch64"))]
+const CALLEE_SAVED: &[u16] = &[3, 6, 12, 13, 14, 15];
+
 /// The frames of the stack `regs` start, innermost first, at most [`MAX_FRAMES`].
 pub fn walk(mem: &dyn Memory, modules: &mut Modules, regs: Registers) -> Vec<Frame> {
     let mut frames = Vec::new();
     let mut ctx = UnwindContext::new();
-    let (mut pc, mut sp, mut fp) = (regs.pc, regs.sp, regs.fp);
+    let (mut pc, mut sp, mut general) = (regs.pc, regs.sp, regs.general);
+    let fp = usize::from(RA_SP_FP.2);
     while frames.len() < MAX_FRAMES {
         // A return address points after its call: the call itself is one byte before.
         let lookup = if frames.is_empty() { pc } else { pc - 1 };
@@ -158,21 +209,29 @@ pub fn walk(mem: &dyn Memory, modules: &mut Modules, regs: Registers) -> Vec<Fra
             pc: lookup,
             sp,
             cfa: None,
-            fp,
+            general,
         };
         let mut stepped = modules
             .at(lookup)
-            .and_then(|u| step(mem, u, &mut ctx, lookup, sp, fp));
-        if stepped.is_none() && fp.is_none() {
+            .and_then(|u| step(mem, u, &mut ctx, &frame));
+        if stepped.is_none() && frame.fp().is_none() {
             // A function with a frame pointer, whose value no register read gave: found on the
-            // stack where its frame begins, then the step tried again.
-            if let Some(found) = scan_for_frame(mem, modules, sp) {
-                fp = Some(found);
-                frame.fp = fp;
-                stepped = (modules.at(lookup)).and_then(|u| step(mem, u, &mut ctx, lookup, sp, fp));
+            // stack where its frame begins, the first place that looks like one and from which
+            // the walk goes on (a saved register or a local can look like one too).
+            for found in frame_starts(mem, modules, sp) {
+                let mut tried = frame;
+                tried.general[fp] = Some(found);
+                let Some(s) = (modules.at(lookup)).and_then(|u| step(mem, u, &mut ctx, &tried))
+                else {
+                    continue;
+                };
+                if goes_on(mem, modules, &mut ctx, &s) {
+                    (frame, stepped) = (tried, Some(s));
+                    break;
+                }
             }
         }
-        let Some((cfa, ra, next_fp)) = stepped else {
+        let Some((cfa, ra, caller)) = stepped else {
             frames.push(frame);
             break;
         };
@@ -182,7 +241,7 @@ pub fn walk(mem: &dyn Memory, modules: &mut Modules, regs: Registers) -> Vec<Fra
         if ra == 0 || cfa <= sp {
             break;
         }
-        (pc, sp, fp) = (ra, cfa, next_fp);
+        (pc, sp, general) = (ra, cfa, caller);
     }
     frames
 }
@@ -190,25 +249,58 @@ pub fn walk(mem: &dyn Memory, modules: &mut Modules, regs: Registers) -> Vec<Fra
 /// Most bytes above the stack pointer searched for a frame's start.
 const SCAN_BYTES: u64 = 4096;
 
-/// Where the innermost frame kept by a frame pointer begins, from `sp` up: the first word that
-/// holds a higher stack address (the caller's saved frame pointer) followed by a return address
-/// into a mapped file with frame information, which the code before it shows is a call.
-fn scan_for_frame(mem: &dyn Memory, modules: &mut Modules, sp: u64) -> Option<u64> {
+/// Where the innermost frame kept by a frame pointer may begin, from `sp` up, lowest first: each
+/// word (the caller's frame pointer saved, whatever it holds: a caller of optimised code keeps no
+/// frame pointer) followed by a return address into a mapped file with frame information, which the
+/// code before it shows is a call.
+fn frame_starts(mem: &dyn Memory, modules: &mut Modules, sp: u64) -> Vec<u64> {
+    let mut found = Vec::new();
     let mut at = sp & !7;
-    while at < sp + SCAN_BYTES {
-        let chunk = mem.read_vec(at, 512)?;
+    while at < sp + SCAN_BYTES && found.len() < MAX_STARTS {
+        let Some(chunk) = mem.read_vec(at, 512) else {
+            break;
+        };
         for (i, pair) in chunk.windows(16).step_by(8).enumerate() {
             let a = at + 8 * i as u64;
             let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or_default());
-            let (saved, ra) = (word(&pair[..8]), word(&pair[8..]));
-            let points_up = saved > a && saved - a < (1 << 20);
-            if points_up && modules.at(ra.wrapping_sub(1)).is_some() && after_call(mem, ra) {
-                return Some(a);
+            let ra = word(&pair[8..]);
+            if modules.at(ra.wrapping_sub(1)).is_some() && after_call(mem, ra) {
+                found.push(a);
             }
         }
         at += 504;
     }
-    None
+    found.dedup();
+    found
+}
+
+/// Most places a frame may begin that are tried.
+const MAX_STARTS: usize = 8;
+
+/// Whether the caller a step found unwinds in turn, to a return address after a call: what a
+/// frame pointer guessed wrong seldom gives twice.
+fn goes_on(
+    mem: &dyn Memory,
+    modules: &mut Modules,
+    ctx: &mut UnwindContext<usize>,
+    &(cfa, ra, general): &(u64, u64, [Option<u64>; REGISTERS]),
+) -> bool {
+    if ra == 0 {
+        return true;
+    }
+    let caller = Frame {
+        pc: ra - 1,
+        sp: cfa,
+        cfa: None,
+        general,
+    };
+    match modules.at(ra - 1).and_then(|u| step(mem, u, ctx, &caller)) {
+        Some((next_cfa, next_ra, _)) => {
+            next_cfa > cfa && (next_ra == 0 || after_call(mem, next_ra))
+        }
+        // The caller keeps a frame pointer this walk does not know either: nothing to check it by.
+        None => caller.fp().is_none(),
+    }
 }
 
 /// Whether the code before `ra` ends in a call (x86_64: `call rel32`, or `call` through a register
@@ -225,51 +317,64 @@ fn after_call(mem: &dyn Memory, ra: u64) -> bool {
     direct || indirect
 }
 
-/// One step: the frame's canonical frame address, its return address, and the caller's frame
-/// pointer.
+/// One step: the frame's canonical frame address, its return address, and the caller's
+/// callee-saved registers, where known.
 fn step(
     mem: &dyn Memory,
     u: &Unwind,
     ctx: &mut UnwindContext<usize>,
-    pc: u64,
-    sp: u64,
-    fp: Option<u64>,
-) -> Option<(u64, u64, Option<u64>)> {
+    frame: &Frame,
+) -> Option<(u64, u64, [Option<u64>; REGISTERS])> {
     let eh_frame = EhFrame::new(&u.eh_frame, NativeEndian);
     let hdr: ParsedEhFrameHdr<_> = EhFrameHdr::new(&u.hdr, NativeEndian)
         .parse(&u.bases, 8)
         .ok()?;
     let table = hdr.table()?;
     let fde = table
-        .fde_for_address(&eh_frame, &u.bases, pc, EhFrame::cie_from_offset)
+        .fde_for_address(&eh_frame, &u.bases, frame.pc, EhFrame::cie_from_offset)
         .ok()?;
     let row = fde
-        .unwind_info_for_address(&eh_frame, &u.bases, ctx, pc)
+        .unwind_info_for_address(&eh_frame, &u.bases, ctx, frame.pc)
         .ok()?;
     let (ra_reg, sp_reg, fp_reg) = RA_SP_FP;
     let cfa = match row.cfa() {
         CfaRule::RegisterAndOffset { register, offset } => {
             let base = match register.0 {
-                r if r == sp_reg => sp,
-                r if r == fp_reg => fp?,
+                r if r == sp_reg => frame.sp,
+                r if r == fp_reg => frame.fp()?,
                 _ => return None,
             };
             base.checked_add_signed(*offset)?
         }
         CfaRule::Expression(_) => return None,
     };
-    let saved = |rule: RegisterRule<usize>| match rule {
-        RegisterRule::Offset(o) => Some(Some(mem.read_word(cfa.checked_add_signed(o)?)?)),
-        RegisterRule::SameValue | RegisterRule::Undefined => Some(None),
+    // A register is saved in the frame, never below the stack pointer: a frame address that puts
+    // one there (a frame pointer guessed wrong) is not this frame's.
+    let below_sp = |o: i64| cfa.checked_add_signed(o).is_none_or(|at| at < frame.sp);
+    if (row.registers()).any(|(_, rule)| matches!(rule, RegisterRule::Offset(o) if below_sp(*o))) {
+        return None;
+    }
+    // What the caller had in a register the rule names: `None` where it is not known.
+    let caller_value = |rule: RegisterRule<usize>| match rule {
+        RegisterRule::Offset(o) => mem.read_word(cfa.checked_add_signed(o)?),
+        RegisterRule::ValOffset(o) => cfa.checked_add_signed(o),
+        RegisterRule::Register(r) => frame.register(r.0),
         _ => None,
     };
-    let ra = saved(row.register(gimli::Register(ra_reg))?)??;
-    let next_fp = match row.register(gimli::Register(fp_reg)) {
-        // A callee-saved register no rule names keeps its value.
-        None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => fp,
-        Some(rule) => saved(rule)?,
+    let ra = match row.register(gimli::Register(ra_reg))? {
+        rule @ (RegisterRule::Offset(_) | RegisterRule::ValOffset(_)) => caller_value(rule)?,
+        RegisterRule::SameValue | RegisterRule::Undefined => 0,
+        _ => return None,
     };
-    Some((cfa, ra, next_fp))
+    let mut caller = [None; REGISTERS];
+    for &r in CALLEE_SAVED {
+        caller[usize::from(r)] = match row.register(gimli::Register(r)) {
+            // A callee-saved register no rule names keeps its value.
+            None | Some(RegisterRule::SameValue) => frame.register(r),
+            Some(rule) => caller_value(rule),
+        };
+    }
+    Some((cfa, ra, caller))
 }
 
 #[cfg(test)]
@@ -338,6 +443,6 @@ mod tests {
                 sp = out(reg) sp,
             );
         }
-        Registers { pc, sp, fp: None }
+        Registers::pointers(pc, sp)
     }
 }

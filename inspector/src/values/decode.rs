@@ -62,6 +62,15 @@ impl Bytes {
         }
     }
 
+    /// Keeps bytes read elsewhere (a local's, put together from registers) as runs of their own.
+    pub(super) fn given(&mut self, given: Vec<(u64, Vec<u8>)>) {
+        for (addr, bytes) in given {
+            let end = addr.saturating_add(bytes.len() as u64);
+            self.runs.push((addr, end, Some(bytes)));
+        }
+        self.runs.sort_unstable_by_key(|r| r.0);
+    }
+
     /// Reads `runs` in one batch and keeps them; whether each failed.
     fn read_runs(&mut self, mem: &dyn Memory, runs: Vec<(u64, u64)>) -> Vec<bool> {
         let mut bufs: Vec<Vec<u8>> = runs

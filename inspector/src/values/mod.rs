@@ -64,6 +64,7 @@ pub fn read_locals(
         return ValuesRead::default();
     }
     let mut bytes = decode::Bytes::default();
+    bytes.given(std::mem::take(&mut dump.register_bytes));
     // Each frame's locals lie together in it: one read of the span they cover.
     bytes.read(mem, roots.frame_spans(types));
     let mut values: Vec<Option<Value>> = vec![None; roots.roots.len()];

@@ -103,6 +103,18 @@ fn ends_held(out: &mut String, w: &WaitOn, alive: u64) {
     } else if outside > 0 {
         out.push_str(", held outside the tasks");
     }
+    more_than_can_be(out, found, alive, "alive");
+}
+
+/// ` (2 found for 1 alive: …)` where more holders were found than there can be: a local moved out
+/// of keeps its old value until its place is used again, and which one is a leftover is not known.
+fn more_than_can_be(out: &mut String, found: usize, can_be: u64, what: &str) {
+    if found as u64 > can_be && can_be > 0 {
+        let _ = write!(
+            out,
+            " ({found} found for {can_be} {what}: a local moved out of keeps its old value, so some may no longer hold it)"
+        );
+    }
 }
 
 /// `static app::PARKED; thread 12 "feeder" (…)`, each after `; ` when `after` something: holders
@@ -285,6 +297,15 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
                     holder_into(&mut out, h);
                 }
                 others_into(&mut out, w, !w.holders.is_empty());
+                // A mutex, or an `RwLock` taken to write, has one holder at most.
+                let found = w.holders.len() + w.statics.len() + w.threads.len();
+                let one = |h: &Held| &*h.lock == "Mutex" || (&*h.lock == "RwLock" && h.write);
+                let held = (w.holders.iter().map(|h| &h.held))
+                    .chain(w.statics.iter().map(|s| &s.held))
+                    .chain(w.threads.iter().map(|t| &t.held));
+                if held.clone().count() > 0 && held.clone().all(one) {
+                    more_than_can_be(&mut out, found, 1, "holder at most");
+                }
             }
         }
     }
@@ -989,6 +1010,44 @@ mod tests {
         assert_eq!(
             wait_text(&receive).unwrap(),
             "receiving from channel @ 0x20: empty, 2 senders alive, held outside the tasks"
+        );
+    }
+
+    #[test]
+    fn more_holders_than_there_can_be_are_each_shown_and_said_to_be_too_many() {
+        // A sender moved into another thread's closure leaves its old bits where it was.
+        let receive = WaitOn {
+            kind: WaitKind::Receive,
+            parts: vec![part("channel", channel(0, 1, true))],
+            holders: vec![end_holder(5, "tx"), end_holder(6, "sender")],
+            statics: Vec::new(),
+            threads: Vec::new(),
+        };
+        assert_eq!(
+            wait_text(&receive).unwrap(),
+            "receiving from channel @ 0x20: empty, 1 sender alive: task 5 (`tx` in app::run); \
+             task 6 (`sender` in app::run) (2 found for 1 alive: a local moved out of keeps its \
+             old value, so some may no longer hold it)"
+        );
+        let mut lock = holder(7, "guard", true);
+        lock.held.lock = "Mutex".into();
+        let mut moved = lock.clone();
+        moved.task = 8;
+        let mutex = |holders| WaitOn {
+            kind: WaitKind::Permits {
+                lock: "Mutex".into(),
+            },
+            parts: vec![part("semaphore", semaphore(0, 1, Some(1)))],
+            holders,
+            statics: Vec::new(),
+            threads: Vec::new(),
+        };
+        let text = wait_text(&mutex(vec![lock.clone(), moved])).unwrap();
+        assert!(text.contains(" (2 found for 1 holder at most: "), "{text}");
+        let text = wait_text(&mutex(vec![lock])).unwrap();
+        assert!(
+            !text.contains("found for"),
+            "one holder is as it should be: {text}"
         );
     }
 

@@ -738,8 +738,8 @@ impl Builder<'_> {
                 function: v.function.as_str().into(),
                 name: v.name.as_str().into(),
                 scope: v.scope,
-                base: v.base,
-                offset: v.offset,
+                location: v.location.clone(),
+                depth: v.depth,
                 ty: self.value(v.ty),
                 declared: (v.file.as_deref()).zip(v.line).map(|(f, l)| loc(f, l)),
             });
