@@ -36,10 +36,11 @@ pub struct FrameVar {
 }
 
 /// A name as the DIE gives it: most are offsets into `.debug_str`, read only for the locals kept.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 enum Name {
     Str(gimli::DebugStrOffset<usize>),
     Own(Box<str>),
+    #[default]
     None,
 }
 
@@ -65,6 +66,15 @@ struct Candidate {
     /// Its abstract origin, where its name and type are when it has none of its own.
     origin: Option<u64>,
     unit: usize,
+    file: Option<u64>,
+    line: Option<u64>,
+}
+
+/// What a local's abstract origin says of it.
+#[derive(Default)]
+struct Origin {
+    name: Name,
+    ty: Option<u64>,
     file: Option<u64>,
     line: Option<u64>,
 }
@@ -186,21 +196,29 @@ impl Bodies {
                 let (name, file) = (name_of(entry), decl_file(entry));
                 let line =
                     (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value());
-                for (range, location) in placed(at, entry, open.base, &scope.ranges) {
-                    self.candidates.push(Candidate {
-                        function: open.function,
-                        inlined: scope.inlined,
-                        name: name.clone(),
-                        scope: range,
-                        location,
-                        depth: u16::try_from(open.scopes.len()).unwrap_or(u16::MAX),
-                        ty,
-                        origin,
-                        unit: at.index,
-                        file,
-                        line,
-                    });
-                }
+                let depth = u16::try_from(open.scopes.len()).unwrap_or(u16::MAX);
+                let candidates = &mut self.candidates;
+                placed(
+                    at,
+                    entry,
+                    open.base,
+                    &scope.ranges,
+                    &mut |range, location| {
+                        candidates.push(Candidate {
+                            function: open.function,
+                            inlined: scope.inlined,
+                            name: name.clone(),
+                            scope: range,
+                            location,
+                            depth,
+                            ty,
+                            origin,
+                            unit: at.index,
+                            file,
+                            line,
+                        });
+                    },
+                );
             }
             _ => {}
         }
@@ -214,28 +232,41 @@ impl Bodies {
             let offset = gimli::UnitOffset(usize::try_from(die.checked_sub(at.base)?).ok()?);
             (die < end).then(|| at.unit.entry(offset).ok()).flatten()
         };
-        let from = self
-            .candidates
-            .iter()
+        let from = (self.candidates.iter())
             .rposition(|c| c.unit != at.index)
             .map_or(0, |i| i + 1);
+        // A location list gives a local one candidate per range, all of one origin: read once.
+        let mut seen: FastMap<u64, Origin> = FastMap::default();
         for c in &mut self.candidates[from..] {
-            // An origin may have one of its own: two steps at most.
-            for _ in 0..2 {
-                let Some(entry) = c.origin.and_then(read) else {
-                    break;
-                };
-                if matches!(c.name, Name::None) {
-                    c.name = name_of(&entry);
+            let Some(first) = c.origin else {
+                continue;
+            };
+            let o = seen.entry(first).or_insert_with(|| {
+                let mut o = Origin::default();
+                let mut next = Some(first);
+                // An origin may have one of its own: two steps at most.
+                for _ in 0..2 {
+                    let Some(entry) = next.and_then(read) else {
+                        break;
+                    };
+                    if matches!(o.name, Name::None) {
+                        o.name = name_of(&entry);
+                    }
+                    o.ty =
+                        o.ty.or_else(|| die_ref(entry.attr_value(constants::DW_AT_type), at.base));
+                    o.file = o.file.or_else(|| decl_file(&entry));
+                    o.line = o.line.or_else(|| {
+                        (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value())
+                    });
+                    next = die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base);
                 }
-                c.ty =
-                    c.ty.or_else(|| die_ref(entry.attr_value(constants::DW_AT_type), at.base));
-                c.file = c.file.or_else(|| decl_file(&entry));
-                c.line = c.line.or_else(|| {
-                    (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value())
-                });
-                c.origin = die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base);
+                o
+            });
+            if matches!(c.name, Name::None) {
+                c.name = o.name.clone();
             }
+            (c.ty, c.file, c.line) = (c.ty.or(o.ty), c.file.or(o.file), c.line.or(o.line));
+            c.origin = None;
         }
     }
 
@@ -349,41 +380,40 @@ fn code_ranges(at: &At<'_, '_>, entry: &Entry<'_>) -> Vec<(u64, u64)> {
     out
 }
 
-/// Where a local is, over which ranges of code: its one location over its scope's ranges, or each
-/// entry of its location list (within the scope). None where the location is not one
-/// [`locations::parse`] follows.
+/// Where a local is, over which ranges of code, each given to `found`: its one location over its
+/// scope's ranges, or each entry of its location list (within the scope). None where the location
+/// is not one [`locations::parse`] follows.
 fn placed(
     at: &At<'_, '_>,
     entry: &Entry<'_>,
     base: Option<FrameBase>,
     scope: &[(u64, u64)],
-) -> Vec<((u64, u64), Location)> {
-    let encoding = at.unit.encoding();
+    found: &mut dyn FnMut((u64, u64), Location),
+) {
     match entry.attr_value(constants::DW_AT_location) {
-        Some(AttributeValue::Exprloc(e)) => match locations::parse(e.0, encoding, base) {
-            Some(l) => scope.iter().map(|&r| (r, l.clone())).collect(),
-            None => Vec::new(),
-        },
+        Some(AttributeValue::Exprloc(e)) => {
+            if let Some(l) = locations::parse(e.0, base) {
+                scope.iter().for_each(|&r| found(r, l.clone()));
+            }
+        }
         Some(value @ (AttributeValue::LocationListsRef(_) | AttributeValue::SecOffset(_))) => {
-            let mut out = Vec::new();
             let Ok(Some(mut list)) = at.dwarf.attr_locations(at.unit, value) else {
-                return out;
+                return;
             };
             // A damaged list ends where it breaks: fewer places, never wrong ones.
             while let Ok(Some(l)) = list.next() {
-                let Some(location) = locations::parse(l.data.0, encoding, base) else {
+                let Some(location) = locations::parse(l.data.0, base) else {
                     continue;
                 };
                 for &(lo, hi) in scope {
                     let (lo, hi) = (lo.max(l.range.begin), hi.min(l.range.end));
                     if lo < hi {
-                        out.push(((lo, hi), location.clone()));
+                        found((lo, hi), location.clone());
                     }
                 }
             }
-            out
         }
-        _ => Vec::new(),
+        _ => {}
     }
 }
 

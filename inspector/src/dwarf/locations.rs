@@ -5,7 +5,6 @@
 //! of code (a location list). Anything else (arithmetic, an implicit pointer, an entry value, a
 //! piece that is gone) is not followed: the local is left out, never guessed.
 
-use gimli::{Encoding, Operation};
 use serde::{Deserialize, Serialize};
 
 use super::Reader;
@@ -34,11 +33,13 @@ pub enum Place {
     Literal(u64),
 }
 
-/// A local's location: its pieces in order, each with its size in bytes; one piece of size 0 is
-/// the whole value in one place.
+/// A local's location: the whole value in one place (what nearly every local has, kept without
+/// an allocation: a binary has hundreds of thousands), or its pieces in order, each with its size
+/// in bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Location {
-    pub pieces: Vec<(u32, Place)>,
+pub enum Location {
+    Whole(Place),
+    Pieces(Box<[(u32, Place)]>),
 }
 
 impl Location {
@@ -49,21 +50,89 @@ impl Location {
         reg: impl Fn(u16) -> Option<u64>,
         base: impl Fn(FrameBase) -> Option<u64>,
     ) -> Option<u64> {
-        match self.pieces.as_slice() {
-            [(0, Place::Frame { base: b, offset })] => base(*b)?.checked_add_signed(*offset),
-            [(0, Place::Memory { reg: r, offset })] => reg(*r)?.checked_add_signed(*offset),
+        match *self {
+            Location::Whole(Place::Frame { base: b, offset }) => {
+                base(b)?.checked_add_signed(offset)
+            }
+            Location::Whole(Place::Memory { reg: r, offset }) => reg(r)?.checked_add_signed(offset),
             _ => None,
         }
     }
 }
 
 /// The location a DWARF expression gives, if it is one of the shapes above. `base` is the
-/// function's frame base, where known.
-pub(super) fn parse(
-    expr: Reader<'_>,
-    encoding: Encoding,
-    base: Option<FrameBase>,
-) -> Option<Location> {
+/// function's frame base, where known. Read straight from the expression's bytes, the few
+/// operations these shapes use and no other: a binary has hundreds of thousands of them, and a
+/// general reading of each operation cost a twentieth of planning a binary.
+pub(super) fn parse(mut expr: Reader<'_>, base: Option<FrameBase>) -> Option<Location> {
+    use gimli::Reader as _;
+    let (mut pieces, mut place, mut constant) = (Vec::new(), None, None);
+    while !expr.is_empty() {
+        let op = expr.read_u8().ok()?;
+        match op {
+            // DW_OP_reg0..31, DW_OP_regx
+            0x50..=0x6f => place = Some(Place::Register(u16::from(op - 0x50))),
+            0x90 => {
+                let reg = u16::try_from(expr.read_uleb128().ok()?).ok()?;
+                place = Some(Place::Register(reg));
+            }
+            // DW_OP_breg0..31, DW_OP_bregx
+            0x70..=0x8f => {
+                let (reg, offset) = (u16::from(op - 0x70), expr.read_sleb128().ok()?);
+                place = Some(Place::Memory { reg, offset });
+            }
+            0x92 => {
+                let reg = u16::try_from(expr.read_uleb128().ok()?).ok()?;
+                let offset = expr.read_sleb128().ok()?;
+                place = Some(Place::Memory { reg, offset });
+            }
+            // DW_OP_fbreg
+            0x91 => {
+                let offset = expr.read_sleb128().ok()?;
+                place = Some(Place::Frame {
+                    base: base?,
+                    offset,
+                });
+            }
+            // DW_OP_lit0..31, DW_OP_const1u..8s, DW_OP_constu, DW_OP_consts
+            0x30..=0x4f => constant = Some(u64::from(op - 0x30)),
+            0x08 => constant = Some(u64::from(expr.read_u8().ok()?)),
+            0x09 => constant = Some(expr.read_i8().ok()? as u64),
+            0x0a => constant = Some(u64::from(expr.read_u16().ok()?)),
+            0x0b => constant = Some(expr.read_i16().ok()? as u64),
+            0x0c => constant = Some(u64::from(expr.read_u32().ok()?)),
+            0x0d => constant = Some(expr.read_i32().ok()? as u64),
+            0x0e => constant = Some(expr.read_u64().ok()?),
+            0x0f => constant = Some(expr.read_i64().ok()? as u64),
+            0x10 => constant = Some(expr.read_uleb128().ok()?),
+            0x11 => constant = Some(expr.read_sleb128().ok()? as u64),
+            // DW_OP_stack_value: the constant is the value.
+            0x9f => place = Some(Place::Literal(constant.take()?)),
+            // DW_OP_piece: one with no place before it is gone (optimised out), and so is the value.
+            0x93 => {
+                let size = u32::try_from(expr.read_uleb128().ok()?).ok()?;
+                pieces.push((size, place.take()?));
+            }
+            _ => return None,
+        }
+    }
+    match (pieces.is_empty(), place) {
+        (true, Some(whole)) => Some(Location::Whole(whole)),
+        // A constant left on the stack is an address: a static's, not a local's place.
+        (false, None) if constant.is_none() => Some(Location::Pieces(pieces.into())),
+        _ => None,
+    }
+}
+
+/// [`parse`] by gimli's reading of each operation: what the specs hold it to.
+#[cfg(test)]
+fn operations(expr: Reader<'_>, base: Option<FrameBase>) -> Option<Location> {
+    use gimli::Operation;
+    let encoding = gimli::Encoding {
+        address_size: 8,
+        format: gimli::Format::Dwarf32,
+        version: 4,
+    };
     let mut ops = gimli::Expression(expr).operations(encoding);
     let (mut pieces, mut place, mut constant) = (Vec::new(), None, None);
     while let Some(op) = ops.next().ok()? {
@@ -92,18 +161,14 @@ pub(super) fn parse(
                 size_in_bits,
                 bit_offset: None,
             } if size_in_bits % 8 == 0 => {
-                // A piece with no place before it is gone (optimised out): so is the value.
                 pieces.push((u32::try_from(size_in_bits / 8).ok()?, place.take()?));
             }
             _ => return None,
         }
     }
     match (pieces.is_empty(), place) {
-        (true, Some(whole)) => Some(Location {
-            pieces: vec![(0, whole)],
-        }),
-        // A constant left on the stack is an address: a static's, not a local's place.
-        (false, None) if constant.is_none() => Some(Location { pieces }),
+        (true, Some(whole)) => Some(Location::Whole(whole)),
+        (false, None) if constant.is_none() => Some(Location::Pieces(pieces.into())),
         _ => None,
     }
 }
@@ -111,13 +176,10 @@ pub(super) fn parse(
 /// The location of an expression given as bytes, for the unit specs.
 #[cfg(test)]
 fn parse_bytes(bytes: &[u8], base: Option<FrameBase>) -> Option<Location> {
-    let encoding = Encoding {
-        address_size: 8,
-        format: gimli::Format::Dwarf32,
-        version: 4,
-    };
-    let reader = gimli::EndianSlice::new(bytes, gimli::RunTimeEndian::Little);
-    parse(reader, encoding, base)
+    parse(
+        gimli::EndianSlice::new(bytes, gimli::RunTimeEndian::Little),
+        base,
+    )
 }
 
 #[cfg(test)]
@@ -125,9 +187,7 @@ mod tests {
     use super::*;
 
     fn whole(place: Place) -> Option<Location> {
-        Some(Location {
-            pieces: vec![(0, place)],
-        })
+        Some(Location::Whole(place))
     }
 
     #[test]
@@ -148,7 +208,77 @@ mod tests {
         // semaphore in r13, its count known to be 1.
         let permit = [0x5d, 0x93, 0x08, 0x31, 0x9f, 0x93, 0x08];
         let pieces = vec![(8, Place::Register(13)), (8, Place::Literal(1))];
-        assert_eq!(parse_bytes(&permit, None), Some(Location { pieces }));
+        assert_eq!(
+            parse_bytes(&permit, None),
+            Some(Location::Pieces(pieces.into()))
+        );
+    }
+
+    #[test]
+    fn each_expression_reads_as_gimli_reads_it() {
+        let (mut uleb, mut sleb) = (Vec::new(), Vec::new());
+        let mut exprs: Vec<Vec<u8>> = (0x50..=0x6f).map(|op| vec![op]).collect();
+        for n in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            -65,
+            8191,
+            -8192,
+            1 << 20,
+            -(1 << 40),
+        ] {
+            sleb.clear();
+            gimli::leb128::write::signed(&mut sleb, n).unwrap();
+            for op in [0x91, 0x70, 0x77, 0x8f] {
+                exprs.push([vec![op], sleb.clone()].concat());
+            }
+            // bregx 40 N; a constant as the second piece's value.
+            exprs.push([vec![0x92, 40], sleb.clone()].concat());
+            exprs.push([vec![0x53, 0x93, 8, 0x11], sleb.clone(), vec![0x9f, 0x93, 8]].concat());
+        }
+        for n in [0u64, 5, 127, 128, 1 << 33] {
+            uleb.clear();
+            gimli::leb128::write::unsigned(&mut uleb, n).unwrap();
+            exprs.push([vec![0x90], uleb.clone()].concat());
+            exprs.push([vec![0x10], uleb.clone(), vec![0x9f]].concat());
+            exprs.push([vec![0x5d, 0x93], uleb.clone()].concat());
+        }
+        // Fixed-size constants, a literal, then what is refused: a deref, an entry value, an
+        // address, an empty piece, two registers with no piece between, a lone constant, nothing,
+        // a cut operand.
+        exprs.extend([
+            vec![0x08, 0xff, 0x9f],
+            vec![0x09, 0xff, 0x9f],
+            vec![0x0a, 1, 2, 0x9f],
+            vec![0x0b, 0xfe, 0xff, 0x9f],
+            vec![0x0c, 1, 2, 3, 4, 0x9f],
+            vec![0x0d, 0xfe, 0xff, 0xff, 0xff, 0x9f],
+            vec![0x0e, 1, 2, 3, 4, 5, 6, 7, 8, 0x9f],
+            vec![0x0f, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x9f],
+            vec![0x31, 0x9f],
+            vec![0x77, 0x00, 0x06],
+            vec![0xf3, 0x01, 0x55, 0x9f],
+            vec![0x03, 1, 0, 0, 0, 0, 0, 0, 0],
+            vec![0x93, 0x08],
+            vec![0x53, 0x54],
+            vec![0x31],
+            vec![],
+            vec![0x91],
+        ]);
+        for e in exprs {
+            for base in [None, Some(FrameBase::Cfa)] {
+                let reader = gimli::EndianSlice::new(&e, gimli::RunTimeEndian::Little);
+                assert_eq!(
+                    parse(reader, base),
+                    operations(reader, base),
+                    "{e:x?} {base:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -96,8 +96,10 @@ impl MemorySession {
             })
         };
         // Let go before anything else (the threads wait for nothing of ours), unless locals are
-        // to be read: then they are read held, as the chains were.
-        let (mut frozen, mut stopped) = match self.reading.locals.any() {
+        // to be read, a task's or a thread's: then they are read held, as the chains were (a
+        // thread let go may be between leaving its system call and entering it again).
+        let threads_read = self.reading.targets && !self.decoder.frame_locals.is_empty();
+        let (mut frozen, mut stopped) = match self.reading.locals.any() || threads_read {
             true => (frozen, None),
             false => (None, release(frozen)),
         };

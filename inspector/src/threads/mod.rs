@@ -101,29 +101,18 @@ fn place(
         FrameBase::Cfa => f.cfa,
         FrameBase::Fp => f.fp(),
     };
-    if let Some(addr) = location.address(|r| f.register(r), base) {
-        return Some(addr);
-    }
+    let reg = |r: u16| f.register(r);
     let mut bytes = Vec::new();
-    for &(piece, at) in &location.pieces {
-        let len = match piece {
-            0 => size.min(8),
-            n => n,
-        } as usize;
-        let word = match at {
-            Place::Register(r) => f.register(r)?,
-            Place::Literal(v) => v,
-            // A piece in memory: read now, as the thread stands.
-            Place::Memory { .. } | Place::Frame { .. } => {
-                let one = Location {
-                    pieces: vec![(0, at)],
-                };
-                let addr = one.address(|r| f.register(r), base)?;
-                bytes.extend(mem.read_vec(addr, len)?);
-                continue;
+    match location {
+        Location::Whole(Place::Frame { .. } | Place::Memory { .. }) => {
+            return location.address(reg, base);
+        }
+        &Location::Whole(at) => piece(&mut bytes, mem, at, size.min(8), reg, base)?,
+        Location::Pieces(pieces) => {
+            for &(len, at) in pieces.iter() {
+                piece(&mut bytes, mem, at, len, reg, base)?;
             }
-        };
-        bytes.extend(word.to_ne_bytes().get(..len)?);
+        }
     }
     if bytes.len() != size as usize {
         return None;
@@ -131,6 +120,30 @@ fn place(
     let addr = REGISTER_BYTES_AT + REGISTER_BYTES_STRIDE * dump.register_bytes.len() as u64;
     dump.register_bytes.push((addr, bytes));
     Some(addr)
+}
+
+/// Adds `len` bytes of a value from `at` to `bytes`: a register's or a constant's low bytes, or
+/// memory read now, as the thread stands.
+fn piece(
+    bytes: &mut Vec<u8>,
+    mem: &dyn Memory,
+    at: Place,
+    len: u32,
+    reg: impl Fn(u16) -> Option<u64>,
+    base: impl Fn(FrameBase) -> Option<u64>,
+) -> Option<()> {
+    let len = len as usize;
+    let word = match at {
+        Place::Register(r) => reg(r)?,
+        Place::Literal(v) => v,
+        Place::Memory { .. } | Place::Frame { .. } => {
+            let addr = Location::Whole(at).address(reg, base)?;
+            bytes.extend(mem.read_vec(addr, len)?);
+            return Some(());
+        }
+    };
+    bytes.extend(word.to_ne_bytes().get(..len)?);
+    Some(())
 }
 /// Drops what was read from the stacks of `threads` that moved while it was read (live `pid`).
 pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
