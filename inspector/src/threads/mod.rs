@@ -145,6 +145,7 @@ fn piece(
     bytes.extend(word.to_ne_bytes().get(..len)?);
     Some(())
 }
+
 /// Drops what was read from the stacks of `threads` that moved while it was read (live `pid`).
 pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
     if dump.on_threads.is_empty() {

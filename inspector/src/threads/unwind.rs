@@ -90,6 +90,7 @@ impl Frame {
         }
     }
 
+    /// The frame pointer in this frame, where known.
     pub fn fp(&self) -> Option<u64> {
         self.general[usize::from(RA_SP_FP.2)]
     }
