@@ -54,6 +54,13 @@ pub fn add_locals(
         return;
     }
     let mut modules = Modules::new(mappings);
+    // A walk reads a word at a time; through an agent each read is an exchange.
+    let mem = &PageCache::new(mem);
+    // The top of every stack at once, in one batch: where every walk starts.
+    let tops: Vec<u64> = (threads.iter())
+        .flat_map(|t| (0..STACK_TOP / PAGE).map(move |k| t.regs.sp / PAGE * PAGE + k * PAGE))
+        .collect();
+    mem.fetch(tops.into_iter());
     for t in threads {
         for f in unwind::walk(mem, &mut modules, t.regs) {
             let mut here: Vec<&FrameLocalPlan> = (locals.iter())
@@ -146,6 +153,82 @@ fn piece(
     Some(())
 }
 
+/// Whole pages of a source, each read once on first use: the walks of a process's threads read
+/// their stacks and the code before their return addresses a few bytes at a time, and each read
+/// of another process is a system call (through an agent, an exchange). A page is mapped whole or
+/// not at all, so a page that fails fails every read in it, as it would have.
+struct PageCache<'a> {
+    inner: &'a dyn Memory,
+    pages: std::cell::RefCell<crate::model::FastMap<u64, Option<Box<[u8]>>>>,
+}
+
+const PAGE: u64 = 4096;
+/// How much of each stack above its pointer is read before the walks: most walks of a blocked
+/// thread stay within it.
+const STACK_TOP: u64 = 16 * 1024;
+
+impl<'a> PageCache<'a> {
+    fn new(inner: &'a dyn Memory) -> PageCache<'a> {
+        PageCache {
+            inner,
+            pages: Default::default(),
+        }
+    }
+
+    /// Reads the pages (their addresses) of `pages` not read yet, in one batch.
+    fn fetch(&self, pages: impl Iterator<Item = u64>) {
+        let mut cache = self.pages.borrow_mut();
+        let mut missing: Vec<u64> = pages.filter(|p| !cache.contains_key(p)).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if missing.is_empty() {
+            return;
+        }
+        let mut bufs = vec![vec![0u8; PAGE as usize]; missing.len()];
+        let into = bufs.iter_mut().map(Vec::as_mut_slice);
+        let read = (&self.inner).read_each(missing.iter().copied(), into);
+        for ((p, buf), ok) in missing.into_iter().zip(bufs).zip(read) {
+            cache.insert(p, ok.then(|| buf.into_boxed_slice()));
+        }
+    }
+
+    /// The pages `[addr, addr + len)` lies in.
+    fn pages_of(addr: u64, len: usize) -> impl Iterator<Item = u64> {
+        let last = addr.saturating_add(len.max(1) as u64 - 1) / PAGE;
+        (addr / PAGE..=last).map(|p| p * PAGE)
+    }
+}
+
+impl Memory for PageCache<'_> {
+    fn read_many(
+        &self,
+        reads: &mut [asyncdump_walker::memory::Read<'_>],
+    ) -> Result<(), asyncdump_walker::memory::Unreadable> {
+        let wanted = (reads.iter())
+            .filter(|r| r.addr != 0)
+            .flat_map(|r| Self::pages_of(r.addr, r.dst.len()));
+        self.fetch(wanted.collect::<Vec<_>>().into_iter());
+        let pages = self.pages.borrow();
+        for r in reads.iter_mut() {
+            let mut at = r.addr;
+            let mut done = 0;
+            r.failed = r.addr == 0;
+            while !r.failed && done < r.dst.len() {
+                let page = at / PAGE * PAGE;
+                let Some(Some(bytes)) = pages.get(&page) else {
+                    r.failed = true;
+                    break;
+                };
+                let from = (at - page) as usize;
+                let n = (PAGE as usize - from).min(r.dst.len() - done);
+                r.dst[done..done + n].copy_from_slice(&bytes[from..from + n]);
+                (done, at) = (done + n, at + n as u64);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Drops what was read from the stacks of `threads` that moved while it was read (live `pid`).
 pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
     if dump.on_threads.is_empty() {
@@ -157,4 +240,44 @@ pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
         .map(|(t, _)| t.tid)
         .collect();
     dump.on_threads.retain(|l| !moved.contains(&l.tid));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asyncdump_walker::ImageMemory;
+    use std::cell::Cell;
+
+    /// A source that counts the reads asked of it.
+    struct Counted<'a>(&'a ImageMemory, Cell<usize>);
+
+    impl Memory for Counted<'_> {
+        fn read_many(
+            &self,
+            reads: &mut [asyncdump_walker::memory::Read<'_>],
+        ) -> Result<(), asyncdump_walker::memory::Unreadable> {
+            self.1.set(self.1.get() + reads.len());
+            self.0.read_many(reads)
+        }
+    }
+
+    #[test]
+    fn a_page_is_read_once_and_reads_across_pages_or_into_a_hole_answer_as_the_source_would() {
+        let mut image = ImageMemory::new();
+        let bytes: Vec<u8> = (0..2 * PAGE).map(|i| i as u8).collect();
+        assert!(image.insert(0x10000, bytes.clone()));
+        let source = Counted(&image, Cell::new(0));
+        let cache = PageCache::new(&source);
+        assert_eq!(cache.read_word(0x10008), image.read_word(0x10008));
+        assert_eq!(cache.read_word(0x10010), image.read_word(0x10010));
+        assert_eq!(source.1.get(), 1, "one page read, once");
+        // Across the two pages.
+        let across = cache.read_vec(0x10ffc, 8);
+        assert_eq!(across.as_deref(), Some(&bytes[0xffc..0x1004]));
+        assert_eq!(source.1.get(), 2);
+        // Into the page after them, which is not there: failed, as the source's read would.
+        assert_eq!(cache.read_vec(0x11ffc, 8), None);
+        assert_eq!(image.read_vec(0x11ffc, 8), None);
+        assert_eq!(cache.read_word(0), None);
+    }
 }

@@ -107,6 +107,9 @@ struct Unwind {
 pub struct Modules {
     /// Ranges of mapped files, sorted, each with its module's index.
     ranges: Vec<(u64, u64, usize)>,
+    /// Each range's file offset, by the range's index, and each file opened once to read code from.
+    offsets: Vec<u64>,
+    files: crate::model::FastMap<usize, Option<std::fs::File>>,
     /// Each file's path and load bias, and its frame information once asked for (`None` inside:
     /// the file has none, or could not be read).
     modules: Vec<(PathBuf, u64, Option<Option<Unwind>>)>,
@@ -132,10 +135,37 @@ impl Modules {
                     modules.len() - 1
                 }
             };
-            ranges.push((m.start, m.end, i));
+            ranges.push((m.start, m.end, i, m.offset));
         }
         ranges.sort_unstable();
-        Modules { ranges, modules }
+        let offsets = ranges.iter().map(|r| r.3).collect();
+        let ranges = ranges.into_iter().map(|(a, b, i, _)| (a, b, i)).collect();
+        Modules {
+            ranges,
+            modules,
+            offsets,
+            files: Default::default(),
+        }
+    }
+
+    /// `len` bytes of code at `at`, from the file mapped there (code is the file's bytes: reading
+    /// it costs the target nothing, and a core that keeps no code has it too).
+    fn code(&mut self, at: u64, len: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let i = self.ranges.partition_point(|r| r.0 <= at).checked_sub(1)?;
+        let (start, end, m) = self.ranges[i];
+        if !(start..end).contains(&at) || at.checked_add(len as u64)? > end {
+            return None;
+        }
+        let offset = at - start + self.offsets[i];
+        let path = &self.modules[m].0;
+        let file = self
+            .files
+            .entry(m)
+            .or_insert_with(|| std::fs::File::open(path).ok());
+        let mut out = vec![0; len];
+        file.as_ref()?.read_exact_at(&mut out, offset).ok()?;
+        Some(out)
     }
 
     /// The frame information of the file mapped at `pc`.
@@ -265,7 +295,7 @@ fn frame_starts(mem: &dyn Memory, modules: &mut Modules, sp: u64) -> Vec<u64> {
             let a = at + 8 * i as u64;
             let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or_default());
             let ra = word(&pair[8..]);
-            if modules.at(ra.wrapping_sub(1)).is_some() && after_call(mem, ra) {
+            if modules.at(ra.wrapping_sub(1)).is_some() && after_call(modules, ra) {
                 found.push(a);
             }
         }
@@ -297,7 +327,7 @@ fn goes_on(
     };
     match modules.at(ra - 1).and_then(|u| step(mem, u, ctx, &caller)) {
         Some((next_cfa, next_ra, _)) => {
-            next_cfa > cfa && (next_ra == 0 || after_call(mem, next_ra))
+            next_cfa > cfa && (next_ra == 0 || after_call(modules, next_ra))
         }
         // The caller keeps a frame pointer this walk does not know either: nothing to check it by.
         None => caller.fp().is_none(),
@@ -305,12 +335,12 @@ fn goes_on(
 }
 
 /// Whether the code before `ra` ends in a call (x86_64: `call rel32`, or `call` through a register
-/// or memory, `FF /2`). Code that cannot be read (a core keeps none) is taken as one.
-fn after_call(mem: &dyn Memory, ra: u64) -> bool {
+/// or memory, `FF /2`), read from the file mapped there. Code that cannot be read is taken as one.
+fn after_call(modules: &mut Modules, ra: u64) -> bool {
     if !cfg!(target_arch = "x86_64") {
         return true;
     }
-    let Some(code) = ra.checked_sub(7).and_then(|at| mem.read_vec(at, 7)) else {
+    let Some(code) = ra.checked_sub(7).and_then(|at| modules.code(at, 7)) else {
         return true;
     };
     let direct = code[2] == 0xE8;
