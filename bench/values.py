@@ -47,7 +47,7 @@ def cache():
 # (label, inspector, environment, fixtures' directory); the new one last.
 INSPECTORS = [("new", f"{BIN}/asyncdump", cache(), BIN)]
 if sys.argv[1:2] == ["--old-fixtures"]:
-    INSPECTORS.insert(0, ("old agent", f"{BIN}/asyncdump", cache(), sys.argv[2]))
+    INSPECTORS.insert(0, ("before", f"{BIN}/asyncdump", cache(), sys.argv[2]))
 elif len(sys.argv) > 1:
     INSPECTORS.insert(0, ("old", sys.argv[1], cache(), BIN))
 
@@ -82,7 +82,8 @@ def bench(title, fixture, base=(), more=("-v",), header="plain dump ms | `-v` ms
         time.sleep(1)
         print(f"### {title}")
         print()
-        print(f"| read | inspector | {header} | ratio | text bytes, the first → the second |")
+        column = "agent" if sys.argv[1:2] == ["--old-fixtures"] else "inspector"
+        print(f"| read | {column} | {header} | ratio | text bytes, the first → the second |")
         print("|---|---|---:|---:|---:|---:|")
         for name, extra in (("agent", []), ("--no-agent", ["--no-agent"])):
             cmds = []
