@@ -116,9 +116,19 @@ pub(super) fn parse(mut expr: Reader<'_>, base: Option<FrameBase>) -> Option<Loc
             _ => return None,
         }
     }
+    located(pieces, place, constant)
+}
+
+/// What an expression read to its end gives: one place with no piece is the whole value; pieces
+/// with nothing after the last are the value in parts. A constant left on the stack is an address
+/// (a static's), not a local's place.
+fn located(
+    pieces: Vec<(u32, Place)>,
+    place: Option<Place>,
+    constant: Option<u64>,
+) -> Option<Location> {
     match (pieces.is_empty(), place) {
         (true, Some(whole)) => Some(Location::Whole(whole)),
-        // A constant left on the stack is an address: a static's, not a local's place.
         (false, None) if constant.is_none() => Some(Location::Pieces(pieces.into())),
         _ => None,
     }
@@ -166,11 +176,7 @@ fn operations(expr: Reader<'_>, base: Option<FrameBase>) -> Option<Location> {
             _ => return None,
         }
     }
-    match (pieces.is_empty(), place) {
-        (true, Some(whole)) => Some(Location::Whole(whole)),
-        (false, None) if constant.is_none() => Some(Location::Pieces(pieces.into())),
-        _ => None,
-    }
+    located(pieces, place, constant)
 }
 
 /// The location of an expression given as bytes, for the unit specs.

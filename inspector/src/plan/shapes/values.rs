@@ -429,32 +429,12 @@ const STD_ONCE: ValueRule = ValueRule {
             let (off, inside) = b.member(b.strip(ty), &["value", "__0"])?;
             (at, ty) = (at + off, inside);
         }
-        let set = VariantShape {
-            value: Some(encoding.complete),
-            name: "set".into(),
-            at: None,
-            acquired: Vec::new(),
-            fields: vec![FieldShape {
-                name: "value".into(),
-                offset: u32::try_from(at).ok()?,
-                ty: b.value(ty),
-            }],
+        let discr = asyncdump_protocol::Discr {
+            offset: u32::try_from(state).ok()?,
+            size: encoding.size,
         };
-        let uninit = VariantShape {
-            value: None,
-            name: "uninit".into(),
-            at: None,
-            acquired: Vec::new(),
-            fields: Vec::new(),
-        };
-        Some(Shape::Enum {
-            discr: Some(asyncdump_protocol::Discr {
-                offset: u32::try_from(state).ok()?,
-                size: encoding.size,
-            }),
-            variants: vec![set, uninit],
-            bare: true,
-        })
+        let value = (u32::try_from(at).ok()?, b.value(ty));
+        Some(set_or_uninit(discr, (Some(encoding.complete), None), value))
     },
 };
 
@@ -492,45 +472,59 @@ const ONCE_CELL: ValueRule = ValueRule {
         let variant = |name: &str| variants.iter().find(|v| v.1 == name);
         let (some, none) = (variant("Some")?, variant("None")?);
         let (payload, ty) = b.member(b.strip(some.2), &["__0"])?;
-        let mut set = VariantShape {
-            value: some.0,
-            name: "set".into(),
-            at: None,
-            acquired: Vec::new(),
-            fields: vec![FieldShape {
-                name: "value".into(),
-                offset: u32::try_from(option_at + some.3 + payload).ok()?,
-                ty: b.value(ty),
-            }],
-        };
-        let mut uninit = VariantShape {
-            value: none.0,
-            name: "uninit".into(),
-            at: None,
-            acquired: Vec::new(),
-            fields: Vec::new(),
-        };
-        let discr = match queue {
+        let value = (
+            u32::try_from(option_at + some.3 + payload).ok()?,
+            b.value(ty),
+        );
+        let (discr, values) = match queue {
             // Set before the word says complete: the word alone tells, never a value half written.
             Some(q) => {
-                (set.value, uninit.value) = (Some(2), None);
-                asyncdump_protocol::Discr {
+                let word = asyncdump_protocol::Discr {
                     offset: u32::try_from(q).ok()?,
                     size: 8,
-                }
+                };
+                (word, (Some(2), None))
             }
-            None => asyncdump_protocol::Discr {
-                offset: u32::try_from(option_at).ok()? + discr.offset,
-                size: discr.size,
-            },
+            None => {
+                let tag = asyncdump_protocol::Discr {
+                    offset: u32::try_from(option_at).ok()? + discr.offset,
+                    size: discr.size,
+                };
+                (tag, (some.0, none.0))
+            }
         };
-        Some(Shape::Enum {
-            discr: Some(discr),
-            variants: vec![set, uninit],
-            bare: true,
-        })
+        Some(set_or_uninit(discr, values, value))
     },
 };
+
+/// A once cell's shape: `set`, its value (at an offset, of a type) when `discr` reads the first of
+/// `values`, `uninit` when it reads the second (`None`: any other value), shown bare.
+fn set_or_uninit(
+    discr: asyncdump_protocol::Discr,
+    (set, uninit): (Option<u64>, Option<u64>),
+    (offset, ty): (u32, u32),
+) -> Shape {
+    let variant = |value, name: &str, fields| VariantShape {
+        value,
+        name: name.into(),
+        at: None,
+        acquired: Vec::new(),
+        fields,
+    };
+    let value = FieldShape {
+        name: "value".into(),
+        offset,
+        ty,
+    };
+    Shape::Enum {
+        discr: Some(discr),
+        variants: vec![
+            variant(set, "set", vec![value]),
+            variant(uninit, "uninit", Vec::new()),
+        ],
+        bare: true,
+    }
+}
 
 fn is_once_cell(name: &str) -> bool {
     name.starts_with("std::sync::once_lock::OnceLock<")
