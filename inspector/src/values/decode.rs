@@ -11,14 +11,24 @@ use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
 use crate::model::values::{Field, FloatBits, PointerKind, Value, Within};
 use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes, Word};
 
-/// Every run of bytes read so far (or `None` where its read failed), sorted by start.
+/// Every run of bytes read so far (or `None` where its read failed), sorted by start; each run's
+/// bytes lie in one of `chunks`, one per batch: a batch of thousands of runs is one allocation.
 #[derive(Default)]
 pub(super) struct Bytes {
-    runs: Vec<(u64, u64, Option<Vec<u8>>)>,
+    runs: Vec<Run>,
+    chunks: Vec<Vec<u8>>,
     pub(super) total: u64,
     /// The runs the last two lookups found, the latest first: a frame's locals lie together, and
     /// so do the parts of what they point to, and a dump goes from one to the other and back.
     last: std::cell::Cell<[usize; 2]>,
+}
+
+/// Bytes `start..end` of the target: where they lie in [`Bytes::chunks`] (chunk, offset), or
+/// `None` where the read failed.
+struct Run {
+    start: u64,
+    end: u64,
+    at: Option<(u32, usize)>,
 }
 
 /// Most bytes read as one run.
@@ -66,26 +76,46 @@ impl Bytes {
     pub(super) fn given(&mut self, given: Vec<(u64, Vec<u8>)>) {
         for (addr, bytes) in given {
             let end = addr.saturating_add(bytes.len() as u64);
-            self.runs.push((addr, end, Some(bytes)));
+            let at = Some((self.chunks.len() as u32, 0));
+            self.chunks.push(bytes);
+            self.runs.push(Run {
+                start: addr,
+                end,
+                at,
+            });
         }
-        self.runs.sort_unstable_by_key(|r| r.0);
+        self.sort();
     }
 
-    /// Reads `runs` in one batch and keeps them; whether each failed.
+    /// Reads `runs` in one batch, into one buffer, and keeps them; whether each failed.
     fn read_runs(&mut self, mem: &dyn Memory, runs: Vec<(u64, u64)>) -> Vec<bool> {
-        let mut bufs: Vec<Vec<u8>> = runs
-            .iter()
-            .map(|&(a, e)| vec![0; (e - a) as usize])
-            .collect();
-        let into = bufs.iter_mut().map(Vec::as_mut_slice);
+        let lens = || runs.iter().map(|&(a, e)| (e - a) as usize);
+        // Zeroed by the allocator, which for a large buffer means fresh pages, touched once when
+        // the kernel copies into them.
+        let mut chunk = vec![0u8; lens().sum()];
+        let mut rest = chunk.as_mut_slice();
+        let into = lens().map(|len| {
+            let (run, after) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = after;
+            run
+        });
         let read = (&mem).read_each(runs.iter().map(|r| r.0), into);
         let failed: Vec<bool> = read.iter().map(|ok| !ok).collect();
-        for (((start, end), buf), &failed) in runs.into_iter().zip(bufs).zip(&failed) {
+        let index = self.chunks.len() as u32;
+        let mut offset = 0;
+        for (&(start, end), &failed) in runs.iter().zip(&failed) {
             self.total += end - start;
-            self.runs.push((start, end, (!failed).then_some(buf)));
+            let at = (!failed).then_some((index, offset));
+            self.runs.push(Run { start, end, at });
+            offset += (end - start) as usize;
         }
-        self.runs.sort_unstable_by_key(|r| r.0);
+        self.chunks.push(chunk);
+        self.sort();
         failed
+    }
+
+    fn sort(&mut self) {
+        self.runs.sort_unstable_by_key(|r| r.start);
     }
 
     /// The run holding `[addr, addr + len)`: runs of different rounds may overlap, so a few before
@@ -94,8 +124,8 @@ impl Bytes {
     fn find(&self, addr: u64, len: u32) -> Option<Option<&[u8]>> {
         let end = addr.checked_add(u64::from(len))?;
         let holds = |i: usize, read: bool| {
-            let (start, run_end, bytes) = &self.runs[i];
-            *start <= addr && end <= *run_end && (bytes.is_some() || !read)
+            let r = &self.runs[i];
+            r.start <= addr && end <= r.end && (r.at.is_some() || !read)
         };
         let [latest, before] = self.last.get();
         let cached = |i: usize| i < self.runs.len() && holds(i, true);
@@ -105,16 +135,19 @@ impl Bytes {
             self.last.set([before, latest]);
             before
         } else {
-            let at = self.runs.partition_point(|r| r.0 <= addr);
+            let at = self.runs.partition_point(|r| r.start <= addr);
             let near = at.saturating_sub(8)..at;
             let i = (near.clone().rev().find(|&i| holds(i, true)))
                 .or_else(|| near.rev().find(|&i| holds(i, false)))?;
             self.last.set([i, latest]);
             i
         };
-        let (start, _, bytes) = &self.runs[i];
-        let from = (addr - start) as usize;
-        Some(bytes.as_deref().map(|b| &b[from..from + len as usize]))
+        let r = &self.runs[i];
+        let from = (addr - r.start) as usize;
+        Some(r.at.map(|(chunk, offset)| {
+            let at = offset + from;
+            &self.chunks[chunk as usize][at..at + len as usize]
+        }))
     }
 
     /// `Ok(bytes)`, `Err(true)` if not read yet (now asked for), `Err(false)` if unreadable.
@@ -193,23 +226,37 @@ impl Queues {
     }
 }
 
-/// The value of type `ty` at `addr`.
+/// What one round of decoding reads from: the bytes read so far, and whether it is the last.
+pub(super) struct Round<'a> {
+    pub(super) types: &'a ValueTypes,
+    pub(super) bytes: &'a Bytes,
+    /// The snapshot's time, which an `Instant`'s age is measured from.
+    pub(super) now_ns: Option<u64>,
+    /// A value still short of bytes in the last round is kept as it stands, its missing parts
+    /// [`Value::Cut`]; in any other it is decoded again in the next, so it is only sketched: its
+    /// parts are followed, for what they ask, and nothing more is built.
+    pub(super) last: bool,
+}
+
+/// The value of type `ty` at `addr`, from the bytes `round` has; what it still needs is asked in
+/// `needs` and `queues`.
 pub(super) fn value(
-    types: &ValueTypes,
-    bytes: &Bytes,
+    round: &Round<'_>,
     needs: &mut Vec<(u64, u32)>,
     queues: &mut Queues,
     ty: u32,
     addr: u64,
-    now_ns: Option<u64>,
 ) -> Value {
+    let asked_before = (needs.len(), queues.asked);
     let mut d = Decoder {
-        types,
-        bytes,
+        types: round.types,
+        bytes: round.bytes,
         needs,
         queues,
-        now_ns,
+        now_ns: round.now_ns,
         within: None,
+        last: round.last,
+        asked_before,
     };
     d.value(ty, addr, 0)
 }
@@ -222,9 +269,19 @@ struct Decoder<'a> {
     now_ns: Option<u64>,
     /// The outermost future (a state machine held as a value) the value being decoded lies in.
     within: Option<Box<Within>>,
+    last: bool,
+    /// How much was asked before this value: more since, and it will be decoded again.
+    asked_before: (usize, usize),
 }
 
 impl Decoder<'_> {
+    /// Whether what is decoded now is thrown away (it asked for bytes, and this is not the last
+    /// round): its parts are still followed, for what they ask, but no text, item list or field
+    /// list is built for them.
+    fn sketching(&self) -> bool {
+        !self.last && (self.needs.len(), self.queues.asked) != self.asked_before
+    }
+
     fn value(&mut self, ty: u32, addr: u64, depth: usize) -> Value {
         let Some(t) = self.types.get(ty) else {
             return Value::Unreadable;
@@ -272,12 +329,13 @@ impl Decoder<'_> {
                 elem,
                 stride,
             } => self.items(word(b, *ptr)?, word(b, *len)?, *elem, *stride, depth),
-            Shape::Pointer { kind, to } => pointer(
-                *kind,
-                word(b, 0)?,
-                None,
-                self.value(*to, word(b, 0)?, depth + 1),
-            ),
+            Shape::Pointer { kind, to } => {
+                let to = self.value(*to, word(b, 0)?, depth + 1);
+                match self.sketching() {
+                    true => Value::Cut,
+                    false => pointer(*kind, word(b, 0)?, None, to),
+                }
+            }
             Shape::Counted { .. } => self.counted(&t.shape, b, depth)?,
             Shape::Address => Value::Address(word(b, 0)?),
             Shape::Duration { secs, nanos } => Value::Duration {
@@ -371,7 +429,10 @@ impl Decoder<'_> {
             Err(later) => return Some(pending(later)),
         };
         let to = self.value(to, p.wrapping_add(u64::from(data)), depth + 1);
-        Some(pointer(kind, p, Some((s, w)), to))
+        Some(match self.sketching() {
+            true => Value::Cut,
+            false => pointer(kind, p, Some((s, w)), to),
+        })
     }
 
     /// A semaphore acquire's semaphore: its free permits, whether it is closed, how many wait in its
@@ -638,12 +699,17 @@ impl Decoder<'_> {
     }
 
     fn fields(&mut self, fields: &[FieldShape], addr: u64, depth: usize) -> Vec<Field> {
-        (fields.iter())
-            .map(|f| Field {
-                name: f.name.clone(),
-                value: self.value(f.ty, addr.wrapping_add(u64::from(f.offset)), depth + 1),
-            })
-            .collect()
+        let mut out = Vec::with_capacity(if self.sketching() { 0 } else { fields.len() });
+        for f in fields {
+            let value = self.value(f.ty, addr.wrapping_add(u64::from(f.offset)), depth + 1);
+            if !self.sketching() {
+                out.push(Field {
+                    name: f.name.clone(),
+                    value,
+                });
+            }
+        }
+        out
     }
 
     /// UTF-8 text of stated length `len` at `p`: at most [`MAX_TEXT`] bytes of it, cut at a whole
@@ -657,6 +723,7 @@ impl Decoder<'_> {
             };
         }
         match self.bytes.get(self.needs, p, n) {
+            Ok(_) if self.sketching() => Value::Cut,
             Ok(b) => {
                 let text = match std::str::from_utf8(b) {
                     Ok(s) => s.to_owned(),
@@ -678,9 +745,13 @@ impl Decoder<'_> {
         } else {
             len.min(MAX_ITEMS as u64)
         };
-        let items = (0..shown)
-            .map(|i| self.value(elem, p.wrapping_add(i * u64::from(stride)), depth + 1))
-            .collect();
+        let mut items = Vec::new();
+        for i in 0..shown {
+            let item = self.value(elem, p.wrapping_add(i * u64::from(stride)), depth + 1);
+            if !self.sketching() {
+                items.push(item);
+            }
+        }
         Value::Seq { len, items }
     }
 

@@ -77,11 +77,16 @@ pub fn read_locals(
             .iter_mut()
             .zip(&roots.roots)
             .filter(|(v, _)| v.is_none());
+        let round = decode::Round {
+            types,
+            bytes: &bytes,
+            now_ns,
+            last: rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES,
+        };
         for (v, &Root { shape, addr, .. }) in pending {
             let before = (needs.len(), queues.asked);
-            let value = decode::value(types, &bytes, &mut needs, &mut queues, shape, addr, now_ns);
-            let last_round = rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES;
-            if (needs.len(), queues.asked) == before || last_round {
+            let value = decode::value(&round, &mut needs, &mut queues, shape, addr);
+            if (needs.len(), queues.asked) == before || round.last {
                 *v = Some(value);
             }
         }
