@@ -54,67 +54,63 @@ pub fn read_locals(
     mem: &dyn Memory,
     now_ns: Option<u64>,
 ) -> ValuesRead {
+    let given = std::mem::take(&mut dump.register_bytes);
+    // Each value is decoded into its local where it stands: a side list of 100,000 values would
+    // be tens of megabytes of fresh memory, and a second walk of the dump to put them back.
     let mut roots = Roots::default();
-    each_local(dump, &mut |l| {
-        if let Value::Unread { shape, addr, check } = l.value {
-            roots.push(shape, addr, check);
-        }
-    });
-    if roots.roots.is_empty() {
+    for l in unread_locals(dump) {
+        roots.push(l);
+    }
+    if roots.locals.is_empty() {
         return ValuesRead::default();
     }
     let mut bytes = decode::Bytes::default();
-    bytes.given(std::mem::take(&mut dump.register_bytes));
+    bytes.given(given);
     // Each frame's locals lie together in it: one read of the span they cover.
     bytes.read(mem, roots.frame_spans(types));
-    let mut values: Vec<Option<Value>> = vec![None; roots.roots.len()];
+    // Which locals are still unread, by place in `roots`.
+    let mut pending: Vec<u32> = (0..roots.locals.len() as u32).collect();
     let mut queues = decode::Queues::default();
     let mut rounds = 1;
     loop {
         let mut needs = Vec::new();
-        // Only values still waiting for bytes are decoded again.
-        let pending = values
-            .iter_mut()
-            .zip(&roots.roots)
-            .filter(|(v, _)| v.is_none());
         let round = decode::Round {
             types,
             bytes: &bytes,
             now_ns,
             last: rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES,
         };
-        for (v, &Root { shape, addr, .. }) in pending {
+        // Only values still waiting for bytes are decoded again.
+        pending.retain(|&i| {
+            let l = &mut roots.locals[i as usize];
+            let Value::Unread { shape, addr, .. } = l.value else {
+                return false;
+            };
             let before = (needs.len(), queues.asked);
             let value = decode::value(&round, &mut needs, &mut queues, shape, addr);
-            if (needs.len(), queues.asked) == before || round.last {
-                *v = Some(value);
+            let done = (needs.len(), queues.asked) == before || round.last;
+            if done {
+                l.value = value;
             }
-        }
-        if (needs.is_empty() && !queues.waiting()) || values.iter().all(Option::is_some) {
+            !done
+        });
+        if (needs.is_empty() && !queues.waiting()) || pending.is_empty() {
             break;
         }
         bytes.read(mem, needs);
         queues.follow_all(mem);
         rounds += 1;
     }
-    let mut values: Vec<Value> = values
-        .into_iter()
-        .map(|v| v.unwrap_or(Value::Cut))
-        .collect();
     let changed = roots.changed_frames(mem);
-    for (v, root) in values.iter_mut().zip(&roots.roots) {
-        if changed[root.check as usize] {
-            *v = Value::Changed;
+    for (l, &check) in roots.locals.iter_mut().zip(&roots.check_of) {
+        if changed[check as usize] {
+            l.value = Value::Changed;
+        } else if matches!(l.value, Value::Unread { .. }) {
+            l.value = Value::Cut;
         }
     }
-    let mut values = values.into_iter();
-    each_local(dump, &mut |l| {
-        if matches!(l.value, Value::Unread { .. }) {
-            l.value = values.next().unwrap_or(Value::Unreadable);
-        }
-    });
     ValuesRead {
-        locals: roots.roots.len(),
+        locals: roots.locals.len(),
         bytes: bytes.total,
         rounds,
         changed_frames: roots.count_changed(&changed),
@@ -142,41 +138,43 @@ pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
     });
 }
 
-/// A local to read: its value's shape, where it lies, and the check of its frame (in
-/// [`Roots::checks`]).
-#[derive(Clone, Copy)]
-struct Root {
-    shape: u32,
-    check: u32,
-    addr: u64,
-}
-
-/// Every local to read, in [`each_local`]'s order, and each frame's check once: a frame's locals
-/// come one after another and share it.
+/// Every local to read, in [`unread_locals`]' order, and each frame's check once: a frame's
+/// locals come one after another and share it.
 #[derive(Default)]
-struct Roots {
-    roots: Vec<Root>,
+struct Roots<'a> {
+    locals: Vec<&'a mut Local>,
+    /// Each local's frame's check, in `checks`.
+    check_of: Vec<u32>,
     checks: Vec<Check>,
 }
 
-impl Roots {
-    fn push(&mut self, shape: u32, addr: u64, check: Check) {
+impl<'a> Roots<'a> {
+    fn push(&mut self, l: &'a mut Local) {
+        let Value::Unread { check, .. } = l.value else {
+            return;
+        };
         if self.checks.last() != Some(&check) {
             self.checks.push(check);
         }
-        let check = (self.checks.len() - 1) as u32;
-        self.roots.push(Root { shape, check, addr });
+        self.check_of.push((self.checks.len() - 1) as u32);
+        self.locals.push(l);
     }
 
     /// The bytes each frame's locals cover.
     fn frame_spans(&self, types: &ValueTypes) -> Vec<(u64, u32)> {
         let mut spans: Vec<Option<(u64, u64)>> = vec![None; self.checks.len()];
         // A leaf's parts have no frame to check (size 0): they are read each on their own.
-        for r in (self.roots.iter()).filter(|r| self.checks[r.check as usize].size > 0) {
-            let size = types.get(r.shape).map_or(0, |t| t.size.min(MAX_INLINE));
-            let end = r.addr.saturating_add(u64::from(size));
-            let span = spans[r.check as usize].get_or_insert((r.addr, end));
-            *span = (span.0.min(r.addr), span.1.max(end));
+        for (l, &check) in self.locals.iter().zip(&self.check_of) {
+            let Value::Unread { shape, addr, .. } = l.value else {
+                continue;
+            };
+            if self.checks[check as usize].size == 0 {
+                continue;
+            }
+            let size = types.get(shape).map_or(0, |t| t.size.min(MAX_INLINE));
+            let end = addr.saturating_add(u64::from(size));
+            let span = spans[check as usize].get_or_insert((addr, end));
+            *span = (span.0.min(addr), span.1.max(end));
         }
         (spans.into_iter().flatten())
             .filter_map(|(start, end)| Some((start, u32::try_from(end - start).ok()?)))
@@ -208,18 +206,44 @@ impl Roots {
     }
 }
 
-/// Calls `f` on every local (and wait target's part) of every frame of every task, then on the
-/// statics and the threads' locals read with them, in one fixed order.
-fn each_local(dump: &mut Dump, f: &mut dyn FnMut(&mut Local)) {
-    let has = |n: &FrameNode| !n.locals.is_empty() || n.waits_on.is_some();
-    each_frame(dump, has, &mut |n| {
-        n.locals.iter_mut().for_each(&mut *f);
-        if let Some(w) = &mut n.waits_on {
-            w.parts.iter_mut().for_each(&mut *f);
+/// Every unread local (and wait target's part) of every frame of every task, then the statics and
+/// the threads' locals read with them, in one fixed order.
+fn unread_locals(dump: &mut Dump) -> Vec<&mut Local> {
+    fn visit<'a>(nodes: &'a mut [FrameNode], out: &mut Vec<&'a mut Local>) {
+        for n in nodes {
+            let FrameNode {
+                locals,
+                waits_on,
+                children,
+                ..
+            } = n;
+            out.extend(locals.iter_mut().filter(|l| unread(l)));
+            if let Some(w) = waits_on {
+                out.extend(w.parts.iter_mut().filter(|l| unread(l)));
+            }
+            visit(children, out);
         }
-    });
-    dump.statics.iter_mut().for_each(&mut *f);
-    dump.on_threads.iter_mut().for_each(|l| f(&mut l.local));
+    }
+    let has = |n: &FrameNode| !n.locals.is_empty() || n.waits_on.is_some();
+    let mut out = Vec::new();
+    for t in &mut dump.tasks {
+        // The others' shared frames are left alone (not copied to be changed).
+        if crate::model::any_frame(&t.frames, &has) {
+            visit(
+                std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(),
+                &mut out,
+            );
+        }
+    }
+    out.extend(dump.statics.iter_mut().filter(|l| unread(l)));
+    out.extend(
+        (dump.on_threads.iter_mut()).filter_map(|l| Some(&mut l.local).filter(|l| unread(l))),
+    );
+    out
+}
+
+fn unread(l: &Local) -> bool {
+    matches!(l.value, Value::Unread { .. })
 }
 
 /// Gives `dump` the plan's statics that may hold a lock guard or a channel's end, unread, for
