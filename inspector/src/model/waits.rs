@@ -38,8 +38,9 @@ pub struct Held {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Holder {
     pub task: u64,
-    /// The holding frame's name, and the await it is suspended at.
-    pub frame: String,
+    /// The holding frame's name, and the await it is suspended at. Shared: a holder is copied to
+    /// each of its waiters and into an edge for each.
+    pub frame: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Loc>,
     #[serde(flatten)]
@@ -82,7 +83,7 @@ pub struct WaitEdge {
     pub to: u64,
     /// The waiting task's own frame that waits (the program's code nearest the leaf), and its await.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waits_in: Option<String>,
+    pub waits_in: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits_at: Option<Loc>,
     /// Any one of several `to`s can end the wait (a receive, with more than one sender alive):

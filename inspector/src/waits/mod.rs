@@ -30,7 +30,7 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
             Some(WaitEdge {
                 from: a.task,
                 to: t.id,
-                waits_in: a.path.last().cloned(),
+                waits_in: a.path.last().map(|p| Arc::from(p.as_str())),
                 waits_at: None,
                 any_of: false,
                 on: WaitsFor::Join,
@@ -93,7 +93,7 @@ fn holders(dump: &mut Dump, reading: &Reading) -> FastMap<(Role, u64), Vec<Holde
             for h in &n.holds {
                 let holder = Holder {
                     task,
-                    frame: n.meta.name.clone(),
+                    frame: Arc::from(n.meta.name.as_str()),
                     at: where_(n),
                     held: h.clone(),
                 };
@@ -173,7 +173,11 @@ fn waits_of(
     preorder_with_path(&t.frames, &mut |i, n, path| {
         if let Some(w) = waited(n) {
             let own = path.iter().rev().find(|f| own_code.is(f));
-            waits.push((i, w, own.map(|f| (f.meta.name.clone(), where_(f)))));
+            waits.push((
+                i,
+                w,
+                own.map(|f| (Arc::<str>::from(f.meta.name.as_str()), where_(f))),
+            ));
         }
     });
     // Most tasks wait on nothing a frame holds: their frames stay shared, not copied.
@@ -236,7 +240,7 @@ fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
         preorder_with_path(&t.frames, &mut |_, n, path| {
             if own.is_none() && n.meta.name == d.leaf {
                 let f = path.iter().rev().find(|f| is_own_code(f));
-                own = f.map(|f| (f.meta.name.clone(), where_(f)));
+                own = f.map(|f| (Arc::<str>::from(f.meta.name.as_str()), where_(f)));
             }
         });
         let (waits_in, waits_at) = own.unzip();
