@@ -92,11 +92,7 @@ fn a_memory_read_gives_each_range_or_none_and_a_read_too_large_is_refused() {
     let Reply::Read(r) = ask(&fx, &request) else {
         panic!("expected bytes")
     };
-    let data: Vec<Option<Vec<u8>>> = r
-        .data
-        .into_iter()
-        .map(|d| d.map(|b| b.into_vec()))
-        .collect();
+    let data: Vec<Option<Vec<u8>>> = r.data.iter().map(|d| d.map(<[u8]>::to_vec)).collect();
     assert_eq!(data, [Some(b"\x7fELF".to_vec()), None]);
     // A list whose first word cannot be read is followed no further, and says so.
     assert_eq!(r.chased.len(), 1);

@@ -30,14 +30,14 @@ pub mod framing;
 pub mod handshake;
 pub mod messages;
 pub mod paths;
+pub mod read_data;
 
 pub use asyncdump_walker::plan::*;
 pub use asyncdump_walker::{MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
 pub use framing::{FrameError, read_frame, read_frame_by, write_frame, write_message};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
-/// The bytes of [`ReadReply::data`].
-pub use serde_bytes::ByteBuf;
+pub use read_data::ReadData;
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 7;

@@ -71,10 +71,8 @@ impl ReadRequest {
 /// See [`Request::Read`]: per range, its bytes, or `None` where it could not be read whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadReply {
-    /// As bytes: a `Vec<u8>` would be encoded and decoded one `u8` at a time, and a dump's values
-    /// come to megabytes. Postcard writes both alike (a length, then the bytes), so an agent and a
-    /// client of either kind understand each other.
-    pub data: Vec<Option<serde_bytes::ByteBuf>>,
+    /// Per range, in one buffer (see [`crate::ReadData`]).
+    pub data: crate::ReadData,
     /// Per chase, the list as followed.
     pub chased: Vec<asyncdump_walker::Chased>,
 }
@@ -356,7 +354,7 @@ pub struct Delegate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ByteBuf, decode, encode};
+    use crate::{decode, encode};
 
     #[test]
     fn a_snapshot_round_trips() {
@@ -426,7 +424,7 @@ mod tests {
             chased: Vec::new(),
         };
         let now = ReadReply {
-            data: data.into_iter().map(|d| d.map(ByteBuf::from)).collect(),
+            data: data.iter().map(|d| d.as_deref()).collect(),
             chased: Vec::new(),
         };
         let bytes = encode(&now).unwrap();

@@ -249,16 +249,12 @@ fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
 fn read_own(req: &asyncdump_protocol::ReadRequest) -> asyncdump_protocol::ReadReply {
     use asyncdump_walker::{Memory, ProcessMemory};
     let own = ProcessMemory::own();
-    let mut bufs: Vec<Vec<u8>> = (req.ranges.iter())
-        .map(|&(_, len)| vec![0; len as usize])
-        .collect();
-    let into = bufs.iter_mut().map(Vec::as_mut_slice);
-    let read = own.read_each(req.ranges.iter().map(|r| r.0), into);
+    // Every range into one buffer: a dump's values ask for tens of thousands of small ones.
+    let (buf, read) = own.read_packed(&req.ranges);
+    let lens: Vec<u32> = req.ranges.iter().map(|r| r.1).collect();
     // The lists are followed after the ranges are read: a request's work is bounded by its size.
     asyncdump_protocol::ReadReply {
-        data: (bufs.into_iter().zip(read))
-            .map(|(b, read)| read.then(|| asyncdump_protocol::ByteBuf::from(b)))
-            .collect(),
+        data: asyncdump_protocol::ReadData::from_parts(buf, &lens, &read),
         chased: (req.chases.iter())
             .map(|&(at, next, max)| {
                 own.chase(at, next, max.min(asyncdump_protocol::MAX_CHASE) as usize)

@@ -40,9 +40,9 @@ impl<'a> AgentMemory<'a> {
             chases: Vec::new(),
         };
         let answers = client.read_memory(req).map_err(|_| ())?.data;
-        for (r, bytes) in reads.iter_mut().zip(answers) {
+        for (r, bytes) in reads.iter_mut().zip(answers.iter()) {
             match bytes {
-                Some(b) if b.len() == r.dst.len() => r.dst.copy_from_slice(&b),
+                Some(b) if b.len() == r.dst.len() => r.dst.copy_from_slice(b),
                 _ => r.failed = true,
             }
         }

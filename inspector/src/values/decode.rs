@@ -87,19 +87,11 @@ impl Bytes {
         self.sort();
     }
 
-    /// Reads `runs` in one batch, into one buffer, and keeps them; whether each failed.
+    /// Reads `runs` (each as long as a need, or merged up to [`MAX_RUN`]) in one batch, into one
+    /// buffer, and keeps them; whether each failed.
     fn read_runs(&mut self, mem: &dyn Memory, runs: Vec<(u64, u64)>) -> Vec<bool> {
-        let lens = || runs.iter().map(|&(a, e)| (e - a) as usize);
-        // Zeroed by the allocator, which for a large buffer means fresh pages, touched once when
-        // the kernel copies into them.
-        let mut chunk = vec![0u8; lens().sum()];
-        let mut rest = chunk.as_mut_slice();
-        let into = lens().map(|len| {
-            let (run, after) = std::mem::take(&mut rest).split_at_mut(len);
-            rest = after;
-            run
-        });
-        let read = (&mem).read_each(runs.iter().map(|r| r.0), into);
+        let ranges: Vec<(u64, u32)> = runs.iter().map(|&(a, e)| (a, (e - a) as u32)).collect();
+        let (chunk, read) = (&mem).read_packed(&ranges);
         let failed: Vec<bool> = read.iter().map(|ok| !ok).collect();
         let index = self.chunks.len() as u32;
         let mut offset = 0;

@@ -180,6 +180,23 @@ pub trait Memory {
         let read = self.read_many(&mut reads).is_ok();
         reads.iter().map(|r| read && !r.failed).collect()
     }
+
+    /// Reads every `(address, length)` of `ranges` in one batch, into one buffer, one range after
+    /// another: that buffer, and whether each read. Thousands of small ranges are one allocation.
+    fn read_packed(&self, ranges: &[(u64, u32)]) -> (Vec<u8>, Vec<bool>)
+    where
+        Self: Sized,
+    {
+        let mut buf = vec![0u8; ranges.iter().map(|r| r.1 as usize).sum()];
+        let mut rest = buf.as_mut_slice();
+        let into = ranges.iter().map(|&(_, len)| {
+            let (range, after) = std::mem::take(&mut rest).split_at_mut(len as usize);
+            rest = after;
+            range
+        });
+        let read = self.read_each(ranges.iter().map(|r| r.0), into);
+        (buf, read)
+    }
 }
 
 impl<M: Memory + ?Sized> Memory for &M {

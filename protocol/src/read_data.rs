@@ -1,0 +1,198 @@
+//! [`ReadData`]: the bytes of a read's ranges, all in one buffer.
+//!
+//! A dump's values come to tens of thousands of small ranges a read. Held as one `Vec` each, a
+//! reply was that many allocations on each side, and a copy more. On the wire it is still what a
+//! `Vec<Option<bytes>>` is (a count, then per range a tag and, if read, a length and the bytes), so
+//! an agent and a client of either kind understand each other.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{SeqAccess, Visitor};
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Per range of a read, its bytes, or none where it could not be read whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadData {
+    bytes: Vec<u8>,
+    /// Per range: where its bytes lie in `bytes` (start, length), if read.
+    ranges: Vec<Option<(usize, usize)>>,
+}
+
+/// Ranges made room for ahead, at most, whatever count a reply states: the count comes from the
+/// other side.
+const MAX_RESERVED: usize = 1 << 16;
+
+impl ReadData {
+    /// Ranges of lengths `lens`, whose bytes lie one after another in `bytes`, and which were read
+    /// where `read` says so.
+    pub fn from_parts(bytes: Vec<u8>, lens: &[u32], read: &[bool]) -> ReadData {
+        let mut at = 0;
+        let ranges = (lens.iter().zip(read))
+            .map(|(&len, &read)| {
+                let (start, len) = (at, len as usize);
+                at += len;
+                (read && at <= bytes.len()).then_some((start, len))
+            })
+            .collect();
+        ReadData { bytes, ranges }
+    }
+
+    /// Adds a range.
+    pub fn push(&mut self, range: Option<&[u8]>) {
+        let span = range.map(|b| {
+            self.bytes.extend_from_slice(b);
+            (self.bytes.len() - b.len(), b.len())
+        });
+        self.ranges.push(span);
+    }
+
+    /// Range `i`'s bytes, if it was read.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let (start, len) = (*self.ranges.get(i)?)?;
+        self.bytes.get(start..start + len)
+    }
+
+    /// How many ranges.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Every range's bytes, if read, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Option<&[u8]>> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+}
+
+impl<'a> FromIterator<Option<&'a [u8]>> for ReadData {
+    fn from_iter<I: IntoIterator<Item = Option<&'a [u8]>>>(iter: I) -> ReadData {
+        let mut data = ReadData::default();
+        iter.into_iter().for_each(|r| data.push(r));
+        data
+    }
+}
+
+impl Serialize for ReadData {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for range in self.iter() {
+            seq.serialize_element(&range.map(serde_bytes::Bytes::new))?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ReadData {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ReadData, D::Error> {
+        d.deserialize_seq(Ranges)
+    }
+}
+
+struct Ranges;
+
+impl<'de> Visitor<'de> for Ranges {
+    type Value = ReadData;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a sequence of optional byte strings")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReadData, A::Error> {
+        let mut data = ReadData::default();
+        data.ranges
+            .reserve(seq.size_hint().unwrap_or(0).min(MAX_RESERVED));
+        // Borrowed from the frame where the decoder can: copied once, into `data`.
+        while let Some(range) = seq.next_element::<Option<Chunk<'de>>>()? {
+            data.push(range.as_ref().map(|c| &*c.0));
+        }
+        Ok(data)
+    }
+}
+
+/// One range's bytes as decoded: borrowed where the decoder allows, else owned.
+struct Chunk<'de>(Cow<'de, [u8]>);
+
+impl<'de> Deserialize<'de> for Chunk<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Chunk<'de>, D::Error> {
+        d.deserialize_bytes(ChunkVisitor)
+    }
+}
+
+struct ChunkVisitor;
+
+impl<'de> Visitor<'de> for ChunkVisitor {
+    type Value = Chunk<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a byte string")
+    }
+
+    fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Chunk<'de>, E> {
+        Ok(Chunk(Cow::Borrowed(v)))
+    }
+
+    fn visit_bytes<E>(self, v: &[u8]) -> Result<Chunk<'de>, E> {
+        Ok(Chunk(Cow::Owned(v.to_vec())))
+    }
+
+    fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Chunk<'de>, E> {
+        Ok(Chunk(Cow::Owned(v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode, encode};
+
+    fn ranges() -> Vec<Option<Vec<u8>>> {
+        vec![
+            Some(vec![1, 2, 0xff]),
+            None,
+            Some(Vec::new()),
+            Some(vec![7; 300]),
+        ]
+    }
+
+    #[test]
+    fn it_is_on_the_wire_what_a_list_of_optional_byte_strings_is() {
+        let before: Vec<Option<serde_bytes::ByteBuf>> =
+            ranges().into_iter().map(|r| r.map(Into::into)).collect();
+        let now: ReadData = ranges().iter().map(|r| r.as_deref()).collect();
+        let bytes = encode(&now).unwrap();
+        assert_eq!(bytes, encode(&before).unwrap());
+        assert_eq!(decode::<ReadData>(&bytes).unwrap(), now);
+        assert_eq!(
+            decode::<Vec<Option<serde_bytes::ByteBuf>>>(&bytes).unwrap(),
+            before
+        );
+        let got: Vec<Option<Vec<u8>>> = now.iter().map(|r| r.map(<[u8]>::to_vec)).collect();
+        assert_eq!(got, ranges());
+    }
+
+    #[test]
+    fn ranges_read_into_one_buffer_keep_their_places_and_failures() {
+        let data = ReadData::from_parts(vec![1, 2, 3, 4, 5, 6], &[2, 1, 3], &[true, false, true]);
+        assert_eq!(data.len(), 3);
+        assert_eq!(data.get(0), Some(&[1, 2][..]));
+        assert_eq!(data.get(1), None, "not read");
+        assert_eq!(data.get(2), Some(&[4, 5, 6][..]));
+        assert_eq!(data.get(3), None, "no such range");
+        // Lengths past the buffer: those ranges are not read.
+        let short = ReadData::from_parts(vec![1, 2], &[2, 4], &[true, true]);
+        assert_eq!((short.get(0), short.get(1)), (Some(&[1, 2][..]), None));
+    }
+
+    #[test]
+    fn a_count_larger_than_what_follows_fails_to_decode_without_reserving_it() {
+        // A count of 2^32 - 1 and one range: the decoder runs out of input, having made room
+        // for at most its bound.
+        let bytes = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x01, 0x01, 0xaa];
+        assert!(decode::<ReadData>(&bytes).is_err());
+    }
+}
