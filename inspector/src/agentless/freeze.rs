@@ -123,6 +123,38 @@ impl Frozen {
     pub fn held_for(&self) -> Duration {
         self.since.elapsed()
     }
+
+    /// Every held thread's general registers, by thread id, as a core's `NT_PRSTATUS` note lays
+    /// them out (`pr_reg`: the kernel's `user_regs_struct`, word by word). A thread that did not
+    /// stop gives none: only a stopped thread's registers can be read.
+    pub fn registers(&self) -> Vec<(u32, Vec<u64>)> {
+        (self.held.iter())
+            .filter_map(|&(tid, _)| Some((tid.as_raw() as u32, user_regs(tid)?)))
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn user_regs(tid: Pid) -> Option<Vec<u64>> {
+    let r = ptrace::getregs(tid).ok()?;
+    Some(vec![
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base, r.ds,
+        r.es, r.fs, r.gs,
+    ])
+}
+
+#[cfg(target_arch = "aarch64")]
+fn user_regs(tid: Pid) -> Option<Vec<u64>> {
+    let r = ptrace::getregs(tid).ok()?;
+    let mut words = r.regs.to_vec();
+    words.extend([r.sp, r.pc, r.pstate]);
+    Some(words)
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn user_regs(_: Pid) -> Option<Vec<u64>> {
+    None
 }
 
 impl Drop for Frozen {

@@ -117,7 +117,8 @@ impl MemorySession {
             crate::values::add_statics(&mut dump, &self.decoder.statics, &self.decoder.values);
         }
         let mem = self.reader.memory();
-        let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading);
+        let held = frozen.as_ref();
+        let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
         crate::threads::keep_unmoved(&mut dump, pid, &threads);
         let tables = crate::attach::procfs::SocketTables::new(pid);

@@ -276,13 +276,13 @@ fn read_values(
     let (through_agent, threads) = match client {
         Some(client) => {
             let mem = crate::attach::memory::AgentMemory::new(client, pid);
-            let threads = add_thread_locals(dump, &mem, plan, reading);
+            let threads = add_thread_locals(dump, &mem, plan, reading, None);
             crate::values::read_locals(dump, &plan.values, &mem, now);
             (mem.through_agent(), threads)
         }
         None => {
             let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
-            let threads = add_thread_locals(dump, &mem, plan, reading);
+            let threads = add_thread_locals(dump, &mem, plan, reading, None);
             crate::values::read_locals(dump, &plan.values, &mem, now);
             (false, threads)
         }
@@ -296,21 +296,26 @@ fn read_values(
     through_agent
 }
 
-/// Gives `dump` the locals of its live process's threads (those not running) that may hold what a
-/// task waits for, from their stacks read through `mem`, where wait targets are read, the plan has
-/// such locals and a task waits on something a thread can hold. The threads read, for
+/// Gives `dump` the locals of its live process's threads (those not running, or every one where
+/// they are `held` stopped, with all their registers) that may hold what a task waits for, from
+/// their stacks read through `mem`, where wait targets are read, the plan has such locals and a
+/// task waits on something a thread can hold. The threads read, for
 /// [`crate::threads::keep_unmoved`].
 pub(crate) fn add_thread_locals(
     dump: &mut Dump,
     mem: &dyn asyncdump_walker::Memory,
     plan: &Plan,
     reading: &Reading,
+    held: Option<&crate::agentless::freeze::Frozen>,
 ) -> Vec<crate::threads::Thread> {
     if !reading.targets || plan.frame_locals.is_empty() || !crate::waits::any_holdable_wait(dump) {
         return Vec::new();
     }
     let pid = dump.process.pid;
-    let threads = crate::threads::registers::live(pid);
+    let threads = match held {
+        Some(frozen) => crate::threads::registers::held(pid, frozen.registers()),
+        None => crate::threads::registers::live(pid),
+    };
     if threads.is_empty() {
         return threads;
     }

@@ -1,10 +1,11 @@
 //! Where each thread's stack starts: its registers, and the files mapped into its process.
 //!
-//! A live process is never stopped for this. `/proc/PID/task/TID/syscall` gives the stack and
+//! A live process is not stopped for this. `/proc/PID/task/TID/syscall` gives the stack and
 //! instruction pointers of a thread that is not running (blocked in a system call, or stopped):
 //! such a thread's stack does not change while it is read, unless it wakes meanwhile, which
 //! [`still_there`] tells afterwards. A running thread (`running`) is left out: its stack moves
-//! under any read. A core file keeps every thread's registers (`NT_PRSTATUS`), all of them.
+//! under any read. Where the threads are held (`--stop`), every one is read, with all its
+//! registers ([`held`]), as a core file keeps them (`NT_PRSTATUS`).
 
 use std::path::PathBuf;
 
@@ -30,14 +31,41 @@ pub fn live(pid: u32) -> Vec<Thread> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|tid| {
             let regs = registers(pid, tid)?;
-            let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-                .ok()
-                .map(|s| s.trim_end_matches('\n').to_owned());
-            Some(Thread { tid, name, regs })
+            Some(Thread {
+                tid,
+                name: comm(pid, tid),
+                regs,
+            })
         })
         .collect();
     threads.sort_by_key(|t| t.tid);
     threads
+}
+
+/// The threads of live process `pid` held stopped, with every register: `regs` by thread id, in
+/// `pr_reg`'s layout (as `crate::agentless::freeze::Frozen::registers` reads them), and then any
+/// thread not held (or whose registers could not be read) as [`live`] finds it.
+pub fn held(pid: u32, regs: Vec<(u32, Vec<u64>)>) -> Vec<Thread> {
+    let mut threads: Vec<Thread> = (regs.into_iter())
+        .filter_map(|(tid, words)| {
+            let mut t = from_pr_reg(tid, |w| words.get(w).copied())?;
+            t.name = comm(pid, tid);
+            Some(t)
+        })
+        .collect();
+    let unheld: Vec<Thread> = (live(pid).into_iter())
+        .filter(|l| !threads.iter().any(|t| t.tid == l.tid))
+        .collect();
+    threads.extend(unheld);
+    threads.sort_by_key(|t| t.tid);
+    threads
+}
+
+/// Thread `tid`'s name (`comm`), where `/proc` tells.
+fn comm(pid: u32, tid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_owned())
 }
 
 /// Thread `tid`'s stack and instruction pointers, if it is not running.
@@ -61,12 +89,13 @@ fn syscall_registers(line: &str) -> Option<Registers> {
     (sp != 0 && pc != 0).then_some(Registers::pointers(pc, sp))
 }
 
-/// Whether each of `threads` is still where it was read (same registers): a thread that woke
-/// while its stack was read may have changed what was read.
+/// Whether each of `threads` is still where it was read (same stack and instruction pointers): a
+/// thread that woke while its stack was read may have changed what was read.
 pub fn still_there(pid: u32, threads: &[Thread]) -> Vec<bool> {
+    let pointers = |r: Registers| (r.pc, r.sp);
     threads
         .iter()
-        .map(|t| registers(pid, t.tid) == Some(t.regs))
+        .map(|t| registers(pid, t.tid).map(pointers) == Some(pointers(t.regs)))
         .collect()
 }
 
@@ -119,6 +148,11 @@ pub fn from_prstatus(desc: &[u8]) -> Option<Thread> {
         Some(u64::from_ne_bytes(desc.get(at..at + 8)?.try_into().ok()?))
     };
     let tid = u32::from_ne_bytes(desc.get(32..36)?.try_into().ok()?);
+    from_pr_reg(tid, word)
+}
+
+/// Thread `tid` with every register, from `pr_reg`'s words (`word(i)`: the `i`th).
+fn from_pr_reg(tid: u32, word: impl Fn(usize) -> Option<u64>) -> Option<Thread> {
     let (by_dwarf, sp, pc) = PR_REG;
     let mut regs = Registers::pointers(word(pc)?, word(sp)?);
     for (dwarf, &w) in by_dwarf.iter().enumerate() {

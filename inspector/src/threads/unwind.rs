@@ -46,7 +46,7 @@ pub struct Registers {
     pub pc: u64,
     pub sp: u64,
     /// The general registers by DWARF number, where known: a thread read through `/proc` gives
-    /// none (only a stop gives every register), a core file every one.
+    /// none, a stopped one (`--stop`) and a core file every one.
     pub general: [Option<u64>; REGISTERS],
 }
 
