@@ -406,37 +406,40 @@ fn a_lock_a_permit_or_a_sender_kept_by_optimised_code_is_held_by_that_thread() {
     );
 }
 
-/// A guard that optimised code keeps in a register across a bare system call: no frame on the
-/// thread's stack saved that register, so `/proc` (the stack and instruction pointers only) cannot
-/// tell it. With every thread stopped, each one's registers are read, all of them, as a core keeps
-/// them: both name the thread that holds the lock; a plain live read may not know it.
+/// A guard that optimised code keeps in a register across a bare system call, or while its thread
+/// spins (`--spin`, never entering the kernel): no frame on the thread's stack saved that register,
+/// and `/proc` gives the stack and instruction pointers only (of a running thread, nothing). With
+/// every thread stopped, each one's registers are read, all of them, as a core keeps them: both
+/// name the thread that holds the lock; a plain live read may not know it.
 #[test]
 fn a_lock_held_in_a_register_nothing_saved_is_found_where_the_threads_registers_are_read() {
     let exe = crate::support::optimised_bin("parked_holder");
-    let fx = Fixture::start_path(&exe, &[], &[]);
-    let held = "Mutex @ 0x…: locked, held by thread N (`guard` in parked_holder::main::{async_block#0}::{closure#0}, declared at fixtures/src/bin/parked_holder.rs:44), this task 1st of 1 waiting";
+    let held = "Mutex @ 0x…: locked, held by thread N (`guard` in parked_holder::main::{async_block#0}::{closure#1}, declared at fixtures/src/bin/parked_holder.rs:58), this task 1st of 1 waiting";
+    let outside = "Mutex @ 0x…: locked, held outside the tasks, this task 1st of 1 waiting";
     let lines = |text: &str| -> Vec<String> {
         (static_wait_lines(text).iter())
             .map(|l| every_thread_as_n(l))
             .collect()
     };
-    let pid = fx.pid.to_string();
-    let live = dump_until(fx.pid, &["--no-agent"], |t| t.contains("↳ Mutex"));
-    let outside = "Mutex @ 0x…: locked, held outside the tasks, this task 1st of 1 waiting";
-    assert!(
-        lines(&live) == [held] || lines(&live) == [outside],
-        "live\n{live}"
-    );
-    let stopped = asyncdump_ok(&["dump", "--stop", "--no-agent", &pid]);
-    assert_eq!(lines(&stopped), [held], "stopped\n{stopped}");
-    assert!(stopped.contains(" \"parked\" ("), "{stopped}");
-    let dir = tempdir();
-    let core = gcore(fx.pid, dir.as_path());
-    let from_core = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
-    assert_eq!(lines(&from_core), [held], "core\n{from_core}");
-    // Let go: the process runs on, and its threads are traced by no one.
-    let status = std::fs::read_to_string(format!("/proc/{}/status", fx.pid)).unwrap();
-    assert!(status.contains("TracerPid:\t0\n"), "{status}");
+    for args in [&[][..], &["--spin"][..]] {
+        let fx = Fixture::start_path(&exe, args, &[]);
+        let pid = fx.pid.to_string();
+        let live = dump_until(fx.pid, &["--no-agent"], |t| t.contains("↳ Mutex"));
+        assert!(
+            lines(&live) == [held] || lines(&live) == [outside],
+            "{args:?} live\n{live}"
+        );
+        let stopped = asyncdump_ok(&["dump", "--stop", "--no-agent", &pid]);
+        assert_eq!(lines(&stopped), [held], "{args:?} stopped\n{stopped}");
+        assert!(stopped.contains(" \"parked\" ("), "{stopped}");
+        let dir = tempdir();
+        let core = gcore(fx.pid, dir.as_path());
+        let from_core = asyncdump_ok(&["dump", "--core", core.to_str().unwrap()]);
+        assert_eq!(lines(&from_core), [held], "{args:?} core\n{from_core}");
+        // Let go: the process runs on, and its threads are traced by no one.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", fx.pid)).unwrap();
+        assert!(status.contains("TracerPid:\t0\n"), "{status}");
+    }
 }
 
 /// `line` with every thread named in it as `thread N`.
