@@ -103,11 +103,19 @@ impl<'de> Visitor<'de> for Ranges {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReadData, A::Error> {
-        let mut data = ReadData::default();
-        data.ranges
-            .reserve(seq.size_hint().unwrap_or(0).min(MAX_RESERVED));
-        // Borrowed from the frame where the decoder can: copied once, into `data`.
+        let mut chunks: Vec<Option<Chunk<'de>>> =
+            Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_RESERVED));
+        // Borrowed from the frame where the decoder can, then copied once into a buffer of their
+        // size: grown range by range, megabytes would be copied again at each doubling.
         while let Some(range) = seq.next_element::<Option<Chunk<'de>>>()? {
+            chunks.push(range);
+        }
+        let total = chunks.iter().flatten().map(|c| c.0.len()).sum();
+        let mut data = ReadData {
+            bytes: Vec::with_capacity(total),
+            ranges: Vec::with_capacity(chunks.len()),
+        };
+        for range in &chunks {
             data.push(range.as_ref().map(|c| &*c.0));
         }
         Ok(data)
