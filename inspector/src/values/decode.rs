@@ -761,18 +761,21 @@ impl Decoder<'_> {
 }
 
 /// The name `s` as a shared string, made once per thread: every waiter's semaphore and channel
-/// value has the same few field names, and copying each would be an allocation per field.
+/// value has the same few field names, and copying each would be an allocation per field. The
+/// names are the decoder's own literals, a dozen or so: found by where they lie, a look through
+/// them costs less than hashing one.
 fn named(s: &'static str) -> Arc<str> {
     thread_local! {
-        static NAMES: std::cell::RefCell<crate::model::FastMap<&'static str, Arc<str>>> =
-            Default::default();
+        static NAMES: std::cell::RefCell<Vec<(&'static str, Arc<str>)>> = Default::default();
     }
+    let same = |k: &&'static str| std::ptr::eq(*k, s) || *k == s;
     NAMES.with(|names| {
-        names
-            .borrow_mut()
-            .entry(s)
-            .or_insert_with(|| s.into())
-            .clone()
+        let mut names = names.borrow_mut();
+        if let Some((_, name)) = names.iter().find(|(k, _)| same(k)) {
+            return name.clone();
+        }
+        names.push((s, s.into()));
+        names[names.len() - 1].1.clone()
     })
 }
 
