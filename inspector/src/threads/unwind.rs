@@ -15,7 +15,7 @@
 //! (a thread read through `/proc` gives only its stack and instruction pointers) is known in a
 //! caller only once a callee between them saved it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use asyncdump_walker::Memory;
 use gimli::{
@@ -107,22 +107,39 @@ struct Unwind {
 pub struct Modules {
     /// Ranges of mapped files, sorted, each with its module's index.
     ranges: Vec<(u64, u64, usize)>,
-    /// Each range's file offset, by the range's index, and each file opened once to read code from.
+    /// Each range's file offset, by the range's index.
     offsets: Vec<u64>,
-    files: crate::model::FastMap<usize, Option<std::fs::File>>,
-    /// Each file's path and load bias, and its frame information once asked for (`None` inside:
-    /// the file has none, or could not be read).
-    modules: Vec<(PathBuf, u64, Option<Option<Unwind>>)>,
+    modules: Vec<Module>,
+}
+
+/// A mapped file: its path and load bias, opened once on first use (for its frame information and
+/// its code), its frame information once asked for (`None` inside: it has none, or could not be
+/// opened or read).
+struct Module {
+    path: PathBuf,
+    base: u64,
+    file: Option<Option<std::fs::File>>,
+    unwind: Option<Option<Unwind>>,
+}
+
+impl Module {
+    fn file(&mut self) -> Option<&std::fs::File> {
+        let path = &self.path;
+        (self
+            .file
+            .get_or_insert_with(|| std::fs::File::open(path).ok()))
+        .as_ref()
+    }
 }
 
 impl Modules {
     /// The files of `mappings` (`/proc/PID/maps`, a core's `NT_FILE`), each biased by where its
     /// offset 0 is mapped.
     pub fn new(mappings: &[Mapping]) -> Modules {
-        let mut modules: Vec<(PathBuf, u64, Option<Option<Unwind>>)> = Vec::new();
+        let mut modules: Vec<Module> = Vec::new();
         let mut ranges = Vec::new();
         for m in mappings {
-            let i = match modules.iter().position(|(p, ..)| *p == m.path) {
+            let i = match modules.iter().position(|o| o.path == m.path) {
                 Some(i) => i,
                 None => {
                     let Some(base) = (mappings.iter())
@@ -131,7 +148,12 @@ impl Modules {
                     else {
                         continue;
                     };
-                    modules.push((m.path.clone(), base, None));
+                    modules.push(Module {
+                        path: m.path.clone(),
+                        base,
+                        file: None,
+                        unwind: None,
+                    });
                     modules.len() - 1
                 }
             };
@@ -144,7 +166,6 @@ impl Modules {
             ranges,
             modules,
             offsets,
-            files: Default::default(),
         }
     }
 
@@ -158,13 +179,11 @@ impl Modules {
             return None;
         }
         let offset = at - start + self.offsets[i];
-        let path = &self.modules[m].0;
-        let file = self
-            .files
-            .entry(m)
-            .or_insert_with(|| std::fs::File::open(path).ok());
         let mut out = vec![0; len];
-        file.as_ref()?.read_exact_at(&mut out, offset).ok()?;
+        self.modules[m]
+            .file()?
+            .read_exact_at(&mut out, offset)
+            .ok()?;
         Some(out)
     }
 
@@ -175,16 +194,19 @@ impl Modules {
         if !(start..end).contains(&pc) {
             return None;
         }
-        let (path, base, unwind) = &mut self.modules[m];
-        unwind.get_or_insert_with(|| load(path, *base)).as_ref()
+        let module = &mut self.modules[m];
+        if module.unwind.is_none() {
+            let base = module.base;
+            module.unwind = Some(module.file().and_then(|f| load(f, base)));
+        }
+        module.unwind.as_ref()?.as_ref()
     }
 }
 
 /// A file's `.eh_frame` and `.eh_frame_hdr`, at the addresses the process has them (`base` is
 /// where the file's offset 0 is mapped).
-fn load(path: &Path, base: u64) -> Option<Unwind> {
+fn load(file: &std::fs::File, base: u64) -> Option<Unwind> {
     use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
     let cache = object::ReadCache::new(file.try_clone().ok()?);
     let obj = object::File::parse(&cache).ok()?;
@@ -433,7 +455,7 @@ mod tests {
             1,
             "a file whose start is not mapped is left out"
         );
-        assert_eq!(m.modules[0].1, 0x6000);
+        assert_eq!(m.modules[0].base, 0x6000);
         assert_eq!(m.ranges, vec![(0x6000, 0x7000, 0), (0x7000, 0x8000, 0)]);
     }
 
