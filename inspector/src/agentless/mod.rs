@@ -238,11 +238,9 @@ fn probe(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(denied()),
         Err(_) => return Err(TargetError::NoSuchProcess { pid }),
     };
-    let first = maps.lines().find_map(|l| {
-        let (range, perms) = l.split_once(' ')?;
-        perms.starts_with('r').then_some(())?;
-        u64::from_str_radix(range.split('-').next()?, 16).ok()
-    });
+    let first = (asyncdump_walker::memory::maps::lines(&maps))
+        .find(|m| m.perms.starts_with('r'))
+        .map(|m| m.start);
     let Some(at) = first else {
         // A zombie, or a process between exec and its first mapping.
         return Err(TargetError::Exited { pid });

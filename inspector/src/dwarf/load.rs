@@ -29,18 +29,9 @@ pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError
         &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
     );
     let maps = crate::attach::procfs::maps(pid).map_err(|e| bad(e.to_string()))?;
-    let start = maps
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (range, offset, ino) = (f.first()?, f.get(2)?, f.get(4)?);
-            let at_zero =
-                u64::from_str_radix(offset, 16).ok()? == 0 && ino.parse::<u64>().ok()? == inode;
-            at_zero
-                .then(|| u64::from_str_radix(range.split('-').next()?, 16).ok())
-                .flatten()
-        })
-        .next()
+    let start = (asyncdump_walker::memory::maps::lines(&maps))
+        .find(|m| m.offset == 0 && m.inode == inode)
+        .map(|m| m.start)
         .ok_or_else(|| {
             bad(format!(
                 "no mapping of {} (inode {inode}) in process {pid}",

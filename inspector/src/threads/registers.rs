@@ -101,21 +101,13 @@ pub fn still_there(pid: u32, threads: &[Thread]) -> Vec<bool> {
 
 /// The files of `/proc/PID/maps` text.
 pub fn mappings(maps: &str) -> Vec<Mapping> {
-    maps.lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(6, ' ');
-            let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
-            let (_dev, _inode, path) = (f.next()?, f.next()?, f.next()?.trim_start());
-            if !path.starts_with('/') || path.ends_with(" (deleted)") {
-                return None;
-            }
-            let (start, end) = range.split_once('-')?;
-            Some(Mapping {
-                start: u64::from_str_radix(start, 16).ok()?,
-                end: u64::from_str_radix(end, 16).ok()?,
-                offset: u64::from_str_radix(offset, 16).ok()?,
-                path: PathBuf::from(path),
-            })
+    (asyncdump_walker::memory::maps::lines(maps))
+        .filter(|m| m.path.starts_with('/') && !m.path.ends_with(" (deleted)"))
+        .map(|m| Mapping {
+            start: m.start,
+            end: m.end,
+            offset: m.offset,
+            path: PathBuf::from(m.path),
         })
         .collect()
 }

@@ -7,11 +7,14 @@
 //! batch. Batches exist because a read of another process costs a system call, and one
 //! `process_vm_readv` takes up to 1,024 ranges.
 //!
+//! [`maps`] reads the lines of `/proc/PID/maps`.
+//!
 //! Sources: [`ProcessMemory`] (a live process, this one included; feature `process`) and
 //! [`ImageMemory`] (byte regions held in memory: tests, and any source that has loaded its bytes, such
 //! as the segments of a core file).
 
 mod image;
+pub mod maps;
 #[cfg(feature = "process")]
 mod process;
 

@@ -104,23 +104,10 @@ fn heap_regions(maps: &str) -> Vec<Region> {
     let mut out = Vec::new();
     // The end of the last inaccessible anonymous mapping: a guard, if a writable one starts there.
     let mut guard_end = None;
-    for line in maps.lines() {
-        let mut f = line.split_ascii_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-            continue;
-        };
-        let inode = f.nth(2).unwrap_or("");
-        let name = f.next().unwrap_or("");
-        let Some((start, end)) = range.split_once('-').and_then(|(a, b)| {
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        }) else {
-            continue;
-        };
+    for m in super::maps::lines(maps) {
+        let (start, end, perms, name) = (m.start, m.end, m.perms, m.path);
         let anonymous =
-            inode == "0" && (name.is_empty() || name == "[heap]" || name.starts_with("[anon"));
+            m.inode == 0 && (name.is_empty() || name == "[heap]" || name.starts_with("[anon"));
         let after_guard = guard_end == Some(start);
         // A guard is a page or a few; an arena's inaccessible reserve, which the next arena may
         // start right after, is megabytes.
