@@ -23,12 +23,18 @@ pub struct Thread {
 /// The threads of live process `pid` that are not running, with their registers. Empty where
 /// `/proc` does not say (another user's process, Yama): no thread is then named as a holder.
 pub fn live(pid: u32) -> Vec<Thread> {
+    live_but(pid, &[])
+}
+
+/// [`live`], leaving out the threads `known`, whose `/proc` files are not read.
+fn live_but(pid: u32, known: &[u32]) -> Vec<Thread> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
     let mut threads: Vec<Thread> = tasks
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|tid| !known.contains(tid))
         .filter_map(|tid| {
             let regs = registers(pid, tid)?;
             Some(Thread {
@@ -53,10 +59,8 @@ pub fn held(pid: u32, regs: Vec<(u32, Vec<u64>)>) -> Vec<Thread> {
             Some(t)
         })
         .collect();
-    let unheld: Vec<Thread> = (live(pid).into_iter())
-        .filter(|l| !threads.iter().any(|t| t.tid == l.tid))
-        .collect();
-    threads.extend(unheld);
+    let known: Vec<u32> = threads.iter().map(|t| t.tid).collect();
+    threads.extend(live_but(pid, &known));
     threads.sort_by_key(|t| t.tid);
     threads
 }
