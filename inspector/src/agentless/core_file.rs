@@ -378,14 +378,9 @@ mod tests {
         let from_file = crate::dwarf::build_id(Path::new(exe)).unwrap();
         let inode = std::fs::metadata(exe).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
         let maps = crate::attach::procfs::maps(me).unwrap();
-        let base = maps
-            .lines()
-            .find(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.get(2) == Some(&"00000000")
-                    && f.get(4).map(|i| i.parse().ok()) == Some(inode.as_ref().ok().copied())
-            })
-            .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+        let base = (asyncdump_walker::memory::maps::lines(&maps))
+            .find(|m| m.offset == 0 && inode.as_ref().ok() == Some(&m.inode))
+            .map(|m| m.start)
             .expect("the executable's first mapping");
         let mem = asyncdump_walker::ProcessMemory::own();
         let from_memory = build_id_at(&mem, base).map(|id| crate::dwarf::hex(&id));

@@ -304,8 +304,8 @@ mod tests {
             }
             let exe = exe.to_str()?;
             let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-            let line = maps.lines().find(|l| l.ends_with(exe))?;
-            u64::from_str_radix(line.split('-').next()?, 16).ok()
+            let sleep = super::super::maps::lines(&maps).find(|m| m.path == exe)?;
+            Some(sleep.start)
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let start = loop {
