@@ -68,26 +68,26 @@ impl ProcessMemory {
         Ok(used)
     }
 
-    /// One `process_vm_readv` over `chunk` (at most [`IOV_MAX`] reads, none at address 0): how many
-    /// reads from its start were read whole, or the errno.
+    /// One `process_vm_readv` over the reads of `chunk` not marked failed (at most [`IOV_MAX`],
+    /// none at address 0): how many of them from its start were read whole, or the errno.
     fn read_chunk(&self, chunk: &mut [Read<'_>]) -> Result<usize, Errno> {
-        let remote: Vec<RemoteIoVec> = chunk
-            .iter()
+        let remote: Vec<RemoteIoVec> = (chunk.iter().filter(|r| !r.failed))
             .map(|r| RemoteIoVec {
                 base: r.addr as usize,
                 len: r.dst.len(),
             })
             .collect();
-        let mut local: Vec<IoSliceMut<'_>> =
-            chunk.iter_mut().map(|r| IoSliceMut::new(r.dst)).collect();
+        let mut local: Vec<IoSliceMut<'_>> = (chunk.iter_mut().filter(|r| !r.failed))
+            .map(|r| IoSliceMut::new(r.dst))
+            .collect();
         let mut left = nix::sys::uio::process_vm_readv(self.pid, &mut local, &remote)?;
         drop(local);
         // Reads wholly inside the `left` bytes succeeded.
-        Ok(chunk
+        Ok(remote
             .iter()
             .take_while(|r| {
-                let whole = left >= r.dst.len();
-                left = left.saturating_sub(r.dst.len());
+                let whole = left >= r.len;
+                left = left.saturating_sub(r.len);
                 whole
             })
             .count())
@@ -164,18 +164,20 @@ fn in_use(
 
 impl Memory for ProcessMemory {
     fn read_many(&self, reads: &mut [Read<'_>]) -> Result<(), Unreadable> {
+        // Reads known to fail are marked and left out of the calls, rather than ending a call where
+        // they stand: a batch with a null pointer every other read is still one call, not one each.
         let known_bad = |r: &Read<'_>| r.failed || r.addr == 0 || usize::try_from(r.addr).is_err();
-        let mut i = 0;
-        while i < reads.len() {
-            if known_bad(&reads[i]) {
-                reads[i].failed = true;
-                i += 1;
-                continue;
+        let mut asked = Vec::with_capacity(reads.len());
+        for (i, r) in reads.iter_mut().enumerate() {
+            match known_bad(r) {
+                true => r.failed = true,
+                false => asked.push(i),
             }
-            // A chunk runs to the next read known to fail, so the kernel is never asked for it.
-            let limit = reads.len().min(i + IOV_MAX);
-            let end = (i..limit).find(|&j| known_bad(&reads[j])).unwrap_or(limit);
-            let chunk = &mut reads[i..end];
+        }
+        let mut next = 0;
+        while next < asked.len() {
+            let last = asked.len().min(next + IOV_MAX);
+            let chunk = &mut reads[asked[next]..=asked[last - 1]];
             let done = match self.read_chunk(chunk) {
                 Ok(done) => done,
                 // Nothing was read: the first range faults.
@@ -186,10 +188,11 @@ impl Memory for ProcessMemory {
                     });
                 }
             };
-            i += done;
-            if done < chunk.len() {
-                reads[i].failed = true;
-                i += 1;
+            next += done;
+            // The call stopped at this one: it failed, and the rest are asked in the next.
+            if next < last {
+                reads[asked[next]].failed = true;
+                next += 1;
             }
         }
         Ok(())
@@ -286,6 +289,30 @@ mod tests {
                 .filter(|i| i % 700 != 699)
                 .all(|i| u64::from_ne_bytes(out[i]) == words[i])
         );
+    }
+
+    #[test]
+    fn null_pointers_between_reads_and_faults_across_calls_fail_each_alone() {
+        // Every third read a null pointer, every 500th an unmapped page: more than one call's
+        // worth of reads asked, none in the wrong place.
+        let words: Vec<u64> = (0..4000).collect();
+        let mut out = vec![[0u8; 8]; words.len()];
+        let at = |i: usize| match i {
+            _ if i % 3 == 1 => 0,
+            _ if i % 500 == 499 => 0x30,
+            _ => &words[i] as *const u64 as u64,
+        };
+        let mut reads: Vec<Read<'_>> = (out.iter_mut().enumerate())
+            .map(|(i, dst)| Read::new(at(i), dst))
+            .collect();
+        ProcessMemory::own().read_many(&mut reads).expect("own");
+        let failed: Vec<bool> = reads.iter().map(|r| r.failed).collect();
+        drop(reads);
+        for (i, failed) in failed.into_iter().enumerate() {
+            let bad = at(i) < 0x1000;
+            assert_eq!(failed, bad, "read {i}");
+            assert!(bad || u64::from_ne_bytes(out[i]) == words[i], "read {i}");
+        }
     }
 
     /// Another process, read from outside: its executable's first mapped page starts with the ELF magic.
