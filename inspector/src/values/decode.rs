@@ -17,6 +17,8 @@ use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes, 
 pub(super) struct Bytes {
     runs: Vec<Run>,
     chunks: Vec<Vec<u8>>,
+    /// How many of `chunks` were given (see [`Bytes::given`]), not read: kept by [`Bytes::clear`].
+    given: usize,
     pub(super) total: u64,
     /// The runs the last two lookups found, the latest first: a frame's locals lie together, and
     /// so do the parts of what they point to, and a dump goes from one to the other and back.
@@ -84,7 +86,18 @@ impl Bytes {
                 at,
             });
         }
+        self.given = self.chunks.len();
         self.sort();
+    }
+
+    /// Forgets every run read, keeping those given: the next batch of locals reads its own, into
+    /// the memory this one's bytes took.
+    pub(super) fn clear(&mut self) {
+        let given = self.given;
+        (self.runs).retain(|r| r.at.is_some_and(|(chunk, _)| (chunk as usize) < given));
+        self.chunks.truncate(given);
+        self.total = 0;
+        self.last.set([0, 0]);
     }
 
     /// Reads `runs` (each as long as a need, or merged up to [`MAX_RUN`]) in one batch, into one

@@ -2,10 +2,11 @@
 //! by the decode stage when `-v` or `--fields` asked for them), and the parts of what each leaf waits
 //! for, read from the target's memory, by the plan's value shapes ([`crate::plan::values`]).
 //!
-//! Reads go in rounds, each one batch over the [`Memory`] source: the first reads every local's own
-//! bytes; what they point to (a string's text, a box's pointee, an `Arc`'s counts) is read in the
-//! next, up to [`MAX_DEPTH`] pointers deep. Then each frame's state is read again: a frame that moved
-//! to another await meanwhile (the process kept running) has every local shown as
+//! Locals are read a few thousand at a time (`BATCH`), each group in rounds, each round one batch
+//! of reads over the [`Memory`] source: the first reads the locals' own bytes; what they point to (a
+//! string's text, a box's pointee, an `Arc`'s counts) is read in the next, up to [`MAX_DEPTH`]
+//! pointers deep. Then each of the group's frames has its state read again: a frame that moved to
+//! another await meanwhile (the process kept running) has every local shown as
 //! [`Value::Changed`], never as a value that may be torn. Everything read is bounded: text and items by
 //! [`MAX_TEXT`] and [`MAX_ITEMS`], whatever length the value states, and a dump's reads by
 //! [`MAX_TOTAL_BYTES`].
@@ -46,6 +47,12 @@ pub struct ValuesRead {
     pub changed_frames: usize,
 }
 
+/// Most locals read together. Their own bytes are read in one batch, then what they point to, round
+/// by round; batch after batch, the bytes read take the same memory, few enough to stay in the
+/// cache while their values are decoded (every frame's at once was 7.6 MB at 10,000 tasks of 15
+/// locals).
+const BATCH: usize = 4096;
+
 /// Reads every unread local of `dump` from `mem`. `now_ns` is the snapshot's time on the monotonic
 /// clock, which an `Instant`'s age is measured from (`None`: no age, as for a core file).
 pub fn read_locals(
@@ -64,56 +71,103 @@ pub fn read_locals(
     if roots.locals.is_empty() {
         return ValuesRead::default();
     }
-    let mut bytes = decode::Bytes::default();
-    bytes.given(given);
-    // Each frame's locals lie together in it: one read of the span they cover.
-    bytes.read(mem, roots.frame_spans(types));
-    // Which locals are still unread, by place in `roots`.
-    let mut pending: Vec<u32> = (0..roots.locals.len() as u32).collect();
-    let mut queues = decode::Queues::default();
-    let mut rounds = 1;
-    loop {
-        let mut needs = Vec::new();
-        let round = decode::Round {
-            types,
-            bytes: &bytes,
-            now_ns,
-            last: rounds > MAX_ROUNDS || bytes.total >= MAX_TOTAL_BYTES,
-        };
-        // Only values still waiting for bytes are decoded again.
-        pending.retain(|&i| {
-            let l = &mut roots.locals[i as usize];
-            let Value::Unread { shape, addr, .. } = l.value else {
-                return false;
-            };
-            let before = (needs.len(), queues.asked);
-            let value = decode::value(&round, &mut needs, &mut queues, shape, addr);
-            let done = (needs.len(), queues.asked) == before || round.last;
-            if done {
-                l.value = value;
-            }
-            !done
-        });
-        if (needs.is_empty() && !queues.waiting()) || pending.is_empty() {
-            break;
-        }
-        bytes.read(mem, needs);
-        queues.follow_all(mem);
-        rounds += 1;
+    let mut reader = Reader {
+        types,
+        mem,
+        now_ns,
+        bytes: decode::Bytes::default(),
+        queues: decode::Queues::default(),
+        spent: 0,
+        rounds: 0,
+        moved: Vec::new(),
+    };
+    reader.bytes.given(given);
+    let mut from = 0;
+    while from < roots.locals.len() {
+        let to = roots.batch_end(from);
+        reader.batch(&mut roots, from..to);
+        from = to;
     }
-    let changed = roots.changed_frames(mem);
-    for (l, &check) in roots.locals.iter_mut().zip(&roots.check_of) {
-        if changed[check as usize] {
-            l.value = Value::Changed;
-        } else if matches!(l.value, Value::Unread { .. }) {
-            l.value = Value::Cut;
-        }
-    }
+    reader.moved.sort_unstable();
+    reader.moved.dedup();
     ValuesRead {
         locals: roots.locals.len(),
-        bytes: bytes.total,
-        rounds,
-        changed_frames: roots.count_changed(&changed),
+        bytes: reader.spent,
+        rounds: reader.rounds,
+        changed_frames: reader.moved.len(),
+    }
+}
+
+/// What reading a dump's locals keeps from batch to batch.
+struct Reader<'a> {
+    types: &'a ValueTypes,
+    mem: &'a dyn Memory,
+    now_ns: Option<u64>,
+    bytes: decode::Bytes,
+    /// Queues are followed once for the dump: their waiters may lie in any batch.
+    queues: decode::Queues,
+    /// Bytes read by the batches before.
+    spent: u64,
+    rounds: usize,
+    /// Frames that moved, as (state address, state expected).
+    moved: Vec<(u64, u64)>,
+}
+
+impl Reader<'_> {
+    /// Reads the locals `range` of `roots`, then checks their frames.
+    fn batch(&mut self, roots: &mut Roots<'_>, range: std::ops::Range<usize>) {
+        let bytes = &mut self.bytes;
+        bytes.clear();
+        // Each frame's locals lie together in it: one read of the span they cover.
+        bytes.read(self.mem, roots.frame_spans(self.types, range.clone()));
+        // Which locals are still unread, by place in `roots`.
+        let mut pending: Vec<u32> = range.clone().map(|i| i as u32).collect();
+        let mut rounds = 1;
+        loop {
+            let mut needs = Vec::new();
+            let round = decode::Round {
+                types: self.types,
+                bytes,
+                now_ns: self.now_ns,
+                last: rounds > MAX_ROUNDS || self.spent + bytes.total >= MAX_TOTAL_BYTES,
+            };
+            let queues = &mut self.queues;
+            // Only values still waiting for bytes are decoded again.
+            pending.retain(|&i| {
+                let l = &mut roots.locals[i as usize];
+                let Value::Unread { shape, addr, .. } = l.value else {
+                    return false;
+                };
+                let before = (needs.len(), queues.asked);
+                let value = decode::value(&round, &mut needs, queues, shape, addr);
+                let done = (needs.len(), queues.asked) == before || round.last;
+                if done {
+                    l.value = value;
+                }
+                !done
+            });
+            if (needs.is_empty() && !queues.waiting()) || pending.is_empty() {
+                break;
+            }
+            bytes.read(self.mem, needs);
+            queues.follow_all(self.mem);
+            rounds += 1;
+        }
+        self.spent += bytes.total;
+        self.rounds = self.rounds.max(rounds);
+        let checks =
+            roots.check_of[range.start] as usize..roots.check_of[range.end - 1] as usize + 1;
+        let changed = roots.changed_frames(self.mem, checks.clone());
+        for i in range {
+            let l = &mut roots.locals[i];
+            if changed[roots.check_of[i] as usize - checks.start] {
+                l.value = Value::Changed;
+            } else if matches!(l.value, Value::Unread { .. }) {
+                l.value = Value::Cut;
+            }
+        }
+        let moved = (roots.checks[checks].iter().zip(changed)).filter(|&(_, c)| c);
+        self.moved.extend(moved.map(|(c, _)| (c.addr, c.expected)));
     }
 }
 
@@ -160,11 +214,23 @@ impl<'a> Roots<'a> {
         self.locals.push(l);
     }
 
-    /// The bytes each frame's locals cover.
-    fn frame_spans(&self, types: &ValueTypes) -> Vec<(u64, u32)> {
-        let mut spans: Vec<Option<(u64, u64)>> = vec![None; self.checks.len()];
+    /// Where the batch of locals from `from` ends: after at most [`BATCH`], or as many more as
+    /// its last frame has (a frame's span is read once, in one batch).
+    fn batch_end(&self, from: usize) -> usize {
+        let mut to = (from + BATCH).min(self.locals.len());
+        while to < self.locals.len() && self.check_of[to] == self.check_of[to - 1] {
+            to += 1;
+        }
+        to
+    }
+
+    /// The bytes each frame's locals cover, for the locals `range`.
+    fn frame_spans(&self, types: &ValueTypes, range: std::ops::Range<usize>) -> Vec<(u64, u32)> {
+        let first = self.check_of[range.start] as usize;
+        let mut spans: Vec<Option<(u64, u64)>> =
+            vec![None; self.check_of[range.end - 1] as usize + 1 - first];
         // A leaf's parts have no frame to check (size 0): they are read each on their own.
-        for (l, &check) in self.locals.iter().zip(&self.check_of) {
+        for (l, &check) in self.locals[range.clone()].iter().zip(&self.check_of[range]) {
             let Value::Unread { shape, addr, .. } = l.value else {
                 continue;
             };
@@ -173,7 +239,7 @@ impl<'a> Roots<'a> {
             }
             let size = types.get(shape).map_or(0, |t| t.size.min(MAX_INLINE));
             let end = addr.saturating_add(u64::from(size));
-            let span = spans[check as usize].get_or_insert((addr, end));
+            let span = spans[check as usize - first].get_or_insert((addr, end));
             *span = (span.0.min(addr), span.1.max(end));
         }
         (spans.into_iter().flatten())
@@ -182,27 +248,17 @@ impl<'a> Roots<'a> {
             .collect()
     }
 
-    /// Each frame's state read again, after its locals: whether it moved (or can no longer be
-    /// read), by check.
-    fn changed_frames(&self, mem: &dyn Memory) -> Vec<bool> {
-        let mut words = vec![[0u8; 8]; self.checks.len()];
-        let into = (self.checks.iter().zip(words.iter_mut()))
+    /// The states of `checks` read again, after their locals: whether each frame moved (or can no
+    /// longer be read).
+    fn changed_frames(&self, mem: &dyn Memory, checks: std::ops::Range<usize>) -> Vec<bool> {
+        let checks = &self.checks[checks];
+        let mut words = vec![[0u8; 8]; checks.len()];
+        let into = (checks.iter().zip(words.iter_mut()))
             .map(|(c, w)| &mut w[..usize::from(c.size.min(8))]);
-        let read = (&mem).read_each(self.checks.iter().map(|c| c.addr), into);
-        (self.checks.iter().zip(words).zip(read))
+        let read = (&mem).read_each(checks.iter().map(|c| c.addr), into);
+        (checks.iter().zip(words).zip(read))
             .map(|((c, w), read)| c.size > 0 && (!read || uint(&w, 0, c.size) != Some(c.expected)))
             .collect()
-    }
-
-    /// How many frames `changed` (a frame whose locals are not all together counts once).
-    fn count_changed(&self, changed: &[bool]) -> usize {
-        let mut moved: Vec<(u64, u64)> = (self.checks.iter().zip(changed))
-            .filter(|&(_, &c)| c)
-            .map(|(c, _)| (c.addr, c.expected))
-            .collect();
-        moved.sort_unstable();
-        moved.dedup();
-        moved.len()
     }
 }
 

@@ -607,3 +607,81 @@ proptest::proptest! {
         proptest::prop_assert_eq!(super::decode::socket(&b, false, 4, 2), Some(Value::SocketAddr(want)));
     }
 }
+
+#[test]
+fn a_dump_of_many_frames_is_read_in_groups_each_frame_whole_and_a_queue_shared_across_them() {
+    // 4,096 frames of three locals each (more than two groups of them): frame `i` has its state
+    // byte at its start, then `i` (u64), then a `String` of text "s{i:04}", read through its
+    // pointer. Every 1,000th frame has moved on. The first and the last each wait on the same
+    // semaphore at 0x5000, the last one's node at the tail, the first one's before it.
+    let frames = super::BATCH as u64;
+    let base = |i: u64| 0x10_0000 + i * 0x100;
+    let text = |i: u64| 0x100_0000 + i * 0x10;
+    let node = |i: u64| base(i) + 0x40 + 8;
+    let moved = |i: u64| i % 1000 == 999;
+    let mut mem = ImageMemory::new();
+    assert!(mem.insert(0x5000, words(&[4 << 1, node(frames - 1)])));
+    let types = semaphore_types();
+    let mut nodes = Vec::new();
+    for i in 0..frames {
+        let mut bytes = vec![0u8; 0x60];
+        bytes[0] = if moved(i) { 4 } else { 3 };
+        bytes[0x10..0x18].copy_from_slice(&i.to_le_bytes());
+        bytes[0x20..0x38].copy_from_slice(&words(&[text(i), 5, 5]));
+        // The last one's node follows to the first one's, which ends the list.
+        let prev = if i == frames - 1 { node(0) } else { 0 };
+        bytes[0x40..0x50].copy_from_slice(&words(&[0x5000, prev]));
+        assert!(mem.insert(base(i), bytes));
+        assert!(mem.insert(text(i), format!("s{i:04}").into_bytes()));
+        let check = Check {
+            addr: base(i),
+            size: 1,
+            expected: 3,
+        };
+        let local = |name: &str, shape: u32, at: u64| Local {
+            acquired: None,
+            name: name.into(),
+            type_name: "".into(),
+            value: Value::Unread {
+                shape,
+                addr: base(i) + at,
+                check,
+            },
+        };
+        let mut frame = FrameNode::cut(0);
+        frame.locals = vec![local("n", 0, 0x10), local("s", 1, 0x20)];
+        if i == 0 || i == frames - 1 {
+            frame.locals.push(local("acquire", 6, 0x40));
+        }
+        nodes.push(frame);
+    }
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    dump.tasks.truncate(1);
+    dump.tasks[0].frames = Arc::new(nodes);
+    let read = read_locals(&mut dump, &types, &mem, None);
+    assert_eq!(read.locals, 2 * frames as usize + 2);
+    assert_eq!(read.changed_frames, 4);
+    for (i, f) in (0..frames).zip(dump.tasks[0].frames.iter()) {
+        let values: Vec<&Value> = f.locals.iter().map(|l| &l.value).collect();
+        if moved(i) {
+            assert!(values.iter().all(|v| **v == Value::Changed), "frame {i}");
+            continue;
+        }
+        assert_eq!(values[0], &Value::Uint(i), "frame {i}");
+        assert_eq!(values[1], &Value::text(format!("s{i:04}")), "frame {i}");
+    }
+    let place = |i: usize| {
+        let f = fields(&dump.tasks[0].frames[i].locals[2].value);
+        let at = |name: &str| f.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        (at("queued"), at("position"))
+    };
+    let (first, last) = (place(0), place(frames as usize - 1));
+    assert_eq!(
+        (first.0.clone(), last.0.clone()),
+        (Some(Value::Uint(2)), Some(Value::Uint(2)))
+    );
+    assert_eq!(
+        (first.1, last.1),
+        (Some(Value::Uint(2)), Some(Value::Uint(1)))
+    );
+}
