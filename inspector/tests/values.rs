@@ -91,22 +91,39 @@ fn through_the_agent_the_values_are_the_same_as_read_from_outside() {
     assert_eq!(no_age(&through_agent), no_age(&from_outside));
 }
 
+/// Where the kernel lets the inspector read the process, it reads the values itself, which costs the
+/// process nothing; where the kernel refuses (here strace makes every `process_vm_readv` fail, as a
+/// security module would), they come over the agent's socket, the same.
 #[test]
-fn through_the_agent_the_values_come_over_its_socket_not_from_outside() {
+fn values_are_read_from_outside_where_the_kernel_allows_it_and_through_the_agent_where_not() {
     let fx = Fixture::start("locals", &["--agent"]);
     dump_settled(fx.pid, &[], 1);
-    let out = std::process::Command::new("strace")
-        .args(["-f", "-e", "trace=process_vm_readv", "-o", "/dev/stderr"])
-        .arg(env!("CARGO_BIN_EXE_asyncdump"))
-        .args(["dump", &fx.pid.to_string(), "-v"])
-        .env("XDG_CACHE_HOME", crate::support::plan_cache_of_this_run())
-        .output()
-        .expect("strace is installed");
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let traced = |refused: bool| {
+        let mut strace = std::process::Command::new("strace");
+        strace.args(["-f", "-e", "trace=process_vm_readv", "-o", "/dev/stderr"]);
+        if refused {
+            strace.args(["-e", "inject=process_vm_readv:error=EPERM"]);
+        }
+        let out = (strace.arg(env!("CARGO_BIN_EXE_asyncdump")))
+            .args(["dump", &fx.pid.to_string(), "-v"])
+            .env("XDG_CACHE_HOME", crate::support::plan_cache_of_this_run())
+            .output()
+            .expect("strace is installed");
+        assert!(out.status.success(), "{out:?}");
+        let calls = String::from_utf8_lossy(&out.stderr)
+            .matches("process_vm_readv(")
+            .count();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), calls)
+    };
+    let (text, calls) = traced(false);
     assert_the_handlers_locals(&locals_of_handle(&text));
-    let traced = String::from_utf8_lossy(&out.stderr);
-    assert!(!traced.contains("process_vm_readv("), "{traced}");
+    assert!(calls > 1, "the values read from outside: {calls} reads");
+    let (text, calls) = traced(true);
+    assert_the_handlers_locals(&locals_of_handle(&text));
+    assert_eq!(
+        calls, 1,
+        "one refused read, then none: the rest through the agent"
+    );
 }
 
 #[test]

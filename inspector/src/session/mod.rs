@@ -259,9 +259,9 @@ impl Session {
     }
 }
 
-/// Reads what `dump`'s decoded frames carry unread (locals, what leaves wait for) through the
-/// agent's `client`, as the walk was (the kernel may not let us read the process), or from outside
-/// without one; and finds who holds what. Whether the agent answered every read.
+/// Reads what `dump`'s decoded frames carry unread (locals, what leaves wait for) from outside where
+/// the kernel lets us, else through the agent's `client`, as the walk was; and finds who holds
+/// what. Whether the agent was asked and answered every read.
 fn read_values(
     client: Option<&mut Client>,
     plan: &Plan,
@@ -273,6 +273,8 @@ fn read_values(
     if reading.targets {
         crate::values::add_statics(dump, &plan.statics, &plan.values);
     }
+    // What the kernel lets us read ourselves costs the process nothing; the agent reads the rest.
+    let client = client.filter(|_| !crate::attach::memory::readable_from_outside(pid));
     let (through_agent, threads) = match client {
         Some(client) => {
             let mem = crate::attach::memory::AgentMemory::new(client, pid);
@@ -459,7 +461,9 @@ impl AgentSession {
             let mut dump = dump;
             let reads = self.reading.targets || self.reading.locals.any();
             if let Some(plan) = self.decoder.as_ref().filter(|_| reads) {
-                if self.reader.is_none() {
+                // A second connection, only where the kernel lets us read nothing ourselves.
+                let pid = dump.process.pid;
+                if self.reader.is_none() && !crate::attach::memory::readable_from_outside(pid) {
                     self.reader = self.client.reconnect().ok();
                 }
                 // Without a second connection (the agent's slots are taken), from outside.
