@@ -154,7 +154,9 @@ mod tests {
     fn this_process_is_readable_from_outside_and_one_gone_is_not() {
         assert!(readable_from_outside(std::process::id()));
         // A child waited for: its pid names no process until it is used again.
-        let mut child = std::process::Command::new("true").spawn().expect("run true");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("run true");
         let pid = child.id();
         child.wait().expect("wait");
         assert!(!readable_from_outside(pid));

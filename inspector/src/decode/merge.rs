@@ -486,12 +486,8 @@ impl<'a> Merge<'a> {
 
     /// Local (or wait target part) `l` of the future at `base`, unread, to be checked by `check`.
     fn unread(&self, l: &LocalPlan, base: u64, check: Check) -> Local {
-        let type_name =
-            (self.plan.values.get(l.ty)).map_or_else(|| Arc::from(""), |t| t.name.clone());
         Local {
-            acquired: l.acquired.clone().map(Box::new),
-            name: l.name.clone(),
-            type_name,
+            info: l.info(&self.plan.values),
             value: Value::Unread {
                 shape: l.ty,
                 addr: base.wrapping_add(u64::from(l.offset)),

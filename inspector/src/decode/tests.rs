@@ -334,12 +334,14 @@ fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() 
                 offset: 8,
                 ty: 0,
                 acquired: None,
+                info: Default::default(),
             },
             LocalPlan {
                 name: "name".into(),
                 offset: 16,
                 ty: 0,
                 acquired: None,
+                info: Default::default(),
             },
         ]);
     }
@@ -366,7 +368,7 @@ fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() 
     assert!(locals(&Wanted::None).is_empty());
     let only = locals(&Wanted::Named(vec!["name".into()]));
     assert_eq!(only.len(), 1);
-    assert_eq!((&*only[0].name, &*only[0].type_name), ("name", "u64"));
+    assert_eq!((only[0].name(), only[0].type_name()), ("name", "u64"));
     let check = Check {
         addr: 0x1004,
         size: 1,
@@ -394,6 +396,7 @@ fn async_fn_waiting(name: &str, line: u32, kind: crate::plan::values::TargetKind
             offset: 8,
             ty: 0,
             acquired: None,
+            info: Default::default(),
         };
         states.get_mut(&3).unwrap().target = Some(TargetPlan {
             kind,

@@ -16,6 +16,7 @@ use asyncdump_protocol::Discr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Loc;
+use crate::model::values::LocalInfo;
 pub use crate::model::values::PointerKind;
 
 /// Most value types planned per binary; past it, every new type is opaque.
@@ -37,7 +38,43 @@ pub struct LocalPlan {
     /// For a local that may hold a lock guard or permit: the await that took it (the latest lock
     /// acquire awaited before the first await the local lives across), where the state machine says.
     pub acquired: Option<Loc>,
+    /// What every local read here shares, made the first time one is.
+    #[serde(skip)]
+    pub info: Memo<Arc<LocalInfo>>,
 }
+
+impl LocalPlan {
+    /// What every local read here shares: its name, its type's (from `types`), where it was taken.
+    pub fn info(&self, types: &ValueTypes) -> Arc<LocalInfo> {
+        let info = self.info.0.get_or_init(|| {
+            Arc::new(LocalInfo {
+                name: self.name.clone(),
+                type_name: (types.get(self.ty)).map_or_else(|| "".into(), |t| t.name.clone()),
+                acquired: self.acquired.clone(),
+            })
+        });
+        info.clone()
+    }
+}
+
+/// A value worked out once from what it is kept beside: no part of what its owner is (equal
+/// whatever it holds), and never written to the plan cache.
+#[derive(Debug, Clone)]
+pub struct Memo<T>(std::sync::OnceLock<T>);
+
+impl<T> Default for Memo<T> {
+    fn default() -> Memo<T> {
+        Memo(std::sync::OnceLock::new())
+    }
+}
+
+impl<T> PartialEq for Memo<T> {
+    fn eq(&self, _: &Memo<T>) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Memo<T> {}
 
 /// A `static` of the program whose type may hold a lock guard or a channel's end: read with the
 /// wait targets, so that a lock parked in one is named by it.

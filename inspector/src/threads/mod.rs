@@ -77,16 +77,15 @@ pub fn add_locals(
                     thread: t.name.clone(),
                     function: l.function.to_string(),
                     declared: l.declared.clone(),
-                    local: Local {
-                        name: l.name.clone(),
-                        type_name: (types.get(l.ty)).map_or_else(|| "".into(), |t| t.name.clone()),
-                        value: Value::Unread {
+                    local: Local::new(
+                        l.name.clone(),
+                        (types.get(l.ty)).map_or_else(|| "".into(), |t| t.name.clone()),
+                        Value::Unread {
                             shape: l.ty,
                             addr,
                             check: Check::default(),
                         },
-                        acquired: None,
-                    },
+                    ),
                 });
             }
         }

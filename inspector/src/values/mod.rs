@@ -182,13 +182,7 @@ pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
             && let Some(&Value::Int(fd)) = w.part("fd")
             && let Some(value) = socket_of(fd)
         {
-            let type_name = "socket".into();
-            w.parts.push(Local {
-                acquired: None,
-                name: "socket".into(),
-                type_name,
-                value,
-            });
+            w.parts.push(Local::new("socket", "socket", value));
         }
     });
 }
@@ -308,16 +302,15 @@ fn unread(l: &Local) -> bool {
 /// wait graph looks among them.
 pub fn add_statics(dump: &mut Dump, statics: &[StaticPlan], types: &ValueTypes) {
     dump.statics = (statics.iter())
-        .map(|s| Local {
-            name: s.name.clone(),
-            type_name: (types.get(s.ty)).map_or_else(|| "".into(), |t| t.name.clone()),
+        .map(|s| {
+            let type_name = (types.get(s.ty)).map_or_else(|| "".into(), |t| t.name.clone());
             // A static stays where it is: nothing to check it against.
-            value: Value::Unread {
+            let value = Value::Unread {
                 shape: s.ty,
                 addr: s.addr,
                 check: Check::default(),
-            },
-            acquired: None,
+            };
+            Local::new(s.name.clone(), type_name, value)
         })
         .collect();
 }

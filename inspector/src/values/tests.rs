@@ -75,12 +75,7 @@ fn read_one(mem: &ImageMemory, shape: u32, addr: u64) -> Value {
         size: 1,
         expected: 3,
     };
-    let local = Local {
-        acquired: None,
-        name: "x".into(),
-        type_name: "".into(),
-        value: Value::Unread { shape, addr, check },
-    };
+    let local = Local::new("x", "", Value::Unread { shape, addr, check });
     let mut frame = FrameNode::cut(0);
     frame.meta = Arc::new(FrameInfo::new("f".into(), None, Source::Decoded));
     frame.locals = vec![local];
@@ -206,12 +201,7 @@ fn semaphore_types() -> ValueTypes {
 
 fn read_with(types: &ValueTypes, mem: &ImageMemory, shape: u32, addr: u64) -> Value {
     let check = Check::default();
-    let local = Local {
-        acquired: None,
-        name: "s".into(),
-        type_name: "".into(),
-        value: Value::Unread { shape, addr, check },
-    };
+    let local = Local::new("s", "", Value::Unread { shape, addr, check });
     let mut frame = FrameNode::cut(0);
     frame.locals = vec![local];
     let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
@@ -278,15 +268,16 @@ fn a_bad_pointer_read_beside_good_ones_fails_alone() {
     let roots = [(1u32, 0x2000u64), (1, 0x2018)];
     let mut frame = FrameNode::cut(0);
     frame.locals = (roots.iter())
-        .map(|&(shape, addr)| Local {
-            acquired: None,
-            name: "s".into(),
-            type_name: "".into(),
-            value: Value::Unread {
-                shape,
-                addr,
-                check: Check::default(),
-            },
+        .map(|&(shape, addr)| {
+            Local::new(
+                "s",
+                "",
+                Value::Unread {
+                    shape,
+                    addr,
+                    check: Check::default(),
+                },
+            )
         })
         .collect();
     let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
@@ -466,16 +457,15 @@ fn a_channel_whose_parts_lie_past_any_real_channel_is_unreadable_not_read() {
     };
     // As a damaged plan cache could give it: 4 GiB to read.
     layout.rx_closed = u32::MAX;
-    let local = Local {
-        acquired: None,
-        name: "channel".into(),
-        type_name: "".into(),
-        value: Value::Unread {
+    let local = Local::new(
+        "channel",
+        "",
+        Value::Unread {
             shape: 6,
             addr: 0x2000,
             check: Check::default(),
         },
-    };
+    );
     let mut frame = FrameNode::cut(0);
     frame.locals = vec![local];
     let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
@@ -638,15 +628,16 @@ fn a_dump_of_many_frames_is_read_in_groups_each_frame_whole_and_a_queue_shared_a
             size: 1,
             expected: 3,
         };
-        let local = |name: &str, shape: u32, at: u64| Local {
-            acquired: None,
-            name: name.into(),
-            type_name: "".into(),
-            value: Value::Unread {
-                shape,
-                addr: base(i) + at,
-                check,
-            },
+        let local = |name: &str, shape: u32, at: u64| {
+            Local::new(
+                name,
+                "",
+                Value::Unread {
+                    shape,
+                    addr: base(i) + at,
+                    check,
+                },
+            )
         };
         let mut frame = FrameNode::cut(0);
         frame.locals = vec![local("n", 0, 0x10), local("s", 1, 0x20)];

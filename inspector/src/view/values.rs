@@ -22,9 +22,9 @@ pub fn local(l: &Local) -> String {
 pub fn local_into(out: &mut String, l: &Local) {
     out.clear();
     // Pushed, not formatted: a dump writes a line per local, and `write!` costs more than the text.
-    out.push_str(&l.name);
+    out.push_str(l.name());
     out.push_str(": ");
-    out.push_str(&crate::names::short(&l.type_name));
+    out.push_str(&crate::names::short(l.type_name()));
     if let Value::Opaque { addr, .. } = l.value {
         out.push_str(" @ ");
         hex(out, addr);
@@ -831,12 +831,7 @@ mod tests {
     }
 
     fn part(name: &str, value: Value) -> Local {
-        Local {
-            acquired: None,
-            name: name.into(),
-            type_name: "".into(),
-            value,
-        }
+        Local::new(name, "", value)
     }
 
     fn semaphore(available: u64, queued: u64, position: Option<u64>) -> Value {

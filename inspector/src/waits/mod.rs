@@ -99,7 +99,7 @@ fn holders(dump: &mut Dump, reading: &Reading) -> FastMap<(Role, u64), Vec<Holde
                 };
                 held.entry((role(h), h.addr)).or_default().push(holder);
             }
-            n.locals.retain(|l| reading.locals.wants(&l.name));
+            n.locals.retain(|l| reading.locals.wants(l.name()));
         });
     }
     held
@@ -111,7 +111,7 @@ fn static_holders(statics: &[Local]) -> FastMap<(Role, u64), Vec<StaticHolder>> 
     for s in statics {
         for h in holds_in(std::slice::from_ref(s), &[]) {
             let holder = StaticHolder {
-                name: s.name.clone(),
+                name: s.info.name.clone(),
                 held: h,
             };
             held.entry((role(&holder.held), holder.held.addr))
@@ -336,8 +336,8 @@ fn holds_in(locals: &[Local], walked_within: &[u64]) -> Vec<Held> {
                 lock,
                 write,
                 addr: *addr,
-                local: l.name.clone(),
-                acquired_at: acquired_at.or(l.acquired.as_deref()).cloned(),
+                local: l.info.name.clone(),
+                acquired_at: acquired_at.or(l.info.acquired.as_ref()).cloned(),
                 polled: within.is_none(),
                 stopped_at: within.as_ref().and_then(|w| w.stopped_at.clone()),
             });

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use super::resolve;
-use crate::model::values::{Field, Local, Reading, Value, WaitKind, WaitOn, Wanted, Within};
+use crate::model::values::{
+    Field, Local, LocalInfo, Reading, Value, WaitKind, WaitOn, Wanted, Within,
+};
 use crate::model::waits::WaitsFor;
 use crate::model::{Dump, FrameInfo, FrameNode, Loc, Source};
 use crate::testing::{edge_snapshot, handshake};
@@ -43,11 +45,14 @@ fn guard(addr: u64, within: Option<u64>) -> Value {
 }
 
 fn local(name: &str, value: Value, acquired: u32) -> Local {
-    Local {
+    let info = LocalInfo {
         name: name.into(),
         type_name: "MutexGuard<u64>".into(),
+        acquired: Some(at(acquired)),
+    };
+    Local {
+        info: Arc::new(info),
         value,
-        acquired: Some(Box::new(at(acquired))),
     }
 }
 
@@ -74,12 +79,7 @@ fn waiting_for(addr: u64) -> FrameNode {
         kind: WaitKind::Permits {
             lock: "Mutex".into(),
         },
-        parts: vec![Local {
-            name: "semaphore".into(),
-            type_name: "Semaphore".into(),
-            value: semaphore,
-            acquired: None,
-        }],
+        parts: vec![Local::new("semaphore", "Semaphore", semaphore)],
         holders: Vec::new(),
         statics: Vec::new(),
         threads: Vec::new(),
@@ -240,15 +240,14 @@ fn on_channel(chan: u64, receive: Option<u64>) -> FrameNode {
         },
     ];
     fields.extend(receive.map(|n| uint("senders", n)));
-    let channel = Local {
-        name: "channel".into(),
-        type_name: "channel".into(),
-        value: Value::Struct {
+    let channel = Local::new(
+        "channel",
+        "channel",
+        Value::Struct {
             type_name: "Channel".into(),
             fields,
         },
-        acquired: None,
-    };
+    );
     let mut leaf = waiting_for(0x99);
     let w = leaf.waits_on.as_mut().unwrap();
     w.kind = match receive {
@@ -262,16 +261,15 @@ fn on_channel(chan: u64, receive: Option<u64>) -> FrameNode {
 }
 
 fn end(name: &str, sender: bool, chan: u64) -> Local {
-    Local {
-        name: name.into(),
-        type_name: "Sender<u64>".into(),
-        value: Value::Endpoint {
+    Local::new(
+        name,
+        "Sender<u64>",
+        Value::Endpoint {
             sender,
             addr: chan,
             within: None,
         },
-        acquired: None,
-    }
+    )
 }
 
 /// Task 1 receives from channel 0xc1 (`senders` alive), holding the receiver of 0xc2; task 2 sends
@@ -360,18 +358,8 @@ fn a_lock_no_task_holds_but_a_static_does_is_held_by_that_static_with_no_edge() 
         fields: Vec::new(),
     };
     dump.statics = vec![
-        Local {
-            name: "app::PARKED".into(),
-            type_name: "".into(),
-            value: parked,
-            acquired: None,
-        },
-        Local {
-            name: "app::EMPTY".into(),
-            type_name: "".into(),
-            value: other,
-            acquired: None,
-        },
+        Local::new("app::PARKED", "", parked),
+        Local::new("app::EMPTY", "", other),
     ];
     resolve(&mut dump, &targets());
     let w = (dump.tasks[0].frames[0].children[0].waits_on.as_ref()).unwrap();

@@ -658,12 +658,7 @@ pub(crate) mod tests {
         };
         Arc::make_mut(&mut d.tasks[2].frames)[0].waits_on = Some(WaitOn {
             kind: WaitKind::Sleep,
-            parts: vec![Local {
-                name: "deadline".into(),
-                type_name: "Instant".into(),
-                value: deadline,
-                acquired: None,
-            }],
+            parts: vec![Local::new("deadline", "Instant", deadline)],
             holders: Vec::new(),
             statics: Vec::new(),
             threads: Vec::new(),

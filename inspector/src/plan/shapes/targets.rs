@@ -80,6 +80,7 @@ const SEMAPHORE_ACQUIRE: TargetRule = TargetRule {
             offset: 0,
             ty,
             acquired: None,
+            info: Default::default(),
         };
         let mut parts = vec![wanted, semaphore];
         if let Some((layout, back)) = b.bounded_channel() {
@@ -121,6 +122,7 @@ const IO: TargetRule = TargetRule {
                 offset: 0,
                 ty,
                 acquired: None,
+                info: Default::default(),
             }]),
         })
     },
@@ -294,6 +296,7 @@ const ACCEPT: FrameRule = FrameRule {
                 offset: u32::try_from(at).ok()?,
                 ty,
                 acquired: None,
+                info: Default::default(),
             }]),
         })
     },
@@ -347,6 +350,7 @@ fn synthetic_part(b: &mut Builder<'_>, name: &str, size: u32, shape: Shape) -> L
         offset: 0,
         ty,
         acquired: None,
+        info: Default::default(),
     }
 }
 
@@ -376,6 +380,7 @@ fn part(b: &mut Builder<'_>, name: &str, at: u64, ty: u64) -> Option<LocalPlan> 
         offset: u32::try_from(at).ok()?,
         ty: b.value(ty),
         acquired: None,
+        info: Default::default(),
     })
 }
 

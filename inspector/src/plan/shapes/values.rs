@@ -786,6 +786,7 @@ impl Builder<'_> {
                     offset: u32::try_from(*offset).ok()?,
                     ty,
                     acquired,
+                    info: Default::default(),
                 })
             })
             .collect()
