@@ -71,15 +71,16 @@ impl ProcessMemory {
     /// One `process_vm_readv` over the reads of `chunk` not marked failed (at most [`IOV_MAX`],
     /// none at address 0): how many of them from its start were read whole, or the errno.
     fn read_chunk(&self, chunk: &mut [Read<'_>]) -> Result<usize, Errno> {
-        let remote: Vec<RemoteIoVec> = (chunk.iter().filter(|r| !r.failed))
-            .map(|r| RemoteIoVec {
+        // Made room for whole: collected through a filter, they would grow a few times per call.
+        let mut remote: Vec<RemoteIoVec> = Vec::with_capacity(chunk.len());
+        let mut local: Vec<IoSliceMut<'_>> = Vec::with_capacity(chunk.len());
+        for r in chunk.iter_mut().filter(|r| !r.failed) {
+            remote.push(RemoteIoVec {
                 base: r.addr as usize,
                 len: r.dst.len(),
-            })
-            .collect();
-        let mut local: Vec<IoSliceMut<'_>> = (chunk.iter_mut().filter(|r| !r.failed))
-            .map(|r| IoSliceMut::new(r.dst))
-            .collect();
+            });
+            local.push(IoSliceMut::new(r.dst));
+        }
         let mut left = nix::sys::uio::process_vm_readv(self.pid, &mut local, &remote)?;
         drop(local);
         // Reads wholly inside the `left` bytes succeeded.
@@ -167,18 +168,22 @@ impl Memory for ProcessMemory {
         // Reads known to fail are marked and left out of the calls, rather than ending a call where
         // they stand: a batch with a null pointer every other read is still one call, not one each.
         let known_bad = |r: &Read<'_>| r.failed || r.addr == 0 || usize::try_from(r.addr).is_err();
-        let mut asked = Vec::with_capacity(reads.len());
-        for (i, r) in reads.iter_mut().enumerate() {
-            match known_bad(r) {
-                true => r.failed = true,
-                false => asked.push(i),
-            }
+        for r in reads.iter_mut() {
+            r.failed = known_bad(r);
         }
-        let mut next = 0;
-        while next < asked.len() {
-            let last = asked.len().min(next + IOV_MAX);
-            let chunk = &mut reads[asked[next]..=asked[last - 1]];
-            let done = match self.read_chunk(chunk) {
+        let mut i = 0;
+        while i < reads.len() {
+            if reads[i].failed {
+                i += 1;
+                continue;
+            }
+            // A chunk: the reads from `i` to `end` that are not marked, at most IOV_MAX of them.
+            let (mut end, mut asked) = (i, 0);
+            while end < reads.len() && asked < IOV_MAX {
+                asked += usize::from(!reads[end].failed);
+                end += 1;
+            }
+            let done = match self.read_chunk(&mut reads[i..end]) {
                 Ok(done) => done,
                 // Nothing was read: the first range faults.
                 Err(Errno::EFAULT) => 0,
@@ -188,12 +193,18 @@ impl Memory for ProcessMemory {
                     });
                 }
             };
-            next += done;
-            // The call stopped at this one: it failed, and the rest are asked in the next.
-            if next < last {
-                reads[asked[next]].failed = true;
-                next += 1;
+            if done == asked {
+                i = end;
+                continue;
             }
+            // The call stopped at the read after the `done` read whole: it failed, and the rest
+            // are asked in the next.
+            let Some(stopped) = (i..end).filter(|&j| !reads[j].failed).nth(done) else {
+                i = end;
+                continue;
+            };
+            reads[stopped].failed = true;
+            i = stopped + 1;
         }
         Ok(())
     }
