@@ -2,7 +2,7 @@
 //! by the decode stage when `-v` or `--fields` asked for them), and the parts of what each leaf waits
 //! for, read from the target's memory, by the plan's value shapes ([`crate::plan::values`]).
 //!
-//! Locals are read a few thousand at a time (`BATCH`), each group in rounds, each round one batch
+//! Locals are read a few thousand at a time (`GROUP`), each group in rounds, each round one batch
 //! of reads over the [`Memory`] source: the first reads the locals' own bytes; what they point to (a
 //! string's text, a box's pointee, an `Arc`'s counts) is read in the next, up to [`MAX_DEPTH`]
 //! pointers deep. Then each of the group's frames has its state read again: a frame that moved to
@@ -50,9 +50,10 @@ pub struct ValuesRead {
 /// Most locals read together. Their own bytes are read in one batch, then what they point to, round
 /// by round; group after group, the bytes read take the same memory, little enough to stay in the
 /// cache while their values are decoded (every frame's at once was 7.6 MB at 10,000 tasks of 15
-/// locals). Each group is three exchanges or more with an agent: fewer, larger groups cost less
-/// through one (4,096 locals a group: 173 ms against 166 ms for 8,192, at 150,000 locals).
-const BATCH: usize = 8192;
+/// locals). Read through an agent, each group is three exchanges or more, and there fewer, larger
+/// groups cost less (4,096 locals a group: 173 ms against 166 ms for 8,192, at 150,000 locals);
+/// read from outside, the two are within noise.
+const GROUP: usize = 8192;
 
 /// Reads every unread local of `dump` from `mem`. `now_ns` is the snapshot's time on the monotonic
 /// clock, which an `Instant`'s age is measured from (`None`: no age, as for a core file).
@@ -72,7 +73,7 @@ pub fn read_locals(
     if roots.locals.is_empty() {
         return ValuesRead::default();
     }
-    let mut reader = Reader {
+    let mut reads = Reads {
         types,
         mem,
         now_ns,
@@ -82,41 +83,41 @@ pub fn read_locals(
         rounds: 0,
         moved: Vec::new(),
     };
-    reader.bytes.given(given);
+    reads.bytes.given(given);
     let mut from = 0;
     while from < roots.locals.len() {
-        let to = roots.batch_end(from);
-        reader.batch(&mut roots, from..to);
+        let to = roots.group_end(from);
+        reads.group(&mut roots, from..to);
         from = to;
     }
-    reader.moved.sort_unstable();
-    reader.moved.dedup();
+    reads.moved.sort_unstable();
+    reads.moved.dedup();
     ValuesRead {
         locals: roots.locals.len(),
-        bytes: reader.spent,
-        rounds: reader.rounds,
-        changed_frames: reader.moved.len(),
+        bytes: reads.spent,
+        rounds: reads.rounds,
+        changed_frames: reads.moved.len(),
     }
 }
 
-/// What reading a dump's locals keeps from batch to batch.
-struct Reader<'a> {
+/// What reading a dump's locals keeps from group to group.
+struct Reads<'a> {
     types: &'a ValueTypes,
     mem: &'a dyn Memory,
     now_ns: Option<u64>,
     bytes: decode::Bytes,
-    /// Queues are followed once for the dump: their waiters may lie in any batch.
+    /// Queues are followed once for the dump: their waiters may lie in any group.
     queues: decode::Queues,
-    /// Bytes read by the batches before.
+    /// Bytes read for the groups before.
     spent: u64,
     rounds: usize,
     /// Frames that moved, as (state address, state expected).
     moved: Vec<(u64, u64)>,
 }
 
-impl Reader<'_> {
+impl Reads<'_> {
     /// Reads the locals `range` of `roots`, then checks their frames.
-    fn batch(&mut self, roots: &mut Roots<'_>, range: std::ops::Range<usize>) {
+    fn group(&mut self, roots: &mut Roots<'_>, range: std::ops::Range<usize>) {
         let bytes = &mut self.bytes;
         bytes.clear();
         // Each frame's locals lie together in it: one read of the span they cover.
@@ -209,10 +210,10 @@ impl<'a> Roots<'a> {
         self.locals.push(l);
     }
 
-    /// Where the batch of locals from `from` ends: after at most [`BATCH`], or as many more as
-    /// its last frame has (a frame's span is read once, in one batch).
-    fn batch_end(&self, from: usize) -> usize {
-        let mut to = (from + BATCH).min(self.locals.len());
+    /// Where the group of locals from `from` ends: after at most [`GROUP`], or as many more as
+    /// its last frame has (a frame's span is read once, in one group).
+    fn group_end(&self, from: usize) -> usize {
+        let mut to = (from + GROUP).min(self.locals.len());
         while to < self.locals.len() && self.check_of[to] == self.check_of[to - 1] {
             to += 1;
         }

@@ -600,11 +600,11 @@ proptest::proptest! {
 
 #[test]
 fn a_dump_of_many_frames_is_read_in_groups_each_frame_whole_and_a_queue_shared_across_them() {
-    // `BATCH` frames of two or three locals each (more than two groups of them): frame `i` has its state
+    // `GROUP` frames of two or three locals each (more than two groups of them): frame `i` has its state
     // byte at its start, then `i` (u64), then a `String` of text "s{i:04}", read through its
     // pointer. Every 1,000th frame has moved on. The first and the last each wait on the same
     // semaphore at 0x5000, the last one's node at the tail, the first one's before it.
-    let frames = super::BATCH as u64;
+    let frames = super::GROUP as u64;
     let base = |i: u64| 0x10_0000 + i * 0x100;
     let text = |i: u64| 0x100_0000 + i * 0x10;
     let node = |i: u64| base(i) + 0x40 + 8;
