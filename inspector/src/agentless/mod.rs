@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use asyncdump_protocol::{RuntimePlan, RuntimeReport, RuntimeTask, Snapshot};
 use asyncdump_walker::tasks::{self, Ages, Discovery};
-use asyncdump_walker::{Memory, ProcessMemory, Read, Walker};
+use asyncdump_walker::{ProcessMemory, Walker};
 use nix::errno::Errno;
 
 use crate::attach::procfs;
@@ -227,28 +227,20 @@ fn runtime_plan(pid: u32, plan: &Plan) -> Result<&RuntimePlan, TargetError> {
         })
 }
 
-/// One read of the process's first mapping: whether this user may read its memory at all.
+/// Whether this user may read the process's maps and memory at all, and if not, why.
 fn probe(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
     let denied = || TargetError::AccessDenied {
         pid,
         why: access::explain(&access::Facts::of(pid)),
     };
-    let maps = match procfs::maps(pid) {
-        Ok(maps) => maps,
+    match procfs::maps(pid) {
+        Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(denied()),
         Err(_) => return Err(TargetError::NoSuchProcess { pid }),
-    };
-    let first = (asyncdump_walker::memory::maps::lines(&maps))
-        .find(|m| m.perms.starts_with('r'))
-        .map(|m| m.start);
-    let Some(at) = first else {
-        // A zombie, or a process between exec and its first mapping.
-        return Err(TargetError::Exited { pid });
-    };
-    let mut word = [0u8; 8];
-    let mut reads = [Read::new(at, &mut word)];
-    match mem.read_many(&mut reads) {
+    }
+    match mem.access() {
         Ok(()) => Ok(()),
+        // Gone since, or a zombie, which has no memory left.
         Err(e) if e.errno == Errno::ESRCH as i32 => Err(TargetError::Exited { pid }),
         Err(_) => Err(denied()),
     }

@@ -15,17 +15,10 @@ use super::client::Client;
 /// Most ranges asked for in one request: each takes at most 15 bytes of it, encoded.
 const MAX_RANGES: usize = MAX_REQUEST_BYTES / 16;
 
-/// Whether the kernel lets this process read `pid`'s memory itself. One read of a byte at an address
-/// no program maps: the kernel checks access before it looks at the address, so `EFAULT` means
-/// allowed, and `EPERM` (or `ESRCH`, gone) not.
+/// Whether the kernel lets this process read `pid`'s memory itself ([`ProcessMemory::access`]).
 pub fn readable_from_outside(pid: u32) -> bool {
-    let mut byte = [0u8; 1];
-    let mut probe = [Read::new(PROBE_ADDR, &mut byte)];
-    ProcessMemory::of(pid as i32).read_many(&mut probe).is_ok()
+    ProcessMemory::of(pid as i32).access().is_ok()
 }
-
-/// The second page: below `vm.mmap_min_addr` (64 KiB by default), so never mapped by a process.
-const PROBE_ADDR: u64 = 0x1000;
 
 /// Reads through the agent's socket while it answers, then from outside.
 pub struct AgentMemory<'a> {
@@ -143,22 +136,5 @@ impl Memory for AgentMemory<'_> {
             start = end;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::readable_from_outside;
-
-    #[test]
-    fn this_process_is_readable_from_outside_and_one_gone_is_not() {
-        assert!(readable_from_outside(std::process::id()));
-        // A child waited for: its pid names no process until it is used again.
-        let mut child = std::process::Command::new("true")
-            .spawn()
-            .expect("run true");
-        let pid = child.id();
-        child.wait().expect("wait");
-        assert!(!readable_from_outside(pid));
     }
 }

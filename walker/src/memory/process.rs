@@ -15,6 +15,9 @@ use nix::unistd::Pid;
 
 use super::{Memory, Read, Region, Unreadable};
 
+/// The second page: below `vm.mmap_min_addr` (64 KiB by default), so no process maps it.
+const NEVER_MAPPED: u64 = 0x1000;
+
 /// Most iovecs one `process_vm_readv` call takes (`IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
@@ -41,6 +44,14 @@ impl ProcessMemory {
 
     pub fn pid(&self) -> i32 {
         self.pid.as_raw()
+    }
+
+    /// Whether the kernel lets this process read the process's memory at all: one read of a byte
+    /// where no process maps anything. The kernel checks access before it looks at the address, so
+    /// `EFAULT` means allowed; an error is `EPERM` (refused) or `ESRCH` (gone, or a zombie).
+    pub fn access(&self) -> Result<(), Unreadable> {
+        let mut byte = [0u8; 1];
+        self.read_many(&mut [Read::new(NEVER_MAPPED, &mut byte)])
     }
 
     /// The process's private, writable, anonymous memory (the heap, allocators' arenas, thread
@@ -324,6 +335,19 @@ mod tests {
             assert_eq!(failed, bad, "read {i}");
             assert!(bad || u64::from_ne_bytes(out[i]) == words[i], "read {i}");
         }
+    }
+
+    #[test]
+    fn this_process_may_be_read_and_one_gone_may_not() {
+        assert_eq!(ProcessMemory::own().access(), Ok(()));
+        // A child waited for: its pid names no process until it is used again.
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("run true");
+        let pid = child.id() as i32;
+        child.wait().expect("wait");
+        let gone = ProcessMemory::of(pid).access().unwrap_err();
+        assert_eq!(gone.errno, Errno::ESRCH as i32);
     }
 
     /// Another process, read from outside: its executable's first mapped page starts with the ELF magic.
