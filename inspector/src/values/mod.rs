@@ -157,8 +157,7 @@ impl Reads<'_> {
         }
         self.spent += bytes.total;
         self.rounds = self.rounds.max(rounds);
-        let checks =
-            roots.check_of[range.start] as usize..roots.check_of[range.end - 1] as usize + 1;
+        let checks = roots.checks_of(range.clone());
         let changed = roots.changed_frames(self.mem, checks.clone());
         for i in range {
             let l = &mut roots.locals[i];
@@ -220,11 +219,16 @@ impl<'a> Roots<'a> {
         to
     }
 
+    /// The checks of the locals `range` (one after another, as their locals are).
+    fn checks_of(&self, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        self.check_of[range.start] as usize..self.check_of[range.end - 1] as usize + 1
+    }
+
     /// The bytes each frame's locals cover, for the locals `range`.
     fn frame_spans(&self, types: &ValueTypes, range: std::ops::Range<usize>) -> Vec<(u64, u32)> {
-        let first = self.check_of[range.start] as usize;
-        let mut spans: Vec<Option<(u64, u64)>> =
-            vec![None; self.check_of[range.end - 1] as usize + 1 - first];
+        let checks = self.checks_of(range.clone());
+        let first = checks.start;
+        let mut spans: Vec<Option<(u64, u64)>> = vec![None; checks.len()];
         // A leaf's parts have no frame to check (size 0): they are read each on their own.
         for (l, &check) in self.locals[range.clone()].iter().zip(&self.check_of[range]) {
             let Value::Unread { shape, addr, .. } = l.value else {
