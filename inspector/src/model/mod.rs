@@ -18,7 +18,7 @@ mod summary;
 pub mod values;
 pub mod waits;
 pub use stats::{AgeBucket, Count, Stats, stats};
-pub use summary::{Summary, derived_name, is_own_code, summary};
+pub use summary::{Summary, derived_name, summary};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.
 pub const JSON_VERSION: u32 = 4;
@@ -353,6 +353,9 @@ pub struct FrameInfo {
     /// Whether the name or the awaited type holds a line break, computed once with the hash: the
     /// text dump must escape one, and asks for each of the frames of every task.
     breaks: bool,
+    /// Whether it is the program's own code ([`FrameInfo::is_own_code`]), computed once with the
+    /// hash: names, summaries and the wait graph ask for every frame of every task.
+    own: bool,
 }
 
 /// A JSON document leaves absent optional fields out; a compact format (the plan cache's) has no
@@ -412,6 +415,7 @@ impl FrameInfo {
             source,
             hash: 0,
             breaks: false,
+            own: false,
         }
         .rehash()
     }
@@ -430,6 +434,13 @@ impl FrameInfo {
     /// Whether the name or the awaited type holds a line break.
     pub fn has_breaks(&self) -> bool {
         self.breaks
+    }
+
+    /// Whether it is a function of the program's own code (an async fn or block, decoded or
+    /// annotated; not a label around a leaf): it has a source file, and that file is no
+    /// dependency's (cargo's registry or git checkouts) and not the standard library's.
+    pub fn is_own_code(&self) -> bool {
+        self.own
     }
 
     /// This frame, also decoded: suspended at `at`.
@@ -461,6 +472,11 @@ impl FrameInfo {
         ));
         let texts = [Some(&self.name), self.awaits_type.as_ref()];
         self.breaks = texts.into_iter().flatten().any(|t| t.contains('\n'));
+        let function = matches!(self.source, Source::Decoded | Source::AnnotatedFn);
+        self.own = match self.location.as_ref().or(self.suspended_at.as_ref()) {
+            Some(at) => function && crate::names::short_path(&at.file).len() == at.file.len(),
+            None => false,
+        };
         self
     }
 }

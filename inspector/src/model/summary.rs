@@ -9,8 +9,8 @@
 
 use std::borrow::Cow;
 
-use super::{FrameNode, Source};
-use crate::names::{base_name, display_name, short_path};
+use super::FrameNode;
+use crate::names::{base_name, display_name};
 
 /// One line's worth of a chain (see the module docs).
 #[derive(Debug, Clone, Copy)]
@@ -24,18 +24,6 @@ pub struct Summary<'a> {
     pub own: Option<&'a FrameNode>,
 }
 
-/// Whether a frame is a function of the program's own code (an async fn or block, decoded or
-/// annotated; not a label around a leaf): it has a source file, and that file is no dependency's
-/// (cargo's registry or git checkouts) and not the standard library's.
-pub fn is_own_code(f: &FrameNode) -> bool {
-    let m = &f.meta;
-    let function = matches!(m.source, Source::Decoded | Source::AnnotatedFn);
-    match m.location.as_ref().or(m.suspended_at.as_ref()) {
-        Some(at) => function && short_path(&at.file).len() == at.file.len(),
-        None => false,
-    }
-}
-
 /// The summary of a chain; `None` for no frames. Iterative (chains may be deep), and allocates only
 /// the stack of branches still to visit.
 pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
@@ -43,7 +31,7 @@ pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
         // Most chains do not branch: down them without a stack.
         let (mut at, mut parent, mut own) = (only, None, None);
         loop {
-            if is_own_code(at) {
+            if at.meta.is_own_code() {
                 own = Some(at);
             }
             match &at.children[..] {
@@ -80,7 +68,7 @@ fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
     let mut best: Option<((usize, usize), Summary<'_>)> = None;
     let mut leaves = 0;
     while let Some(mut at) = stack.pop() {
-        if is_own_code(at.f) {
+        if at.f.meta.is_own_code() {
             at.own = (at.depth + 1, Some(at.f));
         }
         if at.f.children.is_empty() {

@@ -130,6 +130,14 @@ pub enum WaitKind {
     Accept,
 }
 
+impl WaitKind {
+    /// Whether what it waits for can be held by a frame, which the wait graph then names: a lock's
+    /// or a semaphore's permits (by guards), a channel's send or receive (by its other ends).
+    pub fn may_be_held(&self) -> bool {
+        matches!(self, WaitKind::Permits { .. } | WaitKind::Receive)
+    }
+}
+
 impl WaitOn {
     /// The part named `name`.
     pub fn part(&self, name: &str) -> Option<&Value> {

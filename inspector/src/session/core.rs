@@ -114,8 +114,8 @@ fn read_values(dump: &mut Dump, core: &CoreFile, plan: &Plan, reading: &Reading)
         }
     }
     // A core keeps no clock: instants show without an age.
-    crate::values::read_locals(dump, &plan.values, core, None);
+    let read = crate::values::read_locals(dump, &plan.values, core, None);
     if reading.targets {
-        crate::waits::resolve(dump, reading);
+        crate::waits::resolve(dump, reading, &read.held_tasks);
     }
 }

@@ -119,12 +119,13 @@ impl MemorySession {
         let mem = self.reader.memory();
         let held = frozen.as_ref();
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
-        crate::values::read_locals(&mut dump, &self.decoder.values, self.reader.memory(), now);
+        let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
         crate::threads::keep_unmoved(&mut dump, pid, &threads);
         let tables = crate::attach::procfs::SocketTables::new(pid);
-        crate::values::describe_fds(&mut dump, &|fd| super::socket_value(&tables, fd));
+        let socket_of = |fd| super::socket_value(&tables, fd);
+        crate::values::describe_fds(&mut dump, &read.fd_tasks, &socket_of);
         if self.reading.targets {
-            crate::waits::resolve(&mut dump, &self.reading);
+            crate::waits::resolve(&mut dump, &self.reading, &read.held_tasks);
         }
         if frozen.is_some() {
             stopped = release(frozen.take());

@@ -275,25 +275,26 @@ fn read_values(
     }
     // What the kernel lets us read ourselves costs the process nothing; the agent reads the rest.
     let client = client.filter(|_| !crate::attach::memory::readable_from_outside(pid));
-    let (through_agent, threads) = match client {
+    let (through_agent, threads, read) = match client {
         Some(client) => {
             let mem = crate::attach::memory::AgentMemory::new(client, pid);
             let threads = add_thread_locals(dump, &mem, plan, reading, None);
-            crate::values::read_locals(dump, &plan.values, &mem, now);
-            (mem.through_agent(), threads)
+            let read = crate::values::read_locals(dump, &plan.values, &mem, now);
+            (mem.through_agent(), threads, read)
         }
         None => {
             let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
             let threads = add_thread_locals(dump, &mem, plan, reading, None);
-            crate::values::read_locals(dump, &plan.values, &mem, now);
-            (false, threads)
+            let read = crate::values::read_locals(dump, &plan.values, &mem, now);
+            (false, threads, read)
         }
     };
     crate::threads::keep_unmoved(dump, pid, &threads);
     let tables = crate::attach::procfs::SocketTables::new(pid);
-    crate::values::describe_fds(dump, &|fd| socket_value(&tables, fd));
+    let socket_of = |fd| socket_value(&tables, fd);
+    crate::values::describe_fds(dump, &read.fd_tasks, &socket_of);
     if reading.targets {
-        crate::waits::resolve(dump, reading);
+        crate::waits::resolve(dump, reading, &read.held_tasks);
     }
     through_agent
 }

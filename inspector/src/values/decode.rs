@@ -33,6 +33,9 @@ struct Run {
     at: Option<(u32, usize)>,
 }
 
+/// Most bytes between two words of a lock read together ([`Decoder::word_beside`]).
+const MAX_BESIDE: u32 = 256;
+
 /// Most bytes read as one run.
 const MAX_RUN: u64 = 64 << 10;
 const PAGE: u64 = 4096;
@@ -42,6 +45,9 @@ impl Bytes {
     /// merged into runs where they overlap or share a page (a page is mapped whole or not at all, so
     /// a merged read fails only where a part would have), which the kernel then pins once each.
     pub(super) fn read(&mut self, mem: &dyn Memory, mut needs: Vec<(u64, u32)>) {
+        if needs.is_empty() {
+            return;
+        }
         needs.sort_unstable();
         // Each run with the needs it holds: where a run of several fails, each is read alone, so
         // that one bad pointer does not take its neighbours with it.
@@ -119,8 +125,10 @@ impl Bytes {
         failed
     }
 
+    /// Sorts the runs by start: those of the last read, sorted, follow those before, sorted too,
+    /// which a stable sort merges in one pass.
     fn sort(&mut self) {
-        self.runs.sort_unstable_by_key(|r| r.start);
+        self.runs.sort_by_key(|r| r.start);
     }
 
     /// The run holding `[addr, addr + len)`: runs of different rounds may overlap, so a few before
@@ -153,6 +161,11 @@ impl Bytes {
             let at = offset + from;
             &self.chunks[chunk as usize][at..at + len as usize]
         }))
+    }
+
+    /// The word at `addr`, where a run read holds it.
+    pub(super) fn word(&self, addr: u64) -> Option<u64> {
+        word(self.find(addr, 8)??, 0)
     }
 
     /// `Ok(bytes)`, `Err(true)` if not read yet (now asked for), `Err(false)` if unreadable.
@@ -215,18 +228,44 @@ impl Queues {
         self.lists.values().any(|q| !q.done)
     }
 
-    /// Follows every queue met and not followed yet, all in one batch ([`Memory::chase_all`]).
-    pub(super) fn follow_all(&mut self, mem: &dyn Memory) {
+    /// Follows every queue met and not followed yet: through the bytes read so far while they hold
+    /// the next node (a queue's waiters are mostly among the values read, their list pointers in
+    /// their own bytes), then from the first node they do not hold, all in one batch
+    /// ([`Memory::chase_all`]).
+    pub(super) fn follow_all(&mut self, mem: &dyn Memory, bytes: &Bytes) {
         let mut todo: Vec<(&(u64, u32), &mut Queue)> =
             self.lists.iter_mut().filter(|(_, q)| !q.done).collect();
-        let lists: Vec<(u64, u32, usize)> = (todo.iter())
-            .map(|(k, _)| (k.0, k.1, MAX_QUEUE as usize + 1))
-            .collect();
-        for ((_, q), chased) in todo.iter_mut().zip(mem.chase_all(&lists)) {
-            q.more = chased.nodes.len() as u64 > MAX_QUEUE;
-            q.nodes = chased.nodes;
+        let max = MAX_QUEUE as usize + 1;
+        // Each queue not ended in the bytes read: where its next node's address is, and how many
+        // more nodes may be counted.
+        let mut rest: Vec<(usize, (u64, u32, usize))> = Vec::new();
+        for (i, ((tail, prev), q)) in todo.iter_mut().enumerate() {
+            let mut at = *tail;
+            q.nodes.clear();
+            while q.nodes.len() < max {
+                match bytes.word(at) {
+                    Some(0) => break,
+                    Some(node) => {
+                        q.nodes.push(node);
+                        at = node.wrapping_add(u64::from(*prev));
+                    }
+                    None => {
+                        rest.push((i, (at, *prev, max - q.nodes.len())));
+                        break;
+                    }
+                }
+            }
+        }
+        let lists: Vec<(u64, u32, usize)> = rest.iter().map(|&(_, l)| l).collect();
+        for ((i, _), chased) in rest.iter().zip(mem.chase_all(&lists)) {
+            let q = &mut todo[*i].1;
+            q.nodes.extend(chased.nodes);
+            q.failed = chased.failed;
+        }
+        for (_, q) in todo {
+            q.more = q.nodes.len() as u64 > MAX_QUEUE;
             q.nodes.truncate(MAX_QUEUE as usize);
-            (q.done, q.failed) = (true, chased.failed);
+            q.done = true;
         }
     }
 }
@@ -455,12 +494,9 @@ impl Decoder<'_> {
             return None;
         };
         let sem = word(b, ptr)?;
-        let p = match self
-            .bytes
-            .get(self.needs, sem.wrapping_add(u64::from(permits)), 8)
-        {
-            Ok(w) => word(w, 0)?,
-            Err(later) => return Some(pending(later)),
+        let p = match self.word_beside(sem, permits, tail) {
+            Ok(p) => p,
+            Err(v) => return v,
         };
         // With room for the queue's three (`place_in_list`): one allocation per waiter.
         let mut fields = Vec::with_capacity(6);
@@ -496,10 +532,9 @@ impl Decoder<'_> {
             return None;
         };
         let notify = word(b, ptr)?;
-        let word_at = notify.wrapping_add(u64::from(state));
-        let s = match self.bytes.get(self.needs, word_at, 8) {
-            Ok(w) => word(w, 0)?,
-            Err(later) => return Some(pending(later)),
+        let s = match self.word_beside(notify, state, tail) {
+            Ok(s) => s,
+            Err(v) => return v,
         };
         let state = match s & 3 {
             0 => "empty",
@@ -523,6 +558,26 @@ impl Decoder<'_> {
             type_name: named("Notify"),
             fields,
         })
+    }
+
+    /// The word `at` bytes past `base`, read with the one `also` bytes past it where they lie
+    /// close: a lock's state word with its wait list's tail, which the list is then followed from
+    /// among the bytes read ([`Queues::follow_all`]). `Err` holds what the value stands as
+    /// meanwhile (`None`: unreadable).
+    fn word_beside(&mut self, base: u64, at: u32, also: u32) -> Result<u64, Option<Value>> {
+        let (lo, hi) = (at.min(also), at.max(also).saturating_add(8));
+        let (from, len) = if hi - lo <= MAX_BESIDE {
+            (lo, hi - lo)
+        } else {
+            (at, 8)
+        };
+        match self
+            .bytes
+            .get(self.needs, base.wrapping_add(u64::from(from)), len)
+        {
+            Ok(w) => word(w, at - from).ok_or(None),
+            Err(later) => Err(Some(pending(later))),
+        }
     }
 
     /// A tokio wait list's length (at most [`MAX_QUEUE`] counted) and where `me` is in it, counted

@@ -37,14 +37,20 @@ pub const MAX_QUEUE: u64 = 1024;
 /// Rounds of reads: one per pointer followed, and one more. (A queue is followed within a round.)
 const MAX_ROUNDS: usize = MAX_DEPTH + 2;
 
-/// What reading a dump's locals cost.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// What reading a dump's locals cost, and which tasks the stages after it look at.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ValuesRead {
     pub locals: usize,
     pub bytes: u64,
     pub rounds: usize,
     /// Frames whose state moved while their locals were read.
     pub changed_frames: usize,
+    /// The tasks (by place in the dump) with a leaf waiting on a file descriptor: the ones
+    /// [`describe_fds`] looks at.
+    pub fd_tasks: Vec<usize>,
+    /// The tasks (by place) with a local, or a leaf waiting for what a frame may hold: the ones
+    /// the wait graph looks at (`crate::waits::resolve`).
+    pub held_tasks: Vec<usize>,
 }
 
 /// Most locals read together. Their own bytes are read in one batch, then what they point to, round
@@ -66,12 +72,17 @@ pub fn read_locals(
     let given = std::mem::take(&mut dump.register_bytes);
     // Each value is decoded into its local where it stands: a side list of 150,000 values was
     // 8 MB of fresh memory, and a second walk of the dump to put them back.
-    let mut roots = Roots::default();
-    for l in unread_locals(dump) {
+    let (unread, tasks) = unread_locals(dump);
+    let mut roots = Roots::with_capacity(unread.len());
+    for l in unread {
         roots.push(l);
     }
     if roots.locals.is_empty() {
-        return ValuesRead::default();
+        return ValuesRead {
+            fd_tasks: tasks.fd,
+            held_tasks: tasks.held,
+            ..ValuesRead::default()
+        };
     }
     let mut reads = Reads {
         types,
@@ -97,6 +108,8 @@ pub fn read_locals(
         bytes: reads.spent,
         rounds: reads.rounds,
         changed_frames: reads.moved.len(),
+        fd_tasks: tasks.fd,
+        held_tasks: tasks.held,
     }
 }
 
@@ -152,20 +165,20 @@ impl Reads<'_> {
                 break;
             }
             bytes.read(self.mem, needs);
-            queues.follow_all(self.mem);
+            queues.follow_all(self.mem, bytes);
             rounds += 1;
         }
         self.spent += bytes.total;
         self.rounds = self.rounds.max(rounds);
         let checks = roots.checks_of(range.clone());
         let changed = roots.changed_frames(self.mem, checks.clone());
-        for i in range {
-            let l = &mut roots.locals[i];
-            if changed[roots.check_of[i] as usize - checks.start] {
-                l.value = Value::Changed;
-            } else if matches!(l.value, Value::Unread { .. }) {
-                l.value = Value::Cut;
-            }
+        let moved = |i: usize| changed[roots.check_of[i] as usize - checks.start];
+        // What is still unread was cut short; where a frame moved, every local is changed.
+        for i in pending.into_iter().map(|i| i as usize) {
+            roots.locals[i].value = Value::Cut;
+        }
+        for i in range.filter(|&i| moved(i)) {
+            roots.locals[i].value = Value::Changed;
         }
         let moved = (roots.checks[checks].iter().zip(changed)).filter(|&(_, c)| c);
         self.moved.extend(moved.map(|(c, _)| (c.addr, c.expected)));
@@ -173,18 +186,32 @@ impl Reads<'_> {
 }
 
 /// Adds to each I/O wait (and each accept) whose descriptor was read what `socket_of` says of it, as a part
-/// `socket` (for a live process: its `/proc`; a core has none).
-pub fn describe_fds(dump: &mut Dump, socket_of: &dyn Fn(i64) -> Option<Value>) {
-    let on_fd = |w: &WaitOn| matches!(w.kind, WaitKind::Io { .. } | WaitKind::Accept);
-    let io = |n: &FrameNode| n.waits_on.as_ref().is_some_and(on_fd);
-    each_frame(dump, io, &mut |n| {
-        if let Some(w) = n.waits_on.as_mut().filter(|w| on_fd(w))
-            && let Some(&Value::Int(fd)) = w.part("fd")
-            && let Some(value) = socket_of(fd)
-        {
-            w.parts.push(Local::new("socket", "socket", value));
+/// `socket` (for a live process: its `/proc`; a core has none). Only `tasks` are looked at: those
+/// [`read_locals`] found waiting on a descriptor ([`ValuesRead::fd_tasks`]).
+pub fn describe_fds(dump: &mut Dump, tasks: &[usize], socket_of: &dyn Fn(i64) -> Option<Value>) {
+    fn visit(nodes: &mut [FrameNode], socket_of: &dyn Fn(i64) -> Option<Value>) {
+        for n in nodes {
+            if let Some(w) = n.waits_on.as_mut().filter(|w| on_fd(w))
+                && let Some(&Value::Int(fd)) = w.part("fd")
+                && let Some(value) = socket_of(fd)
+            {
+                w.parts.push(Local::new("socket", "socket", value));
+            }
+            visit(&mut n.children, socket_of);
         }
-    });
+    }
+    for &i in tasks {
+        if let Some(t) = dump.tasks.get_mut(i) {
+            visit(
+                std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(),
+                socket_of,
+            );
+        }
+    }
+}
+
+fn on_fd(w: &WaitOn) -> bool {
+    matches!(w.kind, WaitKind::Io { .. } | WaitKind::Accept)
 }
 
 /// Every local to read, in [`unread_locals`]' order, and each frame's check once: a frame's
@@ -198,6 +225,15 @@ struct Roots<'a> {
 }
 
 impl<'a> Roots<'a> {
+    /// Room for `n` locals: grown a push at a time, its lists took as much fresh memory again.
+    fn with_capacity(n: usize) -> Roots<'a> {
+        Roots {
+            locals: Vec::with_capacity(n),
+            check_of: Vec::with_capacity(n),
+            checks: Vec::new(),
+        }
+    }
+
     fn push(&mut self, l: &'a mut Local) {
         let Value::Unread { check, .. } = l.value else {
             return;
@@ -262,10 +298,26 @@ impl<'a> Roots<'a> {
     }
 }
 
+/// The tasks (by place in the dump) that later stages look at, found while the locals are.
+#[derive(Default)]
+struct Tasks {
+    /// With a leaf waiting on a file descriptor.
+    fd: Vec<usize>,
+    /// With a local, or a leaf waiting for what a frame may hold.
+    held: Vec<usize>,
+}
+
 /// Every unread local (and wait target's part) of every frame of every task, then the statics and
-/// the threads' locals read with them, in one fixed order.
-fn unread_locals(dump: &mut Dump) -> Vec<&mut Local> {
-    fn visit<'a>(nodes: &'a mut [FrameNode], out: &mut Vec<&'a mut Local>) {
+/// the threads' locals read with them, in one fixed order; and the tasks later stages look at,
+/// which saves each of them a walk of every frame.
+fn unread_locals(dump: &mut Dump) -> (Vec<&mut Local>, Tasks) {
+    /// What a task's frames carry: a wait on a descriptor, a local or a wait that may be held.
+    #[derive(Default)]
+    struct Carries {
+        fd: bool,
+        held: bool,
+    }
+    fn visit<'a>(nodes: &'a mut [FrameNode], out: &mut Vec<&'a mut Local>, c: &mut Carries) {
         for n in nodes {
             let FrameNode {
                 locals,
@@ -273,29 +325,38 @@ fn unread_locals(dump: &mut Dump) -> Vec<&mut Local> {
                 children,
                 ..
             } = n;
+            c.held |= !locals.is_empty();
             out.extend(locals.iter_mut().filter(|l| unread(l)));
             if let Some(w) = waits_on {
+                c.fd |= on_fd(w);
+                c.held |= w.kind.may_be_held();
                 out.extend(w.parts.iter_mut().filter(|l| unread(l)));
             }
-            visit(children, out);
+            visit(children, out, c);
         }
     }
     let has = |n: &FrameNode| !n.locals.is_empty() || n.waits_on.is_some();
     let mut out = Vec::new();
-    for t in &mut dump.tasks {
+    let mut tasks = Tasks::default();
+    for (i, t) in dump.tasks.iter_mut().enumerate() {
         // The others' shared frames are left alone (not copied to be changed).
         if crate::model::any_frame(&t.frames, &has) {
-            visit(
-                std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(),
-                &mut out,
-            );
+            let mut c = Carries::default();
+            let frames = std::sync::Arc::make_mut(&mut t.frames).as_mut_slice();
+            visit(frames, &mut out, &mut c);
+            if c.fd {
+                tasks.fd.push(i);
+            }
+            if c.held {
+                tasks.held.push(i);
+            }
         }
     }
     out.extend(dump.statics.iter_mut().filter(|l| unread(l)));
     out.extend(
         (dump.on_threads.iter_mut()).filter_map(|l| Some(&mut l.local).filter(|l| unread(l))),
     );
-    out
+    (out, tasks)
 }
 
 fn unread(l: &Local) -> bool {
@@ -318,24 +379,4 @@ pub fn add_statics(dump: &mut Dump, statics: &[StaticPlan], types: &ValueTypes) 
             Local::new(s.name.clone(), type_name, value)
         })
         .collect();
-}
-
-/// Calls `f` on every frame, in pre-order, of the tasks where a frame `has` what is looked for; the
-/// others' shared frames are left alone (not copied to be changed).
-fn each_frame(
-    dump: &mut Dump,
-    has: impl Fn(&FrameNode) -> bool + Copy,
-    f: &mut dyn FnMut(&mut FrameNode),
-) {
-    fn visit(nodes: &mut [FrameNode], f: &mut dyn FnMut(&mut FrameNode)) {
-        for n in nodes {
-            f(n);
-            visit(&mut n.children, f);
-        }
-    }
-    for t in &mut dump.tasks {
-        if crate::model::any_frame(&t.frames, &has) {
-            visit(std::sync::Arc::make_mut(&mut t.frames).as_mut_slice(), f);
-        }
-    }
 }

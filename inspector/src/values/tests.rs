@@ -239,6 +239,78 @@ fn a_waiter_knows_its_place_counted_from_the_tail_and_the_queues_length() {
     assert!(f.contains(&("more".into(), Value::Bool(false))));
 }
 
+/// Memory that counts the words it is asked to follow a list through, one by one.
+struct Chasing<'a> {
+    mem: &'a ImageMemory,
+    steps: std::cell::Cell<usize>,
+}
+
+impl asyncdump_walker::memory::Memory for Chasing<'_> {
+    fn read_many(
+        &self,
+        reads: &mut [asyncdump_walker::memory::Read<'_>],
+    ) -> Result<(), asyncdump_walker::memory::Unreadable> {
+        self.mem.read_many(reads)
+    }
+
+    fn chase_all(&self, lists: &[(u64, u32, usize)]) -> Vec<asyncdump_walker::memory::Chased> {
+        let chased = self.mem.chase_all(lists);
+        let steps: usize = chased.iter().map(|c| c.nodes.len() + 1).sum();
+        self.steps.set(self.steps.get() + steps);
+        chased
+    }
+}
+
+#[test]
+fn a_queue_of_waiters_read_as_values_is_followed_through_their_own_bytes() {
+    // Three acquires (at 0x2000, 0x2100, 0x2200, each node 8 bytes in) wait on the semaphore at
+    // 0x5000, whose tail is the first's node; each node's `prev` leads to the next, the third's
+    // to a waiter that is no value read here (0x7000), and that one's to none.
+    let mem = memory(&[
+        (0x2000, words(&[0x5000, 0x2108])),
+        (0x2100, words(&[0x5000, 0x2208])),
+        (0x2200, words(&[0x5000, 0x7000])),
+        (0x5000, words(&[0, 0x2008])),
+        (0x7000, words(&[0])),
+    ]);
+    let check = Check::default();
+    let mut frame = FrameNode::cut(0);
+    frame.locals = [0x2000, 0x2100, 0x2200]
+        .map(|addr| {
+            Local::new(
+                "s",
+                "",
+                Value::Unread {
+                    shape: 6,
+                    addr,
+                    check,
+                },
+            )
+        })
+        .into();
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    dump.tasks.truncate(1);
+    dump.tasks[0].frames = Arc::new(vec![frame]);
+    let chasing = Chasing {
+        mem: &mem,
+        steps: Default::default(),
+    };
+    read_locals(&mut dump, &semaphore_types(), &chasing, None);
+    for (i, l) in dump.tasks[0].frames[0].locals.iter().enumerate() {
+        let f = fields(&l.value);
+        assert!(f.contains(&("queued".into(), Value::Uint(4))), "{f:?}");
+        assert!(
+            f.contains(&("position".into(), Value::Uint(i as u64 + 1))),
+            "{f:?}"
+        );
+    }
+    assert_eq!(
+        chasing.steps.get(),
+        1,
+        "one word followed in memory: the `prev` of the waiter no value holds, which ends the list"
+    );
+}
+
 #[test]
 fn a_wait_list_that_loops_is_counted_only_to_the_bound() {
     // 0x6000 ↔ 0x7000 forever, as a list torn mid-change could read.
@@ -677,5 +749,56 @@ fn a_dump_of_many_frames_is_read_in_groups_each_frame_whole_and_a_queue_shared_a
     assert_eq!(
         (first.1, last.1),
         (Some(Value::Uint(2)), Some(Value::Uint(1)))
+    );
+}
+
+#[test]
+fn reading_names_the_tasks_the_stages_after_it_look_at_and_only_those() {
+    use crate::model::values::{WaitKind, WaitOn};
+    let unread = |shape| Value::Unread {
+        shape,
+        addr: 0x2000,
+        check: Check::default(),
+    };
+    let waiting = |kind| WaitOn {
+        kind,
+        parts: vec![Local::new("fd", "i32", unread(0))],
+        holders: Vec::new(),
+        statics: Vec::new(),
+        threads: Vec::new(),
+    };
+    let mut with_local = FrameNode::cut(0);
+    with_local.locals = vec![Local::new("n", "u64", unread(0))];
+    let mut reading = FrameNode::cut(0);
+    reading.waits_on = Some(waiting(WaitKind::Io { write: false }));
+    let mut sleeping = FrameNode::cut(0);
+    sleeping.waits_on = Some(waiting(WaitKind::Sleep));
+    let mut sending = FrameNode::cut(0);
+    sending.waits_on = Some(waiting(WaitKind::Permits {
+        lock: "channel".into(),
+    }));
+    // The I/O wait a frame below the root: every frame of a task is looked at.
+    let mut above = FrameNode::cut(0);
+    above.children = vec![reading];
+    let mut dump = Dump::build(&crate::testing::handshake(), &crate::testing::sample(), 0);
+    let template = dump.tasks[0].clone();
+    dump.tasks = [with_local, above, sleeping, FrameNode::cut(0), sending]
+        .into_iter()
+        .map(|f| {
+            let mut t = template.clone();
+            t.frames = Arc::new(vec![f]);
+            t
+        })
+        .collect();
+    let read = read_locals(&mut dump, &types(), &memory(&[(0x2000, words(&[7]))]), None);
+    assert_eq!(
+        read.fd_tasks,
+        [1],
+        "the task reading a descriptor, for its socket"
+    );
+    assert_eq!(
+        read.held_tasks,
+        [0, 4],
+        "a local may be a guard; a send's channel is held"
     );
 }

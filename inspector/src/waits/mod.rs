@@ -13,13 +13,15 @@ mod tests;
 
 use std::sync::Arc;
 
-use crate::model::values::{Local, Reading, ThreadLocal, Value, WaitKind};
+use crate::model::values::{Local, Reading, ThreadLocal, Value, WaitKind, WaitOn};
 use crate::model::waits::{Held, Holder, StaticHolder, ThreadHolder, WaitEdge, WaitsFor, cycles};
-use crate::model::{Dump, FastMap, FrameNode, Loc, TaskView, any_frame, is_own_code};
+use crate::model::{Dump, FastMap, FrameInfo, FrameNode, Loc, TaskView, any_frame};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
-pub fn resolve(dump: &mut Dump, reading: &Reading) {
-    let held = holders(dump, reading);
+/// The frames of `tasks` (by place in the dump: those with a local, or a leaf waiting for what a
+/// frame may hold, as reading the values found them) are walked once each, for what they hold and
+/// what they wait for; the waits are given their holders after, when every holder is known.
+pub fn resolve(dump: &mut Dump, reading: &Reading, tasks: &[usize]) {
     let others = Others {
         statics: static_holders(&std::mem::take(&mut dump.statics)),
         threads: thread_holders(&std::mem::take(&mut dump.on_threads)),
@@ -37,11 +39,20 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
             })
         })
         .collect();
-    let mut own_code = OwnCode::default();
-    for t in &mut dump.tasks {
-        edges.extend(waits_of(t, &held, &others, &mut own_code));
-        edges.extend(oneshot_waits(t));
+    let oneshots: Vec<WaitEdge> = dump.tasks.iter().flat_map(oneshot_waits).collect();
+    let mut found = Found::default();
+    let mut tasks = tasks.iter().peekable();
+    for (i, t) in dump.tasks.iter_mut().enumerate() {
+        if tasks.next_if_eq(&&i).is_some() {
+            found.task(t, reading);
+        }
     }
+    let Found { held, waits, .. } = found;
+    for w in waits {
+        edges.extend(w.settle(&held, &others));
+    }
+    // Sorted stably: a task's waits before its `oneshot` receives, as they were found.
+    edges.extend(oneshots);
     edges.sort_by_key(|e| (e.from, e.to));
     // A receive any of several senders can end is no deadlock for one of them being stuck.
     let binding = edges.iter().filter(|e| !e.any_of);
@@ -52,24 +63,8 @@ pub fn resolve(dump: &mut Dump, reading: &Reading) {
 /// Whether any task waits where a holder can be named (a lock or semaphore, a channel's send or
 /// receive): where none does, no static or thread need be looked at for one.
 pub fn any_holdable_wait(dump: &Dump) -> bool {
-    let holdable = |n: &FrameNode| {
-        (n.waits_on.as_ref())
-            .is_some_and(|w| matches!(w.kind, WaitKind::Permits { .. } | WaitKind::Receive))
-    };
+    let holdable = |n: &FrameNode| n.waits_on.as_ref().is_some_and(|w| w.kind.may_be_held());
     dump.tasks.iter().any(|t| any_frame(&t.frames, &holdable))
-}
-
-/// [`is_own_code`] of frames, by their shared description: the frames of one function at one
-/// await share theirs, so each is asked once however many tasks wait there.
-#[derive(Default)]
-struct OwnCode(FastMap<*const crate::model::FrameInfo, bool>);
-
-impl OwnCode {
-    fn is(&mut self, f: &FrameNode) -> bool {
-        *(self.0)
-            .entry(Arc::as_ptr(&f.meta))
-            .or_insert_with(|| is_own_code(f))
-    }
 }
 
 /// What a frame can hold that a wait is for: a lock, or a channel's sender or receiver.
@@ -80,29 +75,119 @@ enum Role {
     Receiver,
 }
 
-/// Every frame's holds (set on it), by what they hold; the locals read only for them dropped.
-fn holders(dump: &mut Dump, reading: &Reading) -> FastMap<(Role, u64), Vec<Holder>> {
-    let mut held: FastMap<(Role, u64), Vec<Holder>> = FastMap::default();
-    for t in &mut dump.tasks {
-        if !any_frame(&t.frames, &|n| !n.locals.is_empty()) {
-            continue;
-        }
+/// What the walk of every task's frames finds: what each frame holds (set on it, and gathered by
+/// what it holds), and the leaves that wait for something a frame may hold, to be given holders.
+#[derive(Default)]
+struct Found<'a> {
+    held: FastMap<(Role, u64), Vec<Holder>>,
+    waits: Vec<Wait<'a>>,
+    /// Frames' names as shared text, by their shared description: one holder is named in each of
+    /// its waiters, and many waiters wait in one function.
+    names: FastMap<*const FrameInfo, Arc<str>>,
+}
+
+/// A leaf's wait for what a frame may hold, until every holder is known.
+struct Wait<'a> {
+    task: u64,
+    on: &'a mut WaitOn,
+    role: Role,
+    addr: u64,
+    /// For a receive, how many senders are alive.
+    alive: Option<u64>,
+    /// The innermost frame of the program's own code above the leaf: its name and where it is.
+    own: Option<(Arc<str>, Option<Loc>)>,
+}
+
+impl<'a> Found<'a> {
+    /// Task `t`'s frames; the locals read only for their guards are dropped.
+    fn task(&mut self, t: &'a mut TaskView, reading: &Reading) {
         let task = t.id;
-        preorder_mut(Arc::make_mut(&mut t.frames).as_mut_slice(), &mut |_, n| {
-            n.holds = holds_of(n);
-            for h in &n.holds {
-                let holder = Holder {
-                    task,
-                    frame: Arc::from(n.meta.name.as_str()),
-                    at: where_(n),
-                    held: h.clone(),
-                };
-                held.entry((role(h), h.addr)).or_default().push(holder);
-            }
-            n.locals.retain(|l| reading.locals.wants(l.name()));
-        });
+        let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
+        self.frames(frames, None, task, reading);
     }
-    held
+
+    /// `nodes` and the frames below them, in pre-order; `own` is the innermost frame of the
+    /// program's own code above them.
+    fn frames(
+        &mut self,
+        nodes: &'a mut [FrameNode],
+        own: Option<&'a FrameInfo>,
+        task: u64,
+        reading: &Reading,
+    ) {
+        for n in nodes {
+            let FrameNode {
+                meta,
+                locals,
+                waits_on,
+                holds,
+                walked_within,
+                children,
+                ..
+            } = n;
+            let meta: &'a FrameInfo = meta;
+            if !locals.is_empty() {
+                *holds = holds_in(locals, walked_within);
+                for h in holds.iter() {
+                    let holder = Holder {
+                        task,
+                        frame: self.name(meta),
+                        at: where_(meta),
+                        held: h.clone(),
+                    };
+                    self.held.entry((role(h), h.addr)).or_default().push(holder);
+                }
+                locals.retain(|l| reading.locals.wants(l.name()));
+            }
+            if let Some(on) = waits_on.as_mut()
+                && let Some((role, addr, alive)) = waited(on)
+            {
+                let own = own.map(|f| (self.name(f), where_(f)));
+                let wait = Wait {
+                    task,
+                    on,
+                    role,
+                    addr,
+                    alive,
+                    own,
+                };
+                self.waits.push(wait);
+            }
+            let own = if meta.is_own_code() { Some(meta) } else { own };
+            self.frames(children, own, task, reading);
+        }
+    }
+
+    fn name(&mut self, f: &FrameInfo) -> Arc<str> {
+        let name = self.names.entry(std::ptr::from_ref(f));
+        name.or_insert_with(|| Arc::from(f.name.as_str())).clone()
+    }
+}
+
+impl Wait<'_> {
+    /// Tells the leaf its holders, and gives the edges to the tasks among them.
+    fn settle(self, held: &FastMap<(Role, u64), Vec<Holder>>, others: &Others) -> Vec<WaitEdge> {
+        let key = (self.role, self.addr);
+        let holders = held.get(&key).cloned().unwrap_or_default();
+        let (waits_in, waits_at) = self.own.unzip();
+        let edges = (holders.iter())
+            .map(|h| WaitEdge {
+                from: self.task,
+                to: h.task,
+                waits_in: waits_in.clone(),
+                waits_at: waits_at.clone().flatten(),
+                any_of: self.role == Role::Sender && self.alive != Some(1),
+                on: match self.role {
+                    Role::Lock => WaitsFor::Lock { holder: h.clone() },
+                    _ => WaitsFor::Channel { holder: h.clone() },
+                },
+            })
+            .collect();
+        self.on.holders = holders;
+        self.on.statics = others.statics.get(&key).cloned().unwrap_or_default();
+        self.on.threads = others.threads.get(&key).cloned().unwrap_or_default();
+        edges
+    }
 }
 
 /// What the program's statics hold, by what they hold.
@@ -162,67 +247,6 @@ fn role(h: &Held) -> Role {
 const SENDER: &str = "channel sender";
 const RECEIVER: &str = "channel receiver";
 
-/// The edges of task `t`'s waits to the holders of what it waits for, each leaf told its holders.
-fn waits_of(
-    t: &mut TaskView,
-    held: &FastMap<(Role, u64), Vec<Holder>>,
-    others: &Others,
-    own_code: &mut OwnCode,
-) -> Vec<WaitEdge> {
-    let mut waits = Vec::new();
-    preorder_with_path(&t.frames, &mut |i, n, path| {
-        if let Some(w) = waited(n) {
-            let own = path.iter().rev().find(|f| own_code.is(f));
-            waits.push((
-                i,
-                w,
-                own.map(|f| (Arc::<str>::from(f.meta.name.as_str()), where_(f))),
-            ));
-        }
-    });
-    // Most tasks wait on nothing a frame holds: their frames stay shared, not copied.
-    if waits.is_empty() {
-        return Vec::new();
-    }
-    let mut edges = Vec::new();
-    let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
-    for (i, (role, addr, alive), own) in waits {
-        let holders = held.get(&(role, addr)).cloned().unwrap_or_default();
-        for h in &holders {
-            let holder = h.clone();
-            edges.push(WaitEdge {
-                from: t.id,
-                to: h.task,
-                waits_in: own.as_ref().map(|o| o.0.clone()),
-                waits_at: own.as_ref().and_then(|o| o.1.clone()),
-                any_of: role == Role::Sender && alive != Some(1),
-                on: match role {
-                    Role::Lock => WaitsFor::Lock { holder },
-                    _ => WaitsFor::Channel { holder },
-                },
-            });
-        }
-        let statics = others
-            .statics
-            .get(&(role, addr))
-            .cloned()
-            .unwrap_or_default();
-        let threads = others
-            .threads
-            .get(&(role, addr))
-            .cloned()
-            .unwrap_or_default();
-        preorder_mut(frames, &mut |j, n| {
-            if let (true, Some(w)) = (j == i, n.waits_on.as_mut()) {
-                w.holders = holders.clone();
-                w.statics = statics.clone();
-                w.threads = threads.clone();
-            }
-        });
-    }
-    edges
-}
-
 /// The edges of task `t`'s `oneshot` receives whose sender a walk found held by a task (the decoded
 /// delegate's `sender_held_by`), while nothing was sent and the sender is not dropped.
 fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
@@ -237,10 +261,10 @@ fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
         };
         // The program's own frame above the receiver's leaf.
         let mut own = None;
-        preorder_with_path(&t.frames, &mut |_, n, path| {
+        preorder_with_path(&t.frames, &mut |n, path| {
             if own.is_none() && n.meta.name == d.leaf {
-                let f = path.iter().rev().find(|f| is_own_code(f));
-                own = f.map(|f| (Arc::<str>::from(f.meta.name.as_str()), where_(f)));
+                let f = path.iter().rev().find(|f| f.meta.is_own_code());
+                own = f.map(|f| (Arc::<str>::from(f.meta.name.as_str()), where_(&f.meta)));
             }
         });
         let (waits_in, waits_at) = own.unzip();
@@ -257,17 +281,14 @@ fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
 }
 
 /// Where a frame is: the await it is suspended at, else where it is defined.
-fn where_(n: &FrameNode) -> Option<Loc> {
-    (n.meta.suspended_at.as_ref())
-        .or(n.meta.location.as_ref())
-        .cloned()
+fn where_(f: &FrameInfo) -> Option<Loc> {
+    (f.suspended_at.as_ref()).or(f.location.as_ref()).cloned()
 }
 
 /// What a leaf waits for that a frame may hold, by its address, and for a receive how many
 /// senders are alive: a lock's semaphore (held by guards); a send's channel, whose receiver can
 /// make room; a receive's channel, whose senders can send.
-fn waited(n: &FrameNode) -> Option<(Role, u64, Option<u64>)> {
-    let w = n.waits_on.as_ref()?;
+fn waited(w: &WaitOn) -> Option<(Role, u64, Option<u64>)> {
     let address = |v: &Value| match v.field("addr")? {
         Value::Address(a) => Some(*a),
         _ => None,
@@ -295,12 +316,6 @@ fn waited(n: &FrameNode) -> Option<(Role, u64, Option<u64>)> {
         | WaitKind::Barrier
         | WaitKind::Accept => None,
     }
-}
-
-/// The locks frame `n` holds, from the guards in its locals; a guard inside a future the walk went
-/// into is that future's own frame's to show.
-fn holds_of(n: &FrameNode) -> Vec<Held> {
-    holds_in(&n.locals, &n.walked_within)
 }
 
 /// What `locals` hold, but inside the futures at `walked_within` (polled, their own frames show it).
@@ -366,36 +381,22 @@ fn guards(v: &Value, f: &mut dyn FnMut(&Value)) {
     }
 }
 
-/// Calls `f` on every frame in pre-order, with its number in that order.
-fn preorder_mut(nodes: &mut [FrameNode], f: &mut dyn FnMut(usize, &mut FrameNode)) {
-    fn visit(nodes: &mut [FrameNode], i: &mut usize, f: &mut dyn FnMut(usize, &mut FrameNode)) {
-        for n in nodes {
-            f(*i, n);
-            *i += 1;
-            visit(&mut n.children, i, f);
-        }
-    }
-    visit(nodes, &mut 0, f)
-}
-
-/// Like [`preorder_mut`], reading, with each frame's ancestors (root first).
+/// Calls `f` on every frame in pre-order, with its ancestors (root first).
 fn preorder_with_path<'a>(
     nodes: &'a [FrameNode],
-    f: &mut dyn FnMut(usize, &'a FrameNode, &[&'a FrameNode]),
+    f: &mut dyn FnMut(&'a FrameNode, &[&'a FrameNode]),
 ) {
     fn visit<'a>(
         nodes: &'a [FrameNode],
-        i: &mut usize,
         path: &mut Vec<&'a FrameNode>,
-        f: &mut dyn FnMut(usize, &'a FrameNode, &[&'a FrameNode]),
+        f: &mut dyn FnMut(&'a FrameNode, &[&'a FrameNode]),
     ) {
         for n in nodes {
-            f(*i, n, path);
-            *i += 1;
+            f(n, path);
             path.push(n);
-            visit(&n.children, i, path, f);
+            visit(&n.children, path, f);
             path.pop();
         }
     }
-    visit(nodes, &mut 0, &mut Vec::new(), f)
+    visit(nodes, &mut Vec::new(), f)
 }

@@ -11,6 +11,12 @@ use crate::model::waits::WaitsFor;
 use crate::model::{Dump, FrameInfo, FrameNode, Loc, Source};
 use crate::testing::{edge_snapshot, handshake};
 
+/// [`resolve`] over every task of `dump`: what reading its values would name, and more.
+fn resolve_every(dump: &mut Dump, reading: &Reading) {
+    let every: Vec<usize> = (0..dump.tasks.len()).collect();
+    resolve(dump, reading, &every);
+}
+
 fn at(line: u32) -> Loc {
     Loc {
         file: "src/app.rs".into(),
@@ -113,7 +119,7 @@ fn transfer(held: u64, wanted: u64) -> Vec<FrameNode> {
 #[test]
 fn two_tasks_each_holding_the_lock_the_other_waits_for_are_a_deadlock() {
     let mut dump = dump_with(vec![transfer(0xa, 0xb), transfer(0xb, 0xa)]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert_eq!(dump.deadlocks, vec![vec![1, 2]]);
     let e = &dump.waits[0];
     assert_eq!(
@@ -136,14 +142,14 @@ fn two_tasks_each_holding_the_lock_the_other_waits_for_are_a_deadlock() {
 #[test]
 fn locals_read_only_for_their_guards_are_dropped_unless_asked_for() {
     let mut dump = dump_with(vec![transfer(0xa, 0xb)]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert!(dump.tasks[0].frames[0].locals.is_empty());
     let mut dump = dump_with(vec![transfer(0xa, 0xb)]);
     let all = Reading {
         locals: Wanted::All,
         targets: true,
     };
-    resolve(&mut dump, &all);
+    resolve_every(&mut dump, &all);
     assert_eq!(dump.tasks[0].frames[0].locals.len(), 1);
 }
 
@@ -161,7 +167,7 @@ fn a_guard_in_a_future_the_task_keeps_but_does_not_poll_is_a_futurelock() {
     refresh.locals = vec![local("update", update, 13)];
     let read = frame("app::read", 30, vec![waiting_for(0xa)]);
     let mut dump = dump_with(vec![vec![refresh], vec![read]]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert_eq!(dump.deadlocks, vec![vec![1]]);
     assert_eq!(dump.waits.len(), 2);
     assert!(dump.waits.iter().all(|e| e.is_futurelock() && e.to == 1));
@@ -180,7 +186,7 @@ fn a_guard_in_a_future_the_walk_went_into_is_that_futures_to_show() {
         vec![f],
         vec![frame("app::read", 30, vec![waiting_for(0xa)])],
     ]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert!(dump.tasks[0].frames[0].holds.is_empty());
     assert!(dump.waits.is_empty() && dump.deadlocks.is_empty());
 }
@@ -197,7 +203,7 @@ fn a_guard_behind_a_shared_pointer_is_not_held_by_the_frame() {
     };
     f.locals = vec![local("shared", shared, 10)];
     let mut dump = dump_with(vec![vec![f]]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert!(dump.tasks[0].frames[0].holds.is_empty());
 }
 
@@ -206,7 +212,7 @@ fn a_join_cycle_stays_a_deadlock_beside_the_lock_edges() {
     let mut dump = Dump::build(&handshake(), &edge_snapshot(&[(1, 2), (2, 1)]), 0);
     let lock_holder = transfer(0xa, 0xb);
     dump.tasks[2].frames = Arc::new(lock_holder);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert_eq!(dump.deadlocks, vec![vec![1, 2]]);
     assert!(dump.waits.iter().all(|e| matches!(e.on, WaitsFor::Join)));
 }
@@ -214,7 +220,7 @@ fn a_join_cycle_stays_a_deadlock_beside_the_lock_edges() {
 #[test]
 fn a_locked_mutex_no_task_holds_has_no_holder_and_no_edge() {
     let mut dump = dump_with(vec![vec![frame("app::read", 30, vec![waiting_for(0xa)])]]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     assert!(dump.waits.is_empty());
     let w = dump.tasks[0].frames[0].children[0]
         .waits_on
@@ -280,7 +286,7 @@ fn crossed_channels(senders: u64) -> Dump {
     let mut server = frame("app::server", 30, vec![on_channel(0xc2, None)]);
     server.locals = vec![end("replies", true, 0xc1)];
     let mut dump = dump_with(vec![vec![client], vec![server]]);
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     dump
 }
 
@@ -326,7 +332,7 @@ fn a_oneshot_whose_sender_another_task_holds_is_an_edge_until_it_is_sent_or_drop
     for (sent, closed, edges) in [(false, false, 1), (true, false, 0), (false, true, 0)] {
         let mut dump = dump_with(vec![vec![receive.clone()]]);
         dump.tasks[0].decoded_delegates = Arc::new(vec![delegate(sent, closed)]);
-        resolve(&mut dump, &targets());
+        resolve_every(&mut dump, &targets());
         assert_eq!(dump.waits.len(), edges, "sent {sent}, dropped {closed}");
         if let Some(e) = dump.waits.first() {
             assert_eq!((e.from, e.to, &e.on), (1, 2, &WaitsFor::Oneshot));
@@ -361,7 +367,7 @@ fn a_lock_no_task_holds_but_a_static_does_is_held_by_that_static_with_no_edge() 
         Local::new("app::PARKED", "", parked),
         Local::new("app::EMPTY", "", other),
     ];
-    resolve(&mut dump, &targets());
+    resolve_every(&mut dump, &targets());
     let w = (dump.tasks[0].frames[0].children[0].waits_on.as_ref()).unwrap();
     assert!(w.holders.is_empty());
     let statics: Vec<&str> = w.statics.iter().map(|s| &*s.name).collect();

@@ -65,14 +65,16 @@ const SEMAPHORE_ACQUIRE: TargetRule = TargetRule {
         let (wanted_at, wanted_ty) = b.member(die, &["num_permits"])?;
         let (ptr, sem) = b.pointer_to(die, "semaphore")?;
         let (node, waiter) = b.member(die, &["node"])?;
+        let prev = b.find_member(b.strip(waiter), "prev", 4)?;
         let shape = Shape::Semaphore {
             ptr: u32::try_from(ptr).ok()?,
             permits: u32::try_from(b.find_member(sem, "permits", 1)?).ok()?,
             tail: u32::try_from(b.find_member(sem, "tail", 6)?).ok()?,
             node: u32::try_from(node).ok()?,
-            prev: u32::try_from(b.find_member(b.strip(waiter), "prev", 4)?).ok()?,
+            prev: u32::try_from(prev).ok()?,
         };
-        let size = ptr.max(node) as u32 + 8;
+        // Up to the node's link: a queue is followed through its waiters' bytes where they are read.
+        let size = u32::try_from(ptr.max(node + prev) + 8).ok()?;
         let ty = b.synthetic_value("Semaphore", size, shape);
         let wanted = part(b, "wanted", wanted_at, wanted_ty)?;
         let semaphore = LocalPlan {
@@ -173,15 +175,18 @@ const NOTIFIED: TargetRule = TargetRule {
         let (ptr, notify) = b.pointer_to(die, "notify")?;
         let (node, waiter) = b.member(die, &["waiter"])?;
         let waiter = b.strip(waiter);
+        let prev = b.find_member(waiter, "prev", 4)?;
+        let notification = node + b.member(waiter, &["notification"])?.0;
         let shape = Shape::Notify {
             ptr: u32::try_from(ptr).ok()?,
             state: u32::try_from(b.member(notify, &["state"])?.0).ok()?,
             tail: u32::try_from(b.find_member(notify, "tail", 6)?).ok()?,
             node: u32::try_from(node).ok()?,
-            prev: u32::try_from(b.find_member(waiter, "prev", 4)?).ok()?,
-            notification: u32::try_from(node + b.member(waiter, &["notification"])?.0).ok()?,
+            prev: u32::try_from(prev).ok()?,
+            notification: u32::try_from(notification).ok()?,
         };
-        let size = ptr.max(node + b.member(waiter, &["notification"])?.0) as u32 + 8;
+        // Up to the node's link too, as a semaphore acquire's.
+        let size = u32::try_from(ptr.max(notification).max(node + prev) + 8).ok()?;
         let part = synthetic_part(b, "notify", size, shape);
         Some(TargetPlan {
             kind: TargetKind::Notify,
