@@ -186,8 +186,10 @@ impl Bytes {
 #[derive(Default)]
 pub(super) struct Queue {
     nodes: Vec<u64>,
-    /// It was followed (by [`Queues::follow_all`]).
+    /// It was followed: through the bytes read, or by [`Queues::follow_all`].
     done: bool,
+    /// It was followed through the bytes read as far as they go, when first met.
+    tried: bool,
     /// A read on the way failed: what was counted is not the list.
     failed: bool,
     /// More wait past the ones counted.
@@ -197,6 +199,31 @@ pub(super) struct Queue {
 }
 
 impl Queue {
+    /// Follows the list from the word at `at` through `bytes` while they hold the next node, each
+    /// node's next `prev` bytes into it: `None` once it ends (or more than [`MAX_QUEUE`] are
+    /// counted), else where the word naming the next node is, not read yet.
+    fn follow_through(&mut self, bytes: &Bytes, mut at: u64, prev: u32) -> Option<u64> {
+        self.nodes.clear();
+        while self.nodes.len() <= MAX_QUEUE as usize {
+            match bytes.word(at) {
+                Some(0) => return None,
+                Some(node) => {
+                    self.nodes.push(node);
+                    at = node.wrapping_add(u64::from(prev));
+                }
+                None => return Some(at),
+            }
+        }
+        None
+    }
+
+    /// Done with following: what was counted past [`MAX_QUEUE`] is only said to be more.
+    fn finish(&mut self) {
+        self.more = self.nodes.len() as u64 > MAX_QUEUE;
+        self.nodes.truncate(MAX_QUEUE as usize);
+        self.done = true;
+    }
+
     /// Where `node` is, counted from the tail (0: next to be served).
     fn position(&mut self, node: u64) -> Option<usize> {
         // A short queue is looked through: most have one waiter or a few, and a map for each
@@ -239,21 +266,10 @@ impl Queues {
         // Each queue not ended in the bytes read: where its next node's address is, and how many
         // more nodes may be counted.
         let mut rest: Vec<(usize, (u64, u32, usize))> = Vec::new();
-        for (i, ((tail, prev), q)) in todo.iter_mut().enumerate() {
-            let mut at = *tail;
-            q.nodes.clear();
-            while q.nodes.len() < max {
-                match bytes.word(at) {
-                    Some(0) => break,
-                    Some(node) => {
-                        q.nodes.push(node);
-                        at = node.wrapping_add(u64::from(*prev));
-                    }
-                    None => {
-                        rest.push((i, (at, *prev, max - q.nodes.len())));
-                        break;
-                    }
-                }
+        for (i, (key, q)) in todo.iter_mut().enumerate() {
+            let (tail, prev) = **key;
+            if let Some(at) = q.follow_through(bytes, tail, prev) {
+                rest.push((i, (at, prev, max - q.nodes.len())));
             }
         }
         let lists: Vec<(u64, u32, usize)> = rest.iter().map(|&(_, l)| l).collect();
@@ -263,9 +279,7 @@ impl Queues {
             q.failed = chased.failed;
         }
         for (_, q) in todo {
-            q.more = q.nodes.len() as u64 > MAX_QUEUE;
-            q.nodes.truncate(MAX_QUEUE as usize);
-            q.done = true;
+            q.finish();
         }
     }
 }
@@ -591,6 +605,14 @@ impl Decoder<'_> {
         fields: &mut Vec<Field>,
     ) -> Result<(), Option<Value>> {
         let queue = self.queues.lists.entry((tail, prev)).or_default();
+        // Most often the bytes read hold the whole list (its waiters' values among them): then
+        // it is followed now, once, not after a round of reads.
+        if !queue.tried {
+            queue.tried = true;
+            if queue.follow_through(self.bytes, tail, prev).is_none() {
+                queue.finish();
+            }
+        }
         match (queue.done, queue.failed) {
             (false, _) => {
                 self.queues.asked += 1;
@@ -612,11 +634,19 @@ impl Decoder<'_> {
     /// (and addresses, for a word of size 0), named `name`.
     fn words(&mut self, name: &Arc<str>, words: &[Word], b: &[u8]) -> Option<Value> {
         let mut fields = Vec::with_capacity(words.len());
+        // Every word not read yet is asked for in the same round: a value of several words
+        // through one pointer takes as many rounds as the pointer has hops, not as it has words
+        // (a `broadcast` receive's seven were cut short of them).
+        let mut waiting = false;
         for w in words {
             let p = match w.hops.is_empty() {
                 true => None,
                 false => match self.follow(b, &w.hops) {
                     Ok(p) => Some(p),
+                    Err(Some(Value::Cut)) => {
+                        waiting = true;
+                        continue;
+                    }
                     Err(stands) => return stands,
                 },
             };
@@ -631,7 +661,11 @@ impl Decoder<'_> {
                         u32::from(size),
                     ) {
                         Ok(bytes) => Value::Uint(uint(bytes, 0, size)?),
-                        Err(later) => return Some(pending(later)),
+                        Err(true) => {
+                            waiting = true;
+                            continue;
+                        }
+                        Err(false) => return Some(Value::Unreadable),
                     }
                 }
                 (Some(_), _) => return None,
@@ -640,6 +674,9 @@ impl Decoder<'_> {
                 name: w.name.clone(),
                 value,
             });
+        }
+        if waiting {
+            return Some(Value::Cut);
         }
         Some(Value::Struct {
             type_name: name.clone(),

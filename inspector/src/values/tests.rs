@@ -655,6 +655,31 @@ fn chosen_words_are_read_through_their_pointers() {
     );
 }
 
+#[test]
+fn many_words_through_one_pointer_take_its_rounds_not_one_round_each() {
+    // Seven words through one pointer, each on a page of its own (no read of one brings another
+    // along): more words than there are rounds.
+    use crate::plan::values::Word;
+    let far = |k: u32| Word {
+        name: format!("w{k}").into(),
+        hops: vec![8],
+        at: k * 0x1000,
+        size: 8,
+    };
+    let mut types = types();
+    let words_of = Shape::Words {
+        words: (0..7).map(far).collect(),
+    };
+    types.types.push(ty("broadcast", 16, words_of));
+    let mut regions = vec![(0x2000, words(&[0, 0x10_0000]))];
+    regions.extend((0..7u64).map(|k| (0x10_0000 + k * 0x1000, words(&[100 + k]))));
+    let f = fields(&read_with(&types, &memory(&regions), 6, 0x2000));
+    let want: Vec<(String, Value)> = (0..7)
+        .map(|k| (format!("w{k}"), Value::Uint(100 + k)))
+        .collect();
+    assert_eq!(f, want);
+}
+
 proptest::proptest! {
     #[test]
     fn an_ipv4_socket_address_reads_as_the_standard_library_writes_it(
