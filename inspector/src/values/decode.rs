@@ -19,9 +19,6 @@ pub(super) struct Bytes {
     chunks: Vec<Vec<u8>>,
     /// How many of `chunks` were given (see [`Bytes::given`]), not read: kept by [`Bytes::clear`].
     given: usize,
-    /// Where runs are read before what [`kept`] says of them is copied into a chunk: the same
-    /// memory for every call.
-    scratch: Vec<u8>,
     pub(super) total: u64,
     /// The runs the last two lookups found, the latest first: a frame's locals lie together, and
     /// so do the parts of what they point to, and a dump goes from one to the other and back.
@@ -42,15 +39,6 @@ const MAX_BESIDE: u32 = 256;
 /// Most bytes read as one run.
 const MAX_RUN: u64 = 64 << 10;
 const PAGE: u64 = 4096;
-/// Most bytes of runs read in one call, into the same scratch memory each time: of a sparse run,
-/// only what was asked for is kept ([`kept`]), not the rest of the pages read for it.
-const SCRATCH: usize = 128 << 10;
-/// A run whose needs cover less than this fraction of it is kept as its needs only: 10,000 leaves'
-/// parts, a few to a page, were 4 MB of pages read and kept, a page fault each, for 280 KB asked.
-/// Kept whole above that, the locals of `-v` (their frames' spans are dense, and what they point
-/// to lies close) are looked up among fewer runs: a quarter and a half cost them 1 and 10 % more
-/// instructions.
-const SPARSE: u64 = 8;
 
 impl Bytes {
     /// Reads `needs` in one batch: ranges not read yet (each was asked for because no run held it),
@@ -81,17 +69,16 @@ impl Bytes {
                 }
             }
         }
-        let failed = self.read_runs(mem, &runs, &held);
-        let alone: Vec<(u64, u32)> = (held.into_iter().zip(failed))
+        let several: Vec<bool> = held.iter().map(|h| h.len() > 1).collect();
+        let failed = self.read_runs(mem, runs, &several);
+        let alone: Vec<(u64, u64)> = (held.into_iter().zip(failed))
             .filter(|(h, failed)| *failed && h.len() > 1)
             .flat_map(|(h, _)| h)
+            .map(|(addr, len)| (addr, addr.saturating_add(u64::from(len))))
             .collect();
         if !alone.is_empty() {
-            let runs: Vec<(u64, u64)> = (alone.iter())
-                .map(|&(addr, len)| (addr, addr.saturating_add(u64::from(len))))
-                .collect();
-            let held: Vec<Vec<(u64, u32)>> = alone.into_iter().map(|need| vec![need]).collect();
-            self.read_runs(mem, &runs, &held);
+            let one_each = vec![false; alone.len()];
+            self.read_runs(mem, alone, &one_each);
         }
     }
 
@@ -121,73 +108,29 @@ impl Bytes {
         self.last.set([0, 0]);
     }
 
-    /// Reads `runs` (each as long as a need, or merged up to [`MAX_RUN`]; `held`, the needs of
-    /// each, sorted) a scratch memory's worth at a time, and keeps what [`kept`] says of each, in
-    /// one chunk; whether each failed (a failed run of one need is kept, as unreadable).
+    /// Reads `runs` (each as long as a need, or merged up to [`MAX_RUN`]; `several`: whether each
+    /// holds more than one need) in one batch, into one buffer, and keeps them; whether each
+    /// failed. A run of several that fails is not kept: it is read again a need at a time, which
+    /// says which fail, and kept as failed whole it would stand for what lies between them too.
     fn read_runs(
         &mut self,
         mem: &dyn Memory,
-        runs: &[(u64, u64)],
-        held: &[Vec<(u64, u32)>],
+        runs: Vec<(u64, u64)>,
+        several: &[bool],
     ) -> Vec<bool> {
-        let mut stretches = Vec::new();
-        let kept_of: Vec<std::ops::Range<usize>> = (runs.iter().zip(held))
-            .map(|(&run, needs)| {
-                let from = stretches.len();
-                kept(run, needs, &mut stretches);
-                from..stretches.len()
-            })
-            .collect();
+        let ranges: Vec<(u64, u32)> = runs.iter().map(|&(a, e)| (a, (e - a) as u32)).collect();
+        let (chunk, read) = (&mem).read_packed(&ranges);
+        let failed: Vec<bool> = read.iter().map(|ok| !ok).collect();
         let index = self.chunks.len() as u32;
-        let mut chunk = Vec::with_capacity(stretches.iter().map(|s| (s.1 - s.0) as usize).sum());
-        let mut failed = Vec::with_capacity(runs.len());
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let len = |(start, end): (u64, u64)| (end - start) as usize;
-        let mut from = 0;
-        while from < runs.len() {
-            // As many runs as the scratch memory holds, and at least one.
-            let (mut to, mut bytes) = (from + 1, len(runs[from]));
-            while to < runs.len() && bytes + len(runs[to]) <= SCRATCH {
-                bytes += len(runs[to]);
-                to += 1;
+        let mut offset = 0;
+        for ((&(start, end), &failed), &several) in runs.iter().zip(&failed).zip(several) {
+            self.total += end - start;
+            if !(failed && several) {
+                let at = (!failed).then_some((index, offset));
+                self.runs.push(Run { start, end, at });
             }
-            scratch.clear();
-            scratch.resize(bytes, 0);
-            let mut rest = scratch.as_mut_slice();
-            let into = runs[from..to].iter().map(|&run| {
-                let (this, after) = std::mem::take(&mut rest).split_at_mut(len(run));
-                rest = after;
-                this
-            });
-            let read = (&mem).read_each(runs[from..to].iter().map(|r| r.0), into);
-            let mut offset = 0;
-            for (i, ok) in (from..to).zip(read) {
-                let (start, end) = runs[i];
-                self.total += end - start;
-                failed.push(!ok);
-                // A run of several that fails is read again a need at a time, which says which
-                // fail: kept as failed whole, it would stand for what lies between them too.
-                if !ok && held[i].len() == 1 {
-                    self.runs.push(Run {
-                        start,
-                        end,
-                        at: None,
-                    });
-                }
-                for &(s, e) in stretches[kept_of[i].clone()].iter().filter(|_| ok) {
-                    let at = offset + (s - start) as usize;
-                    self.runs.push(Run {
-                        start: s,
-                        end: e,
-                        at: Some((index, chunk.len())),
-                    });
-                    chunk.extend_from_slice(&scratch[at..at + (e - s) as usize]);
-                }
-                offset += len(runs[i]);
-            }
-            from = to;
+            offset += (end - start) as usize;
         }
-        self.scratch = scratch;
         self.chunks.push(chunk);
         self.sort();
         failed
@@ -247,26 +190,6 @@ impl Bytes {
                 Err(true)
             }
         }
-    }
-}
-
-/// What is kept of `run` once read, into `out`: the stretches its `needs` (sorted) cover, where
-/// they are less than a [`SPARSE`]th of it (a page read for a few leaves' parts lying in it);
-/// else the whole run, where what lies between them may well be asked for next (an `Arc`'s value
-/// beside its counts), and fewer runs are quicker to look through.
-fn kept((start, end): (u64, u64), needs: &[(u64, u32)], out: &mut Vec<(u64, u64)>) {
-    let from = out.len();
-    for &(addr, len) in needs {
-        let to = addr.saturating_add(u64::from(len)).min(end);
-        match out[from..].last_mut() {
-            Some(s) if addr <= s.1 => s.1 = s.1.max(to),
-            _ => out.push((addr, to)),
-        }
-    }
-    let covered: u64 = out[from..].iter().map(|s| s.1 - s.0).sum();
-    if covered * SPARSE >= end - start {
-        out.truncate(from);
-        out.push((start, end));
     }
 }
 
