@@ -48,8 +48,8 @@ pub struct ValuesRead {
     /// The tasks (by place in the dump) with a leaf waiting on a file descriptor: the ones
     /// [`describe_fds`] looks at.
     pub fd_tasks: Vec<usize>,
-    /// The tasks (by place) with a local, or a leaf waiting for what a frame may hold: the ones
-    /// the wait graph looks at (`crate::waits::resolve`).
+    /// The tasks (by place, in order) with a local, or a leaf waiting for what a frame may hold:
+    /// the ones the wait graph looks at (`crate::waits::resolve`).
     pub held_tasks: Vec<usize>,
 }
 

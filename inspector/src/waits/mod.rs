@@ -18,9 +18,10 @@ use crate::model::waits::{Held, Holder, StaticHolder, ThreadHolder, WaitEdge, Wa
 use crate::model::{Dump, FastMap, FrameInfo, FrameNode, Loc, TaskView, any_frame};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
-/// The frames of `tasks` (by place in the dump: those with a local, or a leaf waiting for what a
-/// frame may hold, as reading the values found them) are walked once each, for what they hold and
-/// what they wait for; the waits are given their holders after, when every holder is known.
+/// The frames of `tasks` (by place in the dump, in order: those with a local, or a leaf waiting for
+/// what a frame may hold, as reading the values found them) are walked once each, for what they
+/// hold and what they wait for; the waits are given their holders after, when every holder is
+/// known.
 pub fn resolve(dump: &mut Dump, reading: &Reading, tasks: &[usize]) {
     let others = Others {
         statics: static_holders(&std::mem::take(&mut dump.statics)),
@@ -75,7 +76,7 @@ enum Role {
     Receiver,
 }
 
-/// What the walk of every task's frames finds: what each frame holds (set on it, and gathered by
+/// What the walk of the tasks' frames finds: what each frame holds (set on it, and gathered by
 /// what it holds), and the leaves that wait for something a frame may hold, to be given holders.
 #[derive(Default)]
 struct Found<'a> {
