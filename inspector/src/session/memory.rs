@@ -112,7 +112,6 @@ impl MemorySession {
             &mut self.chains,
         );
         let now = Some(dump.snapshot.now_ns);
-        let pid = self.reader.pid();
         if self.reading.targets {
             crate::values::add_statics(&mut dump, &self.decoder.statics, &self.decoder.values);
         }
@@ -120,13 +119,7 @@ impl MemorySession {
         let held = frozen.as_ref();
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
-        crate::threads::keep_unmoved(&mut dump, pid, &threads);
-        let tables = crate::attach::procfs::SocketTables::new(pid);
-        let socket_of = |fd| super::socket_value(&tables, fd);
-        crate::values::describe_fds(&mut dump, &read.fd_tasks, &socket_of);
-        if self.reading.targets {
-            crate::waits::resolve(&mut dump, &self.reading, &read.held_tasks);
-        }
+        super::after_values(&mut dump, &threads, &read, &self.reading);
         if frozen.is_some() {
             stopped = release(frozen.take());
         }

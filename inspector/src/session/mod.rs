@@ -275,28 +275,35 @@ fn read_values(
     }
     // What the kernel lets us read ourselves costs the process nothing; the agent reads the rest.
     let client = client.filter(|_| !crate::attach::memory::readable_from_outside(pid));
-    let (through_agent, threads, read) = match client {
-        Some(client) => {
-            let mem = crate::attach::memory::AgentMemory::new(client, pid);
-            let threads = add_thread_locals(dump, &mem, plan, reading, None);
-            let read = crate::values::read_locals(dump, &plan.values, &mem, now);
-            (mem.through_agent(), threads, read)
-        }
-        None => {
-            let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
-            let threads = add_thread_locals(dump, &mem, plan, reading, None);
-            let read = crate::values::read_locals(dump, &plan.values, &mem, now);
-            (false, threads, read)
-        }
+    let agent = client.map(|client| crate::attach::memory::AgentMemory::new(client, pid));
+    let outside = asyncdump_walker::ProcessMemory::of(pid as i32);
+    let mem: &dyn asyncdump_walker::Memory = match &agent {
+        Some(agent) => agent,
+        None => &outside,
     };
-    crate::threads::keep_unmoved(dump, pid, &threads);
+    let threads = add_thread_locals(dump, mem, plan, reading, None);
+    let read = crate::values::read_locals(dump, &plan.values, mem, now);
+    after_values(dump, &threads, &read, reading);
+    agent.is_some_and(|agent| agent.through_agent())
+}
+
+/// What follows reading a live process's values, as `read` found them: its threads' locals kept
+/// where the threads did not move, each descriptor a leaf waits on described from `/proc`, and
+/// with wait targets, who holds what.
+fn after_values(
+    dump: &mut Dump,
+    threads: &[crate::threads::Thread],
+    read: &crate::values::ValuesRead,
+    reading: &Reading,
+) {
+    let pid = dump.process.pid;
+    crate::threads::keep_unmoved(dump, pid, threads);
     let tables = crate::attach::procfs::SocketTables::new(pid);
     let socket_of = |fd| socket_value(&tables, fd);
     crate::values::describe_fds(dump, &read.fd_tasks, &socket_of);
     if reading.targets {
         crate::waits::resolve(dump, reading, &read.held_tasks);
     }
-    through_agent
 }
 
 /// Gives `dump` the locals of its live process's threads (those not running, or every one where

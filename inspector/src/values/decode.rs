@@ -199,8 +199,8 @@ pub(super) struct Queue {
     nodes: Vec<u64>,
     /// It was followed: through the bytes read, or by [`Queues::follow_all`].
     done: bool,
-    /// It was followed through the bytes read as far as they go, when first met.
-    tried: bool,
+    /// Until it is: where the word naming the next node is, not read yet.
+    next: u64,
     /// A read on the way failed: what was counted is not the list.
     failed: bool,
     /// More wait past the ones counted.
@@ -210,22 +210,32 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    /// Follows the list from the word at `at` through `bytes` while they hold the next node, each
-    /// node's next `prev` bytes into it: `None` once it ends (or more than [`MAX_QUEUE`] are
-    /// counted), else where the word naming the next node is, not read yet.
-    fn follow_through(&mut self, bytes: &Bytes, mut at: u64, prev: u32) -> Option<u64> {
-        self.nodes.clear();
+    /// A list whose tail pointer is at `tail`, each node's next `prev` bytes into it, followed as
+    /// far as `bytes` go: most often they hold it whole (its waiters' values are among those
+    /// read), and it is done without a round of reads of its own.
+    fn new(bytes: &Bytes, tail: u64, prev: u32) -> Queue {
+        let mut q = Queue {
+            next: tail,
+            ..Queue::default()
+        };
+        q.follow_through(bytes, prev);
+        q
+    }
+
+    /// Follows the list on from [`Queue::next`] through `bytes` while they hold the next node;
+    /// done once it ends, or once more than [`MAX_QUEUE`] are counted.
+    fn follow_through(&mut self, bytes: &Bytes, prev: u32) {
         while self.nodes.len() <= MAX_QUEUE as usize {
-            match bytes.word(at) {
-                Some(0) => return None,
+            match bytes.word(self.next) {
+                Some(0) => break,
                 Some(node) => {
                     self.nodes.push(node);
-                    at = node.wrapping_add(u64::from(prev));
+                    self.next = node.wrapping_add(u64::from(prev));
                 }
-                None => return Some(at),
+                None => return,
             }
         }
-        None
+        self.finish();
     }
 
     /// Done with following: what was counted past [`MAX_QUEUE`] is only said to be more.
@@ -266,30 +276,22 @@ impl Queues {
         self.lists.values().any(|q| !q.done)
     }
 
-    /// Follows every queue met and not followed yet: through the bytes read so far while they hold
-    /// the next node (a queue's waiters are mostly among the values read, their list pointers in
-    /// their own bytes), then from the first node they do not hold, all in one batch
+    /// Follows every queue met and not followed yet: on through the bytes read since it was met
+    /// while they hold the next node, then from the first node they do not hold, all in one batch
     /// ([`Memory::chase_all`]).
     pub(super) fn follow_all(&mut self, mem: &dyn Memory, bytes: &Bytes) {
-        let mut todo: Vec<(&(u64, u32), &mut Queue)> =
-            self.lists.iter_mut().filter(|(_, q)| !q.done).collect();
-        let max = MAX_QUEUE as usize + 1;
-        // Each queue not ended in the bytes read: where its next node's address is, and how many
-        // more nodes may be counted.
-        let mut rest: Vec<(usize, (u64, u32, usize))> = Vec::new();
-        for (i, (key, q)) in todo.iter_mut().enumerate() {
-            let (tail, prev) = **key;
-            if let Some(at) = q.follow_through(bytes, tail, prev) {
-                rest.push((i, (at, prev, max - q.nodes.len())));
+        let mut rest: Vec<(&mut Queue, (u64, u32, usize))> = Vec::new();
+        for (&(_, prev), q) in self.lists.iter_mut().filter(|(_, q)| !q.done) {
+            q.follow_through(bytes, prev);
+            if !q.done {
+                let list = (q.next, prev, MAX_QUEUE as usize + 1 - q.nodes.len());
+                rest.push((q, list));
             }
         }
         let lists: Vec<(u64, u32, usize)> = rest.iter().map(|&(_, l)| l).collect();
-        for ((i, _), chased) in rest.iter().zip(mem.chase_all(&lists)) {
-            let q = &mut todo[*i].1;
+        for ((q, _), chased) in rest.into_iter().zip(mem.chase_all(&lists)) {
             q.nodes.extend(chased.nodes);
             q.failed = chased.failed;
-        }
-        for (_, q) in todo {
             q.finish();
         }
     }
@@ -615,15 +617,9 @@ impl Decoder<'_> {
         me: u64,
         fields: &mut Vec<Field>,
     ) -> Result<(), Option<Value>> {
-        let queue = self.queues.lists.entry((tail, prev)).or_default();
-        // Most often the bytes read hold the whole list (its waiters' values among them): then
-        // it is followed now, once, not after a round of reads.
-        if !queue.tried {
-            queue.tried = true;
-            if queue.follow_through(self.bytes, tail, prev).is_none() {
-                queue.finish();
-            }
-        }
+        let bytes = self.bytes;
+        let queue = (self.queues.lists.entry((tail, prev)))
+            .or_insert_with(|| Queue::new(bytes, tail, prev));
         match (queue.done, queue.failed) {
             (false, _) => {
                 self.queues.asked += 1;
