@@ -11,7 +11,7 @@ type Kept = (
     Arc<FrameInfo>,
     Vec<u64>,
     Vec<Local>,
-    Option<WaitOn>,
+    Option<Box<WaitOn>>,
     Vec<u64>,
 );
 
@@ -29,7 +29,7 @@ pub(super) struct ArenaNode {
     /// Its locals, still unread (see `crate::model::values`), when they were asked for.
     pub(super) locals: Vec<Local>,
     /// What its leaf waits for, unread.
-    pub(super) waits_on: Option<WaitOn>,
+    pub(super) waits_on: Option<Box<WaitOn>>,
     /// Walked futures inside its locals (see [`FrameNode::walked_within`]).
     pub(super) walked_within: Vec<u64>,
     pub(super) children: Vec<usize>,

@@ -118,7 +118,7 @@ impl<'a> Merge<'a> {
                     _ => break,
                 }
             }
-            self.arena.nodes[leaf].waits_on = Some(wait);
+            self.arena.nodes[leaf].waits_on = Some(Box::new(wait));
         }
     }
 
@@ -276,7 +276,7 @@ impl<'a> Merge<'a> {
                     }
                 };
                 if let Some(line) = line.filter(|_| self.reading.targets) {
-                    self.arena.nodes[line].waits_on = self.wait_target(n, at.under);
+                    self.arena.nodes[line].waits_on = self.wait_target(n, at.under).map(Box::new);
                 }
             }
             Kind::JoinHandle(info) => {
@@ -389,7 +389,7 @@ impl<'a> Merge<'a> {
             TargetKind::Permits => {
                 let above = under.map(|u| self.arena.nodes[u].info.name.as_str());
                 WaitKind::Permits {
-                    lock: Arc::from(lock_named(above.unwrap_or(""))),
+                    lock: lock_named(above.unwrap_or("")),
                 }
             }
         };
@@ -615,14 +615,18 @@ pub(super) fn is_own_block(parent: &FrameInfo, child: &FrameInfo) -> bool {
 }
 
 /// What a semaphore is to the frame `above` that awaits its acquire: the lock or channel built on it.
-fn lock_named(above: &str) -> &'static str {
+/// Shared text: a dump names one in every waiter.
+fn lock_named(above: &str) -> Arc<str> {
     const LOCKS: &[(&str, &str)] = &[
         ("tokio::sync::mutex::", "Mutex"),
         ("tokio::sync::rwlock::", "RwLock"),
         ("tokio::sync::mpsc::", "channel"),
         ("tokio::sync::semaphore::", "Semaphore"),
     ];
-    (LOCKS.iter())
-        .find(|(path, _)| above.starts_with(path))
-        .map_or("semaphore", |(_, name)| name)
+    static NAMES: std::sync::LazyLock<Vec<Arc<str>>> = std::sync::LazyLock::new(|| {
+        let names = LOCKS.iter().map(|(_, name)| *name);
+        names.chain(["semaphore"]).map(Arc::from).collect()
+    });
+    let i = (LOCKS.iter()).position(|(path, _)| above.starts_with(path));
+    NAMES[i.unwrap_or(LOCKS.len())].clone()
 }

@@ -307,7 +307,7 @@ pub struct FrameNode {
     pub locals: Vec<values::Local>,
     /// What this leaf waits for, decoded (a sleep's deadline, a lock's queue), where its type is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waits_on: Option<values::WaitOn>,
+    pub waits_on: Option<Box<values::WaitOn>>,
     /// The locks and permits it holds, found in its locals (with wait targets on).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<waits::Held>,

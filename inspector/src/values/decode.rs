@@ -880,10 +880,13 @@ fn named(s: &'static str) -> Arc<str> {
     thread_local! {
         static NAMES: std::cell::RefCell<Vec<(&'static str, Arc<str>)>> = Default::default();
     }
-    let same = |k: &&'static str| std::ptr::eq(*k, s) || *k == s;
     NAMES.with(|names| {
         let mut names = names.borrow_mut();
-        if let Some((_, name)) = names.iter().find(|(k, _)| same(k)) {
+        // By where it lies first, a compare a name; by its text only where no name lies there (a
+        // literal may have more than one copy in the binary).
+        let found = (names.iter().find(|(k, _)| std::ptr::eq(*k, s)))
+            .or_else(|| names.iter().find(|(k, _)| *k == s));
+        if let Some((_, name)) = found {
             return name.clone();
         }
         names.push((s, s.into()));

@@ -677,6 +677,71 @@ fn many_words_through_one_pointer_take_its_rounds_not_one_round_each() {
     assert_eq!(f, want);
 }
 
+#[test]
+fn every_hop_on_a_page_of_its_own_is_still_read_whole() {
+    // Each value reached through pointers, each block on a page of its own and far from the
+    // others: no read of one brings the next along, so each hop must be asked for in its round.
+    let far = |k: u64| k * 0x10_0000;
+    // A channel two pointers away (the leaf's word to a block, its word to the channel's base, the
+    // channel 16 bytes past it, on the next page).
+    let (chan_types, _) = channel_at(1 << 1, 0);
+    let mut chan = words(&[1 << 1, 4, 2]);
+    chan.push(0);
+    let mem = memory(&[
+        (0x2000, words(&[far(1)])),
+        (far(1), words(&[far(2) + 0xff0])),
+        (far(2) + 0x1000, chan),
+    ]);
+    let got = fields(&read_with(&chan_types, &mem, 6, 0x2000));
+    let want = [
+        ("addr", Value::Address(far(2) + 0x1000)),
+        ("capacity", Value::Uint(4)),
+        ("queued", Value::Uint(3)),
+        ("senders", Value::Uint(2)),
+        ("receiver_alive", Value::Bool(true)),
+    ];
+    let want: Vec<(String, Value)> = want.into_iter().map(|(n, v)| (n.into(), v)).collect();
+    assert_eq!(got, want, "the channel");
+    // An `Arc<String>`: the local's pointer to the shared block (counts, then the string), the
+    // string's pointer to its text.
+    let mut arc_types = types();
+    let shared = Shape::Counted {
+        kind: PointerKind::Arc,
+        ptr: 0,
+        strong: 0,
+        weak: 8,
+        data: 16,
+        to: 1,
+    };
+    arc_types.types.push(ty("Arc<String>", 8, shared));
+    let mem = memory(&[
+        (0x2000, words(&[far(1)])),
+        (far(1), words(&[2, 1, far(2), 5, 5])),
+        (far(2), b"hello".to_vec()),
+    ]);
+    let want = Value::Pointer {
+        kind: PointerKind::Arc,
+        addr: far(1),
+        strong: Some(2),
+        weak: Some(1),
+        to: Box::new(Value::text("hello")),
+    };
+    assert_eq!(read_with(&arc_types, &mem, 6, 0x2000), want, "the Arc");
+    // A descriptor: the I/O object's pointer to its registration, the descriptor 12 bytes in.
+    let mut fd_types = types();
+    fd_types
+        .types
+        .push(ty("PollEvented", 8, Shape::Fd { ptr: 0, fd: 12 }));
+    let mut registration = vec![0u8; 12];
+    registration.extend(7i32.to_le_bytes());
+    let mem = memory(&[(0x2000, words(&[far(1)])), (far(1), registration)]);
+    assert_eq!(
+        read_with(&fd_types, &mem, 6, 0x2000),
+        Value::Int(7),
+        "the fd"
+    );
+}
+
 proptest::proptest! {
     #[test]
     fn an_ipv4_socket_address_reads_as_the_standard_library_writes_it(
@@ -782,12 +847,14 @@ fn reading_names_the_tasks_the_stages_after_it_look_at_and_only_those() {
         addr: 0x2000,
         check: Check::default(),
     };
-    let waiting = |kind| WaitOn {
-        kind,
-        parts: vec![Local::new("fd", "i32", unread(0))],
-        holders: Vec::new(),
-        statics: Vec::new(),
-        threads: Vec::new(),
+    let waiting = |kind| {
+        Box::new(WaitOn {
+            kind,
+            parts: vec![Local::new("fd", "i32", unread(0))],
+            holders: Vec::new(),
+            statics: Vec::new(),
+            threads: Vec::new(),
+        })
     };
     let mut with_local = FrameNode::cut(0);
     with_local.locals = vec![Local::new("n", "u64", unread(0))];

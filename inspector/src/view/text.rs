@@ -71,7 +71,7 @@ pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, sty
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.waker_of));
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.sender_held_by));
     mentioned(&t.frames, &t.awaits_tasks, &mut ids);
-    task(out, t, &labels_for(dump, &ids), style);
+    task(out, t, &labels_for(dump, &ids), style, &mut String::new());
 }
 
 /// Adds the tasks `frames` and `root` await to `ids`. Iterative: chains may be deep.
@@ -113,10 +113,17 @@ fn labels_of(dump: &Dump) -> Labels<'_> {
 pub fn write_group<W: Write + ?Sized>(out: &mut W, dump: &Dump, g: &Group, style: Style) {
     let mut ids = Vec::new();
     mentioned(&g.frames, &g.awaits_tasks, &mut ids);
-    group(out, g, &labels_for(dump, &ids), style);
+    group(out, g, &labels_for(dump, &ids), style, &mut String::new());
 }
 
-fn group<W: Write + ?Sized>(out: &mut W, g: &Group, labels: &Labels<'_>, style: Style) {
+/// `scratch` is a buffer for the lines of its frames, shared by every group of a dump.
+fn group<W: Write + ?Sized>(
+    out: &mut W,
+    g: &Group,
+    labels: &Labels<'_>,
+    style: Style,
+    scratch: &mut String,
+) {
     let tasks = if g.count == 1 { "task" } else { "tasks" };
     let _ = write!(
         out,
@@ -139,7 +146,7 @@ fn group<W: Write + ?Sized>(out: &mut W, g: &Group, labels: &Labels<'_>, style: 
         defined_at: None,
     };
     spawned(out, g.spawned_at.as_deref(), None, root, None, style);
-    frames(out, &g.frames, &g.awaits_tasks, labels, style);
+    frames(out, &g.frames, &g.awaits_tasks, labels, style, scratch);
 }
 
 /// The dump as text, in a `String` (see [`write()`]).
@@ -159,6 +166,8 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     // Each section is written into a buffer, then passed on whole: one write of a few hundred bytes
     // instead of dozens of small ones through `out` (which escapes and buffers each).
     let mut section = String::with_capacity(4096);
+    // A line's buffer, shared by every task's frames: one allocation for the dump, not one a task.
+    let mut scratch = String::new();
     let mut pass_on = |section: &mut String| {
         section.push('\n');
         let _ = out.write_str(section);
@@ -167,13 +176,13 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     match groups {
         Some(groups) => {
             for g in groups {
-                group(&mut section, g, &labels, style);
+                group(&mut section, g, &labels, style, &mut scratch);
                 pass_on(&mut section);
             }
         }
         None => {
             for t in &dump.tasks {
-                task(&mut section, t, &labels, style);
+                task(&mut section, t, &labels, style, &mut scratch);
                 pass_on(&mut section);
             }
         }
@@ -403,7 +412,14 @@ fn age_word(s: State) -> &'static str {
     }
 }
 
-fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style: Style) {
+/// `scratch` is a buffer for the lines of its frames, shared by every task of a dump.
+fn task<W: Write + ?Sized>(
+    out: &mut W,
+    t: &TaskView,
+    labels: &Labels<'_>,
+    style: Style,
+    scratch: &mut String,
+) {
     title(out, t, labels);
     let root = Root {
         ty: &t.root_type,
@@ -418,7 +434,7 @@ fn task<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>, style
         style,
     );
     context(out, t, labels);
-    frames(out, &t.frames, &t.awaits_tasks, labels, style);
+    frames(out, &t.frames, &t.awaits_tasks, labels, style, scratch);
     delegate(out, t);
     decoded_delegates(out, t, labels);
 }
@@ -759,11 +775,15 @@ fn frames<W: Write + ?Sized>(
     root_awaits: &[u64],
     labels: &Labels<'_>,
     style: Style,
+    scratch: &mut String,
 ) {
     for &id in root_awaits {
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
-    let mut scratch = String::new();
+    // A line is at most about `MAX_LINE` characters: one allocation for the dump's lines.
+    if scratch.capacity() < 4 * super::values::MAX_LINE {
+        scratch.reserve(4 * super::values::MAX_LINE);
+    }
     // Iterative, so that a very deep chain cannot overflow the stack.
     let mut stack: Vec<(Line<'_>, usize)> =
         nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();
@@ -785,29 +805,28 @@ fn frames<W: Write + ?Sized>(
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
         // On a line of its own: the chain's lines stay what they are, whatever the leaf's state.
-        if let Some(w) = n.waits_on.as_ref().and_then(super::values::wait_text) {
-            indent(out, pad + 2);
-            let _ = out.write_str("↳ ");
-            let _ = out.write_str(&w);
-            let _ = out.write_char('\n');
+        if let Some(w) = n.waits_on.as_deref() {
+            scratch.clear();
+            if super::values::wait_into(scratch, w) {
+                indent(out, pad + 2);
+                let _ = out.write_str("↳ ");
+                let _ = out.write_str(scratch);
+                let _ = out.write_char('\n');
+            }
         }
         // A channel's ends are named where a wait is for them, not on every frame holding one.
         for h in n.holds.iter().filter(|h| !h.lock.starts_with("channel ")) {
             indent(out, pad + 2);
             let _ = out.write_str("↳ holds ");
             scratch.clear();
-            super::values::held_into(&mut scratch, h);
-            let _ = out.write_str(&scratch);
+            super::values::held_into(scratch, h);
+            let _ = out.write_str(scratch);
             let _ = out.write_char('\n');
-        }
-        if scratch.capacity() == 0 && !n.locals.is_empty() {
-            // A local's line is at most about `MAX_LINE` characters: one allocation for the task's.
-            scratch.reserve(4 * super::values::MAX_LINE);
         }
         for l in &n.locals {
             indent(out, pad + 4);
-            super::values::local_into(&mut scratch, l);
-            let _ = out.write_str(&scratch);
+            super::values::local_into(scratch, l);
+            let _ = out.write_str(scratch);
             let _ = out.write_char('\n');
         }
         for &id in &n.awaits_tasks {
@@ -972,7 +991,13 @@ mod tests {
         let mut groups = coalesce(&dump.tasks);
         let header = |g: &Group| {
             let mut out = String::new();
-            group(&mut out, g, &Labels(FastMap::default()), Style::default());
+            group(
+                &mut out,
+                g,
+                &Labels(FastMap::default()),
+                Style::default(),
+                &mut String::new(),
+            );
             out.lines().next().unwrap().to_owned()
         };
         let g = &mut groups[0];

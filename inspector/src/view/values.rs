@@ -45,26 +45,38 @@ pub fn local_into(out: &mut String, l: &Local) {
 /// What a leaf waits for, in words (`deadline in 59m59.9s`, `Mutex @ 0x…: locked, this task 2nd of
 /// 3 waiting`); `None` when its parts could not be read.
 pub fn wait_text(w: &WaitOn) -> Option<String> {
-    match &w.kind {
-        WaitKind::Sleep => deadline(w.part("deadline")?),
-        WaitKind::Permits { lock } => permits(lock, w),
-        WaitKind::Io { write } => io(*write, w),
-        WaitKind::Receive => receive(w),
-        WaitKind::Notify => notify(w),
-        WaitKind::Watch => watch(w),
-        WaitKind::Broadcast => broadcast(w),
-        WaitKind::Barrier => barrier(w),
-        WaitKind::Accept => accept(w),
+    let mut out = String::new();
+    wait_into(&mut out, w).then_some(out)
+}
+
+/// [`wait_text`], appended to `out`; whether it could be said (where not, `out` is as it was): a
+/// dump writes every leaf's through one buffer.
+pub fn wait_into(out: &mut String, w: &WaitOn) -> bool {
+    let start = out.len();
+    let said = match &w.kind {
+        WaitKind::Sleep => w.part("deadline").and_then(|d| deadline(out, d)),
+        WaitKind::Permits { lock } => permits(out, lock, w),
+        WaitKind::Io { write } => io(out, *write, w),
+        WaitKind::Receive => receive(out, w),
+        WaitKind::Notify => notify(out, w),
+        WaitKind::Watch => watch(out, w),
+        WaitKind::Broadcast => broadcast(out, w),
+        WaitKind::Barrier => barrier(out, w),
+        WaitKind::Accept => accept(out, w),
+    };
+    if said.is_none() {
+        out.truncate(start);
     }
+    said.is_some()
 }
 
 /// `receiving from channel @ 0x…: empty, 1 sender alive: task 4 (`tx` in app::feed)`.
-fn receive(w: &WaitOn) -> Option<String> {
+fn receive(out: &mut String, w: &WaitOn) -> Option<()> {
     let c = w.part("channel")?;
     let Some(Value::Address(addr)) = c.field("addr") else {
         return None;
     };
-    let mut out = format!("receiving from channel @ {addr:#x}: ");
+    let _ = write!(out, "receiving from channel @ {addr:#x}: ");
     let uint = |name: &str| match c.field(name) {
         Some(Value::Uint(u)) => Some(*u),
         _ => None,
@@ -79,8 +91,8 @@ fn receive(w: &WaitOn) -> Option<String> {
     let senders = uint("senders").unwrap_or(0);
     let s = if senders == 1 { "" } else { "s" };
     let _ = write!(out, ", {senders} sender{s} alive");
-    ends_held(&mut out, w, senders);
-    Some(out)
+    ends_held(out, w, senders);
+    Some(())
 }
 
 /// `: task 4 (…); task 5 (…); static app::TX; thread 12 …`, and how many of `alive` neither a
@@ -170,11 +182,11 @@ fn send(out: &mut String, c: &Value, w: &WaitOn) {
 
 /// `reading fd 12, tcp 127.0.0.1:43210 → 127.0.0.1:5432, 0 bytes queued`: the socket's part where
 /// the process's `/proc` gave it, the bytes queued in the direction waited on.
-fn io(write: bool, w: &WaitOn) -> Option<String> {
+fn io(out: &mut String, write: bool, w: &WaitOn) -> Option<()> {
     let Some(Value::Int(fd)) = w.part("fd") else {
         return None;
     };
-    let mut out = format!("{} fd {fd}", if write { "writing" } else { "reading" });
+    let _ = write!(out, "{} fd {fd}", if write { "writing" } else { "reading" });
     if let Some(socket) = w.part("socket") {
         let get = |name: &str| socket.field(name);
         if let (Some(Value::Str { text: proto, .. }), Some(local), Some(peer)) =
@@ -186,15 +198,15 @@ fn io(write: bool, w: &WaitOn) -> Option<String> {
             let _ = write!(out, ", {q} bytes queued");
         }
     }
-    Some(out)
+    Some(())
 }
 
 /// `accepting on fd 7, tcp 127.0.0.1:8080, 2 connections waiting`.
-fn accept(w: &WaitOn) -> Option<String> {
+fn accept(out: &mut String, w: &WaitOn) -> Option<()> {
     let Some(Value::Int(fd)) = w.part("fd") else {
         return None;
     };
-    let mut out = format!("accepting on fd {fd}");
+    let _ = write!(out, "accepting on fd {fd}");
     if let Some(socket) = w.part("socket") {
         if let (Some(Value::Str { text: proto, .. }), Some(local)) =
             (socket.field("proto"), socket.field("local"))
@@ -206,7 +218,7 @@ fn accept(w: &WaitOn) -> Option<String> {
             let _ = write!(out, ", {q} connection{s} waiting");
         }
     }
-    Some(out)
+    Some(())
 }
 
 /// A socket's end: an internet address, or a Unix socket's path (escaped: it is the target's), or
@@ -220,29 +232,37 @@ fn endpoint(v: &Value) -> String {
     }
 }
 
-fn deadline(v: &Value) -> Option<String> {
-    let d = |ns: i64| super::duration(ns.unsigned_abs());
-    Some(match *v {
+fn deadline(out: &mut String, v: &Value) -> Option<()> {
+    let d = |ns: i64| super::Dur(ns.unsigned_abs());
+    let _ = match *v {
         Value::Instant {
             age_ns: Some(a), ..
-        } if a <= 0 => format!("deadline in {}", d(a)),
+        } if a <= 0 => {
+            out.push_str("deadline in ");
+            d(a).write_to(out)
+        }
         Value::Instant {
             age_ns: Some(a), ..
         } => {
-            format!("deadline passed {} ago, not yet woken", d(a))
+            out.push_str("deadline passed ");
+            let _ = d(a).write_to(out);
+            out.push_str(" ago, not yet woken");
+            Ok(())
         }
         Value::Instant {
             monotonic_ns,
             age_ns: None,
-        } => format!(
+        } => write!(
+            out,
             "deadline at monotonic {:.3?}",
             std::time::Duration::from_nanos(monotonic_ns)
         ),
         _ => return None,
-    })
+    };
+    Some(())
 }
 
-fn permits(lock: &str, w: &WaitOn) -> Option<String> {
+fn permits(out: &mut String, lock: &str, w: &WaitOn) -> Option<()> {
     let semaphore = w.part("semaphore")?;
     let get = |name: &str| semaphore.field(name);
     let uint = |name: &str| match get(name) {
@@ -258,10 +278,9 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
         Some(Value::Address(chan)) => chan,
         _ => addr,
     };
-    let mut out = String::with_capacity(160);
     out.push_str(lock);
     out.push_str(" @ ");
-    hex(&mut out, *addr);
+    hex(out, *addr);
     out.push_str(": ");
     let wanted = match w.part("wanted") {
         Some(Value::Uint(n)) => *n,
@@ -270,11 +289,11 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
     if channel.is_some_and(|c| matches!(c.field("receiver_alive"), Some(Value::Bool(false)))) {
         // Its waiters are woken with an error: the place in the queue no longer means anything.
         out.push_str("closed, its receiver is gone");
-        return Some(out);
+        return Some(());
     }
     let _ = match (lock, free, channel) {
         (_, _, Some(c)) => {
-            send(&mut out, c, w);
+            send(out, c, w);
             Ok(())
         }
         ("Mutex", 0, _) => write!(out, "locked"),
@@ -294,9 +313,9 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
                     if i > 0 {
                         out.push_str("; ");
                     }
-                    holder_into(&mut out, h);
+                    holder_into(out, h);
                 }
-                others_into(&mut out, w, !w.holders.is_empty());
+                others_into(out, w, !w.holders.is_empty());
                 // A mutex, or an `RwLock` taken to write, has one holder at most.
                 let found = w.holders.len() + w.statics.len() + w.threads.len();
                 let one = |h: &Held| &*h.lock == "Mutex" || (&*h.lock == "RwLock" && h.write);
@@ -304,16 +323,16 @@ fn permits(lock: &str, w: &WaitOn) -> Option<String> {
                     .chain(w.statics.iter().map(|s| &s.held))
                     .chain(w.threads.iter().map(|t| &t.held));
                 if held.clone().count() > 0 && held.clone().all(one) {
-                    more_than_can_be(&mut out, found, 1, "holder at most");
+                    more_than_can_be(out, found, 1, "holder at most");
                 }
             }
         }
     }
-    place_in_queue(&mut out, semaphore);
+    place_in_queue(out, semaphore);
     if matches!(get("closed"), Some(Value::Bool(true))) {
         out.push_str(", closed");
     }
-    Some(out)
+    Some(())
 }
 
 /// `, this task 2nd of 3 waiting`: from a wait list's `queued`, `more` and `position` fields.
@@ -350,19 +369,19 @@ fn place_in_queue(out: &mut String, list: &Value) {
 }
 
 /// `Notify @ 0x…: not notified, this task 1st of 1 waiting`.
-fn notify(w: &WaitOn) -> Option<String> {
+fn notify(out: &mut String, w: &WaitOn) -> Option<()> {
     let n = w.part("notify")?;
     let Some(Value::Address(addr)) = n.field("addr") else {
         return None;
     };
-    let mut out = format!("Notify @ {addr:#x}: ");
+    let _ = write!(out, "Notify @ {addr:#x}: ");
     if let Some(Value::Bool(true)) = n.field("notified") {
         out.push_str("notified, not yet polled");
-        return Some(out);
+        return Some(());
     }
     out.push_str("not notified");
-    place_in_queue(&mut out, n);
-    Some(out)
+    place_in_queue(out, n);
+    Some(())
 }
 
 /// The unsigned word `name` of part `part`.
@@ -375,12 +394,12 @@ fn word(w: &WaitOn, part: &str, name: &str) -> Option<u64> {
 }
 
 /// `watch @ 0x…: version 3 seen, unchanged since, 1 sender alive`; a change not yet seen; closed.
-fn watch(w: &WaitOn) -> Option<String> {
+fn watch(out: &mut String, w: &WaitOn) -> Option<()> {
     let get = |name| word(w, "watch", name);
     let (addr, state, seen) = (get("addr")?, get("state")?, get("seen")?);
     // The version steps by 2 in the word, whose low bit says the senders are gone.
     let (now, seen) = (state >> 1, seen >> 1);
-    let mut out = format!("watch @ {addr:#x}: ");
+    let _ = write!(out, "watch @ {addr:#x}: ");
     let _ = match (state & 1 == 1, now == seen) {
         (true, _) => write!(out, "closed, its senders are gone"),
         (false, true) => {
@@ -396,19 +415,19 @@ fn watch(w: &WaitOn) -> Option<String> {
             "changed to version {now} (seen {seen}), not yet polled"
         ),
     };
-    Some(out)
+    Some(())
 }
 
 /// `receiving from broadcast @ 0x…: lagged, 5 sent since its last read, capacity 2 (3 missed)`.
-fn broadcast(w: &WaitOn) -> Option<String> {
+fn broadcast(out: &mut String, w: &WaitOn) -> Option<()> {
     let get = |name| word(w, "broadcast", name);
     let (addr, next, tail, mask) = (get("addr")?, get("next")?, get("tail")?, get("mask")?);
     let capacity = mask.checked_add(1)?;
     let behind = tail.checked_sub(next)?;
-    let mut out = format!("receiving from broadcast @ {addr:#x}: ");
+    let _ = write!(out, "receiving from broadcast @ {addr:#x}: ");
     if get("closed")? != 0 {
         out.push_str("closed, its senders are gone");
-        return Some(out);
+        return Some(());
     }
     let _ = match behind {
         0 => write!(out, "nothing new"),
@@ -423,17 +442,19 @@ fn broadcast(w: &WaitOn) -> Option<String> {
     let s = if senders == 1 { "" } else { "s" };
     let r = if receivers == 1 { "" } else { "s" };
     let _ = write!(out, ", {senders} sender{s} alive, {receivers} receiver{r}");
-    Some(out)
+    Some(())
 }
 
 /// `Barrier @ 0x…: 1 of 3 arrived, waiting for 2 more`.
-fn barrier(w: &WaitOn) -> Option<String> {
+fn barrier(out: &mut String, w: &WaitOn) -> Option<()> {
     let get = |name| word(w, "barrier", name);
     let (addr, arrived, n) = (get("addr")?, get("arrived")?, get("n")?);
-    Some(format!(
+    let _ = write!(
+        out,
         "Barrier @ {addr:#x}: {arrived} of {n} arrived, waiting for {} more",
         n.saturating_sub(arrived)
-    ))
+    );
+    Some(())
 }
 
 /// `task 9 (`guard` in app::transfer, acquired at app.rs:29)`.

@@ -27,23 +27,13 @@ pub fn resolve(dump: &mut Dump, reading: &Reading, tasks: &[usize]) {
         statics: static_holders(&std::mem::take(&mut dump.statics)),
         threads: thread_holders(&std::mem::take(&mut dump.on_threads)),
     };
-    let mut edges: Vec<WaitEdge> = (dump.tasks.iter())
-        .filter_map(|t| {
-            let a = t.awaited_by.as_ref()?;
-            Some(WaitEdge {
-                from: a.task,
-                to: t.id,
-                waits_in: a.path.last().map(|p| Arc::from(p.as_str())),
-                waits_at: None,
-                any_of: false,
-                on: WaitsFor::Join,
-            })
-        })
-        .collect();
-    let oneshots: Vec<WaitEdge> = dump.tasks.iter().flat_map(oneshot_waits).collect();
+    // One pass over the tasks: each is a cache miss at 10,000 of them.
+    let (mut edges, mut oneshots) = (Vec::new(), Vec::new());
     let mut found = Found::default();
     let mut tasks = tasks.iter().peekable();
     for (i, t) in dump.tasks.iter_mut().enumerate() {
+        edges.extend(joined_by(t));
+        oneshots.extend(oneshot_waits(t));
         if tasks.next_if_eq(&&i).is_some() {
             found.task(t, reading);
         }
@@ -140,7 +130,7 @@ impl<'a> Found<'a> {
                 }
                 locals.retain(|l| reading.locals.wants(l.name()));
             }
-            if let Some(on) = waits_on.as_mut()
+            if let Some(on) = waits_on.as_deref_mut()
                 && let Some((role, addr, alive)) = waited(on)
             {
                 let own = own.map(|f| (self.name(f), where_(f)));
@@ -247,6 +237,19 @@ fn role(h: &Held) -> Role {
 /// What [`Held::lock`] says of a channel's ends.
 const SENDER: &str = "channel sender";
 const RECEIVER: &str = "channel receiver";
+
+/// The edge from the task that awaits `t`'s `JoinHandle`, if one does.
+fn joined_by(t: &TaskView) -> Option<WaitEdge> {
+    let a = t.awaited_by.as_ref()?;
+    Some(WaitEdge {
+        from: a.task,
+        to: t.id,
+        waits_in: a.path.last().map(|p| Arc::from(p.as_str())),
+        waits_at: None,
+        any_of: false,
+        on: WaitsFor::Join,
+    })
+}
 
 /// The edges of task `t`'s `oneshot` receives whose sender a walk found held by a task (the decoded
 /// delegate's `sender_held_by`), while nothing was sent and the sender is not dropped.

@@ -81,7 +81,7 @@ fn waiting_for(addr: u64) -> FrameNode {
     leaf.meta = Arc::new(FrameInfo::awaitee(
         "tokio::sync::batch_semaphore::Acquire".into(),
     ));
-    leaf.waits_on = Some(WaitOn {
+    leaf.waits_on = Some(Box::new(WaitOn {
         kind: WaitKind::Permits {
             lock: "Mutex".into(),
         },
@@ -89,7 +89,7 @@ fn waiting_for(addr: u64) -> FrameNode {
         holders: Vec::new(),
         statics: Vec::new(),
         threads: Vec::new(),
-    });
+    }));
     leaf
 }
 

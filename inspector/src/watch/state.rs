@@ -535,7 +535,7 @@ fn first_awaited(frames: &[FrameNode]) -> Option<u64> {
 fn found(t: &TaskView, needle: &str) -> bool {
     if let Some(text) = needle.strip_prefix("on:") {
         let waits = |f: &FrameNode| {
-            (f.waits_on.as_ref())
+            (f.waits_on.as_deref())
                 .and_then(crate::view::values::wait_text)
                 .is_some_and(|w| w.to_lowercase().contains(text.trim()))
         };
@@ -656,13 +656,13 @@ pub(crate) mod tests {
             monotonic_ns: 1,
             age_ns: Some(-60_000_000_000),
         };
-        Arc::make_mut(&mut d.tasks[2].frames)[0].waits_on = Some(WaitOn {
+        Arc::make_mut(&mut d.tasks[2].frames)[0].waits_on = Some(Box::new(WaitOn {
             kind: WaitKind::Sleep,
             parts: vec![Local::new("deadline", "Instant", deadline)],
             holders: Vec::new(),
             statics: Vec::new(),
             threads: Vec::new(),
-        });
+        }));
         let holder = Holder {
             task: 2,
             frame: "read_frame".into(),
