@@ -443,6 +443,11 @@ impl FrameInfo {
         self.own
     }
 
+    /// Where the frame is: the await it is suspended at, else where it is defined.
+    pub fn at(&self) -> Option<&Loc> {
+        self.suspended_at.as_ref().or(self.location.as_ref())
+    }
+
     /// This frame, also decoded: suspended at `at`.
     pub fn with_suspended_at(&self, at: Option<Loc>) -> FrameInfo {
         FrameInfo {

@@ -97,7 +97,7 @@ fn label(m: &FrameInfo, style: Style) -> String {
     let mut s = short(&m.name).into_owned();
     let at = match m.source {
         Source::Awaitee | Source::Cut => None,
-        _ => m.suspended_at.as_ref().or(m.location.as_ref()),
+        _ => m.at(),
     };
     if let Some(at) = at {
         at_line(&mut s, &style.path(&at.file), at.line);

@@ -123,7 +123,7 @@ impl<'a> Found<'a> {
                     let holder = Holder {
                         task,
                         frame: self.name(meta),
-                        at: where_(meta),
+                        at: meta.at().cloned(),
                         held: h.clone(),
                     };
                     self.held.entry((role(h), h.addr)).or_default().push(holder);
@@ -133,7 +133,7 @@ impl<'a> Found<'a> {
             if let Some(on) = waits_on.as_deref_mut()
                 && let Some((role, addr, alive)) = waited(on)
             {
-                let own = own.map(|f| (self.name(f), where_(f)));
+                let own = own.map(|f| (self.name(f), f.at().cloned()));
                 let wait = Wait {
                     task,
                     on,
@@ -268,7 +268,7 @@ fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
         preorder_with_path(&t.frames, &mut |n, path| {
             if own.is_none() && n.meta.name == d.leaf {
                 let f = path.iter().rev().find(|f| f.meta.is_own_code());
-                own = f.map(|f| (Arc::<str>::from(f.meta.name.as_str()), where_(&f.meta)));
+                own = f.map(|f| (Arc::<str>::from(f.meta.name.as_str()), f.meta.at().cloned()));
             }
         });
         let (waits_in, waits_at) = own.unzip();
@@ -282,11 +282,6 @@ fn oneshot_waits(t: &TaskView) -> Vec<WaitEdge> {
         });
     }
     edges
-}
-
-/// Where a frame is: the await it is suspended at, else where it is defined.
-fn where_(f: &FrameInfo) -> Option<Loc> {
-    (f.suspended_at.as_ref()).or(f.location.as_ref()).cloned()
 }
 
 /// What a leaf waits for that a frame may hold, by its address, and for a receive how many

@@ -259,7 +259,7 @@ fn leaf(frames: &[FrameNode]) -> String {
         return String::new();
     };
     let m = &s.leaf.meta;
-    let mut out = match m.suspended_at.as_ref().or(m.location.as_ref()) {
+    let mut out = match m.at() {
         Some(l) => format!("{} at {}:{}", short(&m.name), short_path(&l.file), l.line),
         None => short(&m.name).into_owned(),
     };
