@@ -82,6 +82,49 @@ fn the_lock_cycle_reads_the_same_through_the_agent_and_from_a_core() {
 }
 
 #[test]
+fn deadlocks_alike_are_told_once_in_full_then_named_a_line_each() {
+    let fx = Fixture::start("lock_cycle", &["--pairs", "3"]);
+    let text = dump_until(fx.pid, &[], |t| t.matches(" → ").count() >= 6);
+    let report = report(&text);
+    assert_eq!(report.len(), 6, "{text}");
+    assert!(report[0].starts_with("DEADLOCK cycle: "), "{text}");
+    assert!(
+        report[1].contains(" waits in lock_cycle::transfer at "),
+        "{text}"
+    );
+    assert!(
+        report[2].contains(" waits in lock_cycle::transfer at "),
+        "{text}"
+    );
+    assert_eq!(
+        report[3],
+        "  2 more cycles alike: the same waits for what is held, at the same places"
+    );
+    // Each cycle alike is a pair of tasks the dump shows, each holding what the other waits for.
+    let mut cycles = vec![report[0].trim_start_matches("DEADLOCK cycle: ").to_owned()];
+    cycles.extend(report[4..].iter().map(|l| l.trim_start().to_owned()));
+    let mut tasks = Vec::new();
+    for c in &cycles {
+        let ids: Vec<&str> = c.split(" → ").collect();
+        assert_eq!((ids.len(), ids[0]), (3, ids[2]), "{c}");
+        for (me, other) in [(ids[0], ids[1]), (ids[1], ids[0])] {
+            let section = text
+                .split("\n\n")
+                .find(|s| s.starts_with(&format!("{me} (")))
+                .unwrap_or_else(|| panic!("{me}'s section: {text}"));
+            assert!(
+                section.contains(&format!("held by {other} (`source`")),
+                "{section}"
+            );
+        }
+        tasks.extend(ids[..2].iter().map(|s| s.to_string()));
+    }
+    tasks.sort();
+    tasks.dedup();
+    assert_eq!(tasks.len(), 6, "three pairs, each task in one: {cycles:?}");
+}
+
+#[test]
 fn without_wait_targets_no_lock_is_followed() {
     let fx = Fixture::start("lock_cycle", &[]);
     dump_until(fx.pid, &[], |t| t.contains("DEADLOCK"));

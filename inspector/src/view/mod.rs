@@ -1,7 +1,9 @@
 //! Rendering a [`crate::model::Dump`]: [`text`] (dumpasync-style, for people) and [`json`] (for tools).
 
+mod deadlocks;
 pub mod folded;
 pub mod json;
+mod labels;
 pub mod stats;
 pub mod text;
 pub mod values;

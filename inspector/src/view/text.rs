@@ -4,46 +4,18 @@
 //! Everything is written straight into one buffer (no `String` per line or per value): a dump of 100,000
 //! tasks is some 700,000 lines.
 
-use std::fmt::{self, Display, Write};
+use std::fmt::Write;
 
-use crate::model::waits::{WaitEdge, WaitsFor};
 use crate::model::{
-    CaptureView, CensusView, DecodingInfo, Dump, FastMap, FoundBy, FrameInfo, FrameNode, Group,
-    Loc, ReadFrom, RuntimeView, Source, State, TaskView,
+    CaptureView, CensusView, DecodingInfo, Dump, FoundBy, FrameInfo, FrameNode, Group, Loc,
+    ReadFrom, RuntimeView, Source, State, TaskView,
 };
 use crate::names::display_name;
 use crate::names::{base_name, short, short_path};
-use crate::view::{Dur, TaskId, id_ranges, no_breaks, write_number};
+use crate::view::labels::{Labels, labels_for, labels_of};
+use crate::view::{Dur, id_ranges, no_breaks, write_number};
 
-/// Task names by id, to write `task 3 "name"` for any task the dump mentions.
-struct Labels<'a>(FastMap<u64, Option<&'a str>>);
-
-struct Label<'a>(u64, Option<&'a str>);
-
-impl Display for Label<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.write_to(f)
-    }
-}
-
-impl Label<'_> {
-    /// Written piece by piece: every task's section starts with one.
-    fn write_to<W: Write + ?Sized>(&self, out: &mut W) -> fmt::Result {
-        TaskId(self.0).write_to(out)?;
-        if let Some(name) = self.1 {
-            out.write_str(" \"")?;
-            out.write_str(&no_breaks(name))?;
-            out.write_char('"')?;
-        }
-        Ok(())
-    }
-}
-
-impl Labels<'_> {
-    fn of(&self, id: u64) -> Label<'_> {
-        Label(id, self.0.get(&id).copied().flatten())
-    }
-}
+pub use crate::view::labels::task_label;
 
 /// How text is written.
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,31 +54,6 @@ fn mentioned(frames: &[FrameNode], root: &[u64], ids: &mut Vec<u64>) {
         ids.extend_from_slice(&f.awaits_tasks);
         stack.extend(&f.children);
     }
-}
-
-/// The labels of the tasks `ids` only: one section of a dump of 100,000 tasks (the live view's detail
-/// pane, at each redraw) names a few, and a map of them all would cost more than the section.
-fn labels_for<'a>(dump: &'a Dump, ids: &[u64]) -> Labels<'a> {
-    Labels(
-        ids.iter()
-            .filter_map(|&id| dump.task(id))
-            .map(|t| (t.id, t.name.as_deref()))
-            .collect(),
-    )
-}
-
-/// A task as the dump names it: `task 3 "name"` or `tokio task 7`.
-pub fn task_label(t: &TaskView) -> String {
-    Label(t.id, t.name.as_deref()).to_string()
-}
-
-fn labels_of(dump: &Dump) -> Labels<'_> {
-    Labels(
-        dump.tasks
-            .iter()
-            .map(|t| (t.id, t.name.as_deref()))
-            .collect(),
-    )
 }
 
 /// One group of identical chains, as `dump --coalesce` prints it.
@@ -162,7 +109,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
     header(out, dump);
     let labels = labels_of(dump);
-    waits(out, dump, &labels);
+    super::deadlocks::write(out, dump, &labels);
     // Each section is written into a buffer, then passed on whole: one write of a few hundred bytes
     // instead of dozens of small ones through `out` (which escapes and buffers each).
     let mut section = String::with_capacity(4096);
@@ -659,116 +606,6 @@ fn spawned<W: Write + ?Sized>(
     let _ = out.write_char('\n');
 }
 
-/// The wait cycles, each edge with its reason where it is a lock, then the futurelocks: waits for a
-/// lock held in a future nobody polls.
-fn waits<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
-    // Each pair's edge, a lock's or a channel's before a JoinHandle's: found once, not per cycle.
-    let mut between: FastMap<(u64, u64), &WaitEdge> = FastMap::default();
-    for e in &dump.waits {
-        let kept = between.entry((e.from, e.to)).or_insert(e);
-        if matches!(kept.on, WaitsFor::Join) {
-            *kept = e;
-        }
-    }
-    let edge = |a: u64, b: u64| between.get(&(a, b)).copied();
-    let mut shown: Vec<(u64, u64)> = Vec::new();
-    for cycle in &dump.deadlocks {
-        let ids: Vec<String> = cycle
-            .iter()
-            .chain(cycle.first())
-            .map(|&id| TaskId(id).to_string())
-            .collect();
-        let pairs = cycle.iter().zip(cycle.iter().cycle().skip(1));
-        let edges: Vec<Option<&WaitEdge>> = pairs.map(|(&a, &b)| edge(a, b)).collect();
-        let futurelock = edges.iter().flatten().any(|e| e.is_futurelock());
-        let what = if futurelock { " (a futurelock)" } else { "" };
-        let _ = writeln!(out, "DEADLOCK cycle: {}{what}", ids.join(" → "));
-        shown.extend(edges.iter().flatten().map(|e| (e.from, e.to)));
-        if edges
-            .iter()
-            .flatten()
-            .all(|e| matches!(e.on, WaitsFor::Join))
-        {
-            let named: Vec<String> = cycle
-                .iter()
-                .chain(cycle.first())
-                .map(|&id| labels.of(id).to_string())
-                .collect();
-            let _ = writeln!(out, "  {}", named.join(" awaits "));
-            continue;
-        }
-        for e in edges.into_iter().flatten() {
-            let _ = writeln!(out, "  {}", edge_text(e, labels));
-        }
-    }
-    shown.sort_unstable();
-    let futurelocks: Vec<&WaitEdge> = (dump.waits.iter())
-        .filter(|e| e.is_futurelock() && shown.binary_search(&(e.from, e.to)).is_err())
-        .collect();
-    for e in &futurelocks {
-        let _ = writeln!(out, "FUTURELOCK: {}", edge_text(e, labels));
-    }
-    if !dump.deadlocks.is_empty() || !futurelocks.is_empty() {
-        let _ = out.write_char('\n');
-    }
-}
-
-/// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
-/// @ 0x… held by task 2 "b" (`guard` in app::transfer, acquired at app.rs:29)`.
-fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
-    let mut s = String::with_capacity(256);
-    // Pieces pushed, not formatted: a dump may have a line like this per task.
-    let _ = labels.of(e.from).write_to(&mut s);
-    let wait = match &e.on {
-        WaitsFor::Join => "awaits",
-        WaitsFor::Lock { .. } | WaitsFor::Channel { .. } | WaitsFor::Oneshot => "waits",
-    };
-    s.push(' ');
-    s.push_str(wait);
-    if let Some(f) = &e.waits_in {
-        s.push_str(" in ");
-        s.push_str(&no_breaks(f));
-    }
-    if let Some(at) = &e.waits_at {
-        s.push_str(" at ");
-        super::values::loc_into(&mut s, at);
-    }
-    match &e.on {
-        WaitsFor::Join => {
-            let _ = write!(s, " for {} to finish", labels.of(e.to));
-        }
-        WaitsFor::Oneshot => {
-            let _ = write!(
-                s,
-                " for a value on a oneshot whose sender {} holds",
-                labels.of(e.to)
-            );
-        }
-        WaitsFor::Lock { holder } => {
-            s.push_str(" for ");
-            super::values::lock_into(&mut s, &holder.held);
-            s.push_str(", held by ");
-            let _ = labels.of(e.to).write_to(&mut s);
-            s.push_str(" (");
-            super::values::how_held_into(&mut s, &holder.held, Some(&holder.frame));
-            s.push(')');
-        }
-        WaitsFor::Channel { holder } => {
-            let h = &holder.held;
-            let (what, end) = match h.lock.ends_with("receiver") {
-                true => ("room in", "its receiver"),
-                false => ("a message on", "a sender of it"),
-            };
-            let _ = write!(s, " for {what} channel @ {:#x}, {end} held by ", h.addr);
-            let _ = write!(s, "{} (", labels.of(e.to));
-            let frame = no_breaks(&holder.frame);
-            super::values::how_held_into(&mut s, h, Some(&frame));
-            s.push(')');
-        }
-    }
-    s
-}
-
 fn frames<W: Write + ?Sized>(
     out: &mut W,
     nodes: &[FrameNode],
@@ -955,7 +792,7 @@ fn frame_line<W: Write + ?Sized>(out: &mut W, m: &FrameInfo, style: Style) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Dump, coalesce};
+    use crate::model::{Dump, FastMap, coalesce};
     use crate::testing::{handshake, sample};
 
     #[test]

@@ -1,0 +1,391 @@
+//! The dump's first section, what is stuck for good: the wait cycles (deadlocks), each edge with its
+//! reason where it is a lock or a channel, then the futurelocks (waits for a lock held in a future
+//! nobody polls).
+//!
+//! Cycles alike (the same waits at the same places, for the same kind of lock or channel end, held
+//! by the same local where the same await took it) are written in full once, then a line each: a
+//! service where a thousand requests deadlocked the same way has one story to tell, and the tasks
+//! it happened to.
+
+use std::fmt::Write;
+
+use crate::model::waits::{WaitEdge, WaitsFor};
+use crate::model::{Dump, FastMap, Loc};
+use crate::view::labels::Labels;
+use crate::view::{TaskId, no_breaks};
+
+/// Writes the cycles and futurelocks of `dump`, and a blank line after them if there are any.
+pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
+    // Each pair's edge, a lock's or a channel's before a JoinHandle's: found once, not per cycle.
+    let mut between: FastMap<(u64, u64), &WaitEdge> = FastMap::default();
+    for e in &dump.waits {
+        let kept = between.entry((e.from, e.to)).or_insert(e);
+        if matches!(kept.on, WaitsFor::Join) {
+            *kept = e;
+        }
+    }
+    let edges_of = |cycle: &[u64]| -> Vec<Option<&WaitEdge>> {
+        let pairs = cycle.iter().zip(cycle.iter().cycle().skip(1));
+        pairs
+            .map(|(&a, &b)| between.get(&(a, b)).copied())
+            .collect()
+    };
+    let mut shown: Vec<(u64, u64)> = Vec::new();
+    for group in alike(&dump.deadlocks, &edges_of) {
+        let (first, more) = group.split_first().expect("a group has a cycle");
+        let edges = edges_of(first);
+        shown.extend(edges.iter().flatten().map(|e| (e.from, e.to)));
+        cycle(out, first, &edges, labels);
+        if more.is_empty() {
+            continue;
+        }
+        let n = more.len();
+        let s = if n == 1 { "" } else { "s" };
+        let _ = writeln!(
+            out,
+            "  {n} more cycle{s} alike: the same waits for what is held, at the same places"
+        );
+        for other in more {
+            shown.extend(edges_of(other).iter().flatten().map(|e| (e.from, e.to)));
+            let _ = out.write_str("    ");
+            let _ = out.write_str(&path(other));
+            let _ = out.write_char('\n');
+        }
+    }
+    shown.sort_unstable();
+    let futurelocks: Vec<&WaitEdge> = (dump.waits.iter())
+        .filter(|e| e.is_futurelock() && shown.binary_search(&(e.from, e.to)).is_err())
+        .collect();
+    for e in &futurelocks {
+        let _ = writeln!(out, "FUTURELOCK: {}", edge_text(e, labels));
+    }
+    if !dump.deadlocks.is_empty() || !futurelocks.is_empty() {
+        let _ = out.write_char('\n');
+    }
+}
+
+/// One cycle in full: its tasks, then each edge in words (or, where every edge is a `JoinHandle`,
+/// who awaits whom).
+fn cycle<W: Write + ?Sized>(
+    out: &mut W,
+    cycle: &[u64],
+    edges: &[Option<&WaitEdge>],
+    labels: &Labels<'_>,
+) {
+    let futurelock = edges.iter().flatten().any(|e| e.is_futurelock());
+    let what = if futurelock { " (a futurelock)" } else { "" };
+    let _ = writeln!(out, "DEADLOCK cycle: {}{what}", path(cycle));
+    if edges
+        .iter()
+        .flatten()
+        .all(|e| matches!(e.on, WaitsFor::Join))
+    {
+        let named: Vec<String> = cycle
+            .iter()
+            .chain(cycle.first())
+            .map(|&id| labels.of(id).to_string())
+            .collect();
+        let _ = writeln!(out, "  {}", named.join(" awaits "));
+        return;
+    }
+    for e in edges.iter().flatten() {
+        let _ = writeln!(out, "  {}", edge_text(e, labels));
+    }
+}
+
+/// `task 3 → task 4 → task 3`.
+fn path(cycle: &[u64]) -> String {
+    let ids: Vec<String> = (cycle.iter().chain(cycle.first()))
+        .map(|&id| TaskId(id).to_string())
+        .collect();
+    ids.join(" → ")
+}
+
+/// What two cycles alike share, edge by edge: all an edge's words but its tasks and addresses.
+#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct EdgeShape<'a> {
+    kind: u8,
+    waits_in: Option<&'a str>,
+    waits_at: Option<&'a Loc>,
+    held: Option<HeldShape<'a>>,
+}
+
+/// A lock or a channel's end held, but for where it lies.
+#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct HeldShape<'a> {
+    lock: &'a str,
+    write: bool,
+    local: &'a str,
+    frame: &'a str,
+    acquired_at: Option<&'a Loc>,
+    polled: bool,
+    stopped_at: Option<&'a Loc>,
+}
+
+impl<'a> EdgeShape<'a> {
+    fn of(e: &'a WaitEdge) -> Self {
+        let (kind, holder) = match &e.on {
+            WaitsFor::Join => (0, None),
+            WaitsFor::Oneshot => (1, None),
+            WaitsFor::Lock { holder } => (2, Some(holder)),
+            WaitsFor::Channel { holder } => (3, Some(holder)),
+        };
+        EdgeShape {
+            kind,
+            waits_in: e.waits_in.as_deref(),
+            waits_at: e.waits_at.as_ref(),
+            held: holder.map(|h| HeldShape {
+                lock: &h.held.lock,
+                write: h.held.write,
+                local: &h.held.local,
+                frame: &h.frame,
+                acquired_at: h.held.acquired_at.as_ref(),
+                polled: h.held.polled,
+                stopped_at: h.held.stopped_at.as_ref(),
+            }),
+        }
+    }
+}
+
+/// The cycles as groups of cycles alike, each in the order of `cycles`, the groups in the order of
+/// their first. A cycle's shape is its edges' from the rotation that compares least, so that two
+/// alike whose lowest tasks stand at different places of them still match.
+fn alike<'c, 'e>(
+    cycles: &'c [Vec<u64>],
+    edges_of: &dyn Fn(&[u64]) -> Vec<Option<&'e WaitEdge>>,
+) -> Vec<Vec<&'c [u64]>> {
+    let mut groups: Vec<Vec<&[u64]>> = Vec::new();
+    let mut by_shape: FastMap<Vec<Option<EdgeShape<'e>>>, usize> = FastMap::default();
+    for c in cycles {
+        let shape: Vec<Option<EdgeShape>> = edges_of(c)
+            .into_iter()
+            .map(|e| e.map(EdgeShape::of))
+            .collect();
+        let i = *by_shape.entry(least_rotation(shape)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(c);
+    }
+    groups
+}
+
+fn least_rotation<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    let n = v.len();
+    let least = (0..n)
+        .min_by(|&a, &b| {
+            let at = |k: usize| (0..n).map(move |i| (k + i) % n);
+            at(a).map(|i| &v[i]).cmp(at(b).map(|i| &v[i]))
+        })
+        .unwrap_or(0);
+    v.rotate_left(least);
+    v
+}
+
+/// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
+/// @ 0x… held by task 2 "b" (`guard` in app::transfer, acquired at app.rs:29)`.
+pub(super) fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
+    let mut s = String::with_capacity(256);
+    // Pieces pushed, not formatted: a dump may have a line like this per task.
+    let _ = labels.of(e.from).write_to(&mut s);
+    let wait = match &e.on {
+        WaitsFor::Join => "awaits",
+        WaitsFor::Lock { .. } | WaitsFor::Channel { .. } | WaitsFor::Oneshot => "waits",
+    };
+    s.push(' ');
+    s.push_str(wait);
+    if let Some(f) = &e.waits_in {
+        s.push_str(" in ");
+        s.push_str(&no_breaks(f));
+    }
+    if let Some(at) = &e.waits_at {
+        s.push_str(" at ");
+        super::values::loc_into(&mut s, at);
+    }
+    match &e.on {
+        WaitsFor::Join => {
+            let _ = write!(s, " for {} to finish", labels.of(e.to));
+        }
+        WaitsFor::Oneshot => {
+            let _ = write!(
+                s,
+                " for a value on a oneshot whose sender {} holds",
+                labels.of(e.to)
+            );
+        }
+        WaitsFor::Lock { holder } => {
+            s.push_str(" for ");
+            super::values::lock_into(&mut s, &holder.held);
+            s.push_str(", held by ");
+            let _ = labels.of(e.to).write_to(&mut s);
+            s.push_str(" (");
+            super::values::how_held_into(&mut s, &holder.held, Some(&holder.frame));
+            s.push(')');
+        }
+        WaitsFor::Channel { holder } => {
+            let h = &holder.held;
+            let (what, end) = match h.lock.ends_with("receiver") {
+                true => ("room in", "its receiver"),
+                false => ("a message on", "a sender of it"),
+            };
+            let _ = write!(s, " for {what} channel @ {:#x}, {end} held by ", h.addr);
+            let _ = write!(s, "{} (", labels.of(e.to));
+            let frame = no_breaks(&holder.frame);
+            super::values::how_held_into(&mut s, h, Some(&frame));
+            s.push(')');
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::waits::{Held, Holder};
+    use crate::testing::{handshake, sample};
+
+    fn at(line: u32) -> Loc {
+        Loc {
+            file: "src/bank.rs".into(),
+            line,
+            column: 9,
+        }
+    }
+
+    /// `from` waits at line `waits` for a mutex `to` holds, taken at line `acquired`.
+    fn lock(from: u64, to: u64, waits: u32, acquired: u32) -> WaitEdge {
+        WaitEdge {
+            from,
+            to,
+            waits_in: Some("bank::transfer".into()),
+            waits_at: Some(at(waits)),
+            any_of: false,
+            on: WaitsFor::Lock {
+                holder: Holder {
+                    task: to,
+                    frame: "bank::transfer".into(),
+                    at: Some(at(waits)),
+                    held: Held {
+                        lock: "Mutex".into(),
+                        write: false,
+                        addr: 0x1000 * from,
+                        local: Arc::from("source"),
+                        acquired_at: Some(at(acquired)),
+                        polled: true,
+                        stopped_at: None,
+                    },
+                },
+            },
+        }
+    }
+
+    fn report(waits: Vec<WaitEdge>, deadlocks: Vec<Vec<u64>>) -> String {
+        let mut dump = Dump::build(&handshake(), &sample(), 0);
+        dump.waits = waits;
+        dump.deadlocks = deadlocks;
+        let mut out = String::new();
+        write(&mut out, &dump, &Labels(FastMap::default()));
+        out
+    }
+
+    #[test]
+    fn cycles_alike_are_written_in_full_once_then_a_line_each() {
+        let waits = vec![lock(1, 2, 15, 13), lock(2, 1, 15, 13), lock(3, 4, 15, 13)];
+        let waits = [
+            waits,
+            vec![lock(4, 3, 15, 13), lock(5, 6, 15, 13), lock(6, 5, 15, 13)],
+        ];
+        let text = report(waits.concat(), vec![vec![1, 2], vec![3, 4], vec![5, 6]]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "DEADLOCK cycle: task 1 → task 2 → task 1");
+        assert!(
+            lines[1].starts_with("  task 1 waits in bank::transfer at src/bank.rs:15 for Mutex")
+        );
+        assert!(
+            lines[2].starts_with("  task 2 waits in bank::transfer at src/bank.rs:15 for Mutex")
+        );
+        assert_eq!(
+            &lines[3..],
+            [
+                "  2 more cycles alike: the same waits for what is held, at the same places",
+                "    task 3 → task 4 → task 3",
+                "    task 5 → task 6 → task 5",
+                "",
+            ],
+            "the section ends with a blank line"
+        );
+    }
+
+    #[test]
+    fn a_lock_taken_elsewhere_makes_a_cycle_of_its_own() {
+        let waits = vec![
+            lock(1, 2, 15, 13),
+            lock(2, 1, 15, 13),
+            lock(3, 4, 15, 13),
+            lock(4, 3, 15, 40),
+        ];
+        let text = report(waits, vec![vec![1, 2], vec![3, 4]]);
+        let heads: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with(' ') && !l.is_empty())
+            .collect();
+        assert_eq!(
+            heads,
+            [
+                "DEADLOCK cycle: task 1 → task 2 → task 1",
+                "DEADLOCK cycle: task 3 → task 4 → task 3"
+            ]
+        );
+        assert!(!text.contains("alike"), "{text}");
+        assert!(text.contains("task 4 waits in bank::transfer at src/bank.rs:15 for Mutex @ 0x4000, held by task 3 (`source` in bank::transfer, acquired at src/bank.rs:40)"), "{text}");
+    }
+
+    #[test]
+    fn cycles_alike_match_whichever_task_of_them_is_lowest() {
+        // Three tasks taking three locks in turn, at lines 1, 2, 3; the second cycle's lowest task is
+        // the one that waits at line 2.
+        let first = vec![lock(1, 2, 1, 1), lock(2, 3, 2, 2), lock(3, 1, 3, 3)];
+        let second = vec![lock(4, 5, 2, 2), lock(5, 6, 3, 3), lock(6, 4, 1, 1)];
+        let text = report([first, second].concat(), vec![vec![1, 2, 3], vec![4, 5, 6]]);
+        assert!(
+            text.ends_with("  1 more cycle alike: the same waits for what is held, at the same places\n    task 4 → task 5 → task 6 → task 4\n\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_futurelock_inside_cycles_alike_is_not_written_again() {
+        let mut edges = vec![
+            lock(1, 2, 15, 13),
+            lock(2, 1, 15, 13),
+            lock(3, 4, 15, 13),
+            lock(4, 3, 15, 13),
+        ];
+        for e in &mut edges {
+            if let WaitsFor::Lock { holder } = &mut e.on {
+                holder.held.polled = false;
+            }
+        }
+        let mut alone = lock(7, 8, 20, 21);
+        if let WaitsFor::Lock { holder } = &mut alone.on {
+            holder.held.polled = false;
+        }
+        edges.push(alone);
+        let text = report(edges, vec![vec![1, 2], vec![3, 4]]);
+        assert!(
+            text.starts_with("DEADLOCK cycle: task 1 → task 2 → task 1 (a futurelock)\n"),
+            "{text}"
+        );
+        let futurelocks: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("FUTURELOCK"))
+            .collect();
+        assert_eq!(futurelocks.len(), 1, "{text}");
+        assert!(
+            futurelocks[0].starts_with("FUTURELOCK: task 7 waits"),
+            "{text}"
+        );
+    }
+}
