@@ -210,6 +210,56 @@ fn reading_another_users_process_is_refused_with_the_cause_and_status_5() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
 }
 
+/// Runs asyncdump (with `args`) as a user who may read a process but not its executable's file:
+/// root without the capabilities that pass over file modes, or anyone else as they are.
+fn asyncdump_without_file_rights(args: &[&str], cache: &std::path::Path) -> std::process::Output {
+    let mut cmd = Command::new("setpriv");
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args(["--inh-caps=-dac_override,-dac_read_search"]);
+        cmd.args(["--bounding-set=-dac_override,-dac_read_search"]);
+    }
+    cmd.arg(env!("CARGO_BIN_EXE_asyncdump")).args(args);
+    cmd.env("XDG_CACHE_HOME", cache).output().unwrap()
+}
+
+#[test]
+fn an_execute_only_program_is_read_from_its_image_given_a_readable_copy_of_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = crate::support::tempdir();
+    let (exe_only, copy) = (dir.as_path().join("no_agent"), dir.as_path().join("copy"));
+    std::fs::copy(crate::support::bin("no_agent"), &exe_only).unwrap();
+    std::fs::copy(&exe_only, &copy).unwrap();
+    std::fs::set_permissions(&exe_only, std::fs::Permissions::from_mode(0o111)).unwrap();
+    let fx = Fixture::start_path(&exe_only, &[], &[]);
+    let pid = fx.pid.to_string();
+    // An empty plan cache each time: a plan cached for its build-id would need no file at all.
+    let cache = crate::support::tempdir();
+    let out = asyncdump_without_file_rights(&["dump", &pid], cache.as_path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot read /proc/{pid}/exe: Permission denied"))
+            && stderr.contains("give a readable copy of the program with --binary PATH"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    let cache = crate::support::tempdir();
+    let given = ["dump", &pid, "--binary", copy.to_str().unwrap()];
+    let out = asyncdump_without_file_rights(&given, cache.as_path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("chains decoded from DWARF in {}", copy.display())),
+        "{text}"
+    );
+    assert!(has_root(&text, "no_agent::handle_request"), "{text}");
+}
+
 #[test]
 fn a_process_that_cannot_be_walked_says_why_with_status_6_and_a_socket_with_no_agent_is_usage() {
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();

@@ -64,7 +64,7 @@ impl Reader {
         }
         let mem = ProcessMemory::of(pid as i32);
         probe(pid, &mem)?;
-        check_architecture(pid)?;
+        check_architecture(pid, &mem)?;
         let program = std::fs::read_link(procfs::exe(pid))
             .ok()
             .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
@@ -85,6 +85,20 @@ impl Reader {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The build-id (hex) of the executable the process runs: the file's, as `/proc/PID/exe` opens
+    /// it, else (an execute-only file, or one not this user's to read, whose readable copy
+    /// `--binary` names) the notes of its image in memory. `Err`: neither says, and why.
+    pub fn running_build_id(&self) -> Result<Option<String>, String> {
+        let from_file = crate::dwarf::build_id(&procfs::exe(self.pid));
+        from_file.or_else(|e| {
+            let image = procfs::exe_image(self.pid).ok().flatten();
+            match image.and_then(|at| core_file::build_id_at(&self.mem, at)) {
+                Some(id) => Ok(Some(crate::dwarf::hex(&id))),
+                None => Err(format!("cannot read the running binary's build-id: {e}")),
+            }
+        })
     }
 
     /// The process's memory, as this reader reads it.
@@ -256,19 +270,27 @@ pub(crate) const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
 };
 
 /// Refuses a 32-bit or another architecture's executable: its layouts are not this build's.
-fn check_architecture(pid: u32) -> Result<(), TargetError> {
+fn check_architecture(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
+    use asyncdump_walker::Memory as _;
     use std::io::Read as _;
     let mut header = [0u8; 20];
     let read = std::fs::File::open(procfs::exe(pid)).and_then(|mut f| f.read_exact(&mut header));
-    if read.is_err() {
-        // Gone, or a kernel thread (no executable): nothing to read either way.
-        return Err(match procfs::exists(pid) {
-            true => TargetError::CannotWalk {
-                pid,
-                why: "its executable cannot be opened (a kernel thread?)".into(),
-            },
-            false => TargetError::Exited { pid },
-        });
+    if let Err(e) = read {
+        // The image the process runs starts with the same header, in its memory.
+        let image = procfs::exe_image(pid).ok().flatten();
+        match image.and_then(|at| mem.read_vec(at, header.len())) {
+            Some(bytes) => header.copy_from_slice(&bytes),
+            None if !procfs::exists(pid) => return Err(TargetError::Exited { pid }),
+            None => {
+                let why = match e.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        "it has no executable (a kernel thread?)".to_owned()
+                    }
+                    _ => format!("its executable cannot be read ({e}), nor its image in memory"),
+                };
+                return Err(TargetError::CannotWalk { pid, why });
+            }
+        }
     }
     let why = architecture_problem(&header);
     why.map_or(Ok(()), |why| Err(TargetError::CannotWalk { pid, why }))

@@ -45,6 +45,19 @@ pub fn maps(pid: u32) -> io::Result<String> {
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
 }
 
+/// Where process `pid`'s executable is mapped from its file offset 0: the start of the image it
+/// runs, whose first page holds the ELF header and its notes (read there when the file itself
+/// cannot be: execute-only, or not this user's to read). Found by the file's inode, not its path,
+/// which may hold spaces or end in ` (deleted)` once replaced on disk, while `/proc/PID/exe` still
+/// stats as the running image. `Ok(None)`: no such mapping.
+pub fn exe_image(pid: u32) -> io::Result<Option<u64>> {
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(exe(pid))?);
+    let maps = maps(pid)?;
+    Ok((asyncdump_walker::memory::maps::lines(&maps))
+        .find(|m| m.offset == 0 && m.inode == inode)
+        .map(|m| m.start))
+}
+
 /// When process `pid` started, in clock ticks after boot (`starttime` of `/proc/PID/stat`).
 pub fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

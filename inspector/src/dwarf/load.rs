@@ -17,24 +17,17 @@ use super::{Debug, DwarfError};
 /// `vaddr_at_zero`, the virtual address the ELF file gives that offset ([`Debug::vaddr_at_zero`]; zero
 /// for most PIE executables).
 pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError> {
-    // By inode, not path: a path may hold spaces, and an executable replaced on disk shows as
-    // `path (deleted)`, while `/proc/PID/exe` still opens (and stats as) the running image.
     let exe = crate::attach::procfs::exe(pid);
     let bad = |detail: String| DwarfError::Object {
         path: exe.clone(),
         detail,
     };
     let vaddr_at_zero = vaddr_at_zero.ok_or_else(|| bad("no loadable segment".into()))?;
-    let inode = std::os::unix::fs::MetadataExt::ino(
-        &std::fs::metadata(&exe).map_err(|e| bad(e.to_string()))?,
-    );
-    let maps = crate::attach::procfs::maps(pid).map_err(|e| bad(e.to_string()))?;
-    let start = (asyncdump_walker::memory::maps::lines(&maps))
-        .find(|m| m.offset == 0 && m.inode == inode)
-        .map(|m| m.start)
+    let start = crate::attach::procfs::exe_image(pid)
+        .map_err(|e| bad(e.to_string()))?
         .ok_or_else(|| {
             bad(format!(
-                "no mapping of {} (inode {inode}) in process {pid}",
+                "no mapping of {} at its file offset 0 in process {pid}",
                 exe.display()
             ))
         })?;

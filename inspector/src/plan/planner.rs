@@ -94,12 +94,14 @@ impl Planner {
         Planner::running(Placement::Process(pid), running, binary, cache, Some(info))
     }
 
-    /// A planner for process `pid` read without its agent: the running binary is the one
-    /// `/proc/PID/exe` opens (the image the process runs, even if the file was replaced on disk).
-    pub fn without_agent(pid: u32, binary: Option<&Path>, cache: bool) -> Result<Planner, String> {
-        let exe = crate::attach::procfs::exe(pid);
-        let running = dwarf::build_id(&exe)
-            .map_err(|e| format!("cannot read the running binary's build-id: {e}"))?;
+    /// A planner for process `pid` read without its agent, which runs the build `running` (its
+    /// build-id, hex: what the image the process runs says, even if the file was replaced on disk).
+    pub fn without_agent(
+        pid: u32,
+        running: Option<String>,
+        binary: Option<&Path>,
+        cache: bool,
+    ) -> Result<Planner, String> {
         Planner::running(Placement::Process(pid), running, binary, cache, None)
     }
 
@@ -288,7 +290,17 @@ fn load(
     placement: Placement,
 ) -> Result<Loaded, String> {
     let start = Instant::now();
-    let debug = dwarf::Debug::load_with(path, debug_file).map_err(|e| e.to_string())?;
+    let debug = dwarf::Debug::load_with(path, debug_file).map_err(|e| match &e {
+        // The running image opens through `/proc`: a file the process may run but this user may
+        // not read (execute-only) is read from a copy that can be.
+        dwarf::DwarfError::Io { path, source }
+            if source.kind() == std::io::ErrorKind::PermissionDenied
+                && crate::attach::procfs::is_under(path) =>
+        {
+            format!("{e}; give a readable copy of the program with --binary PATH")
+        }
+        _ => e.to_string(),
+    })?;
     if let Some(running) = running
         && debug.build_id.as_deref() != Some(running)
     {
