@@ -258,6 +258,14 @@ fn an_execute_only_program_is_read_from_its_image_given_a_readable_copy_of_it() 
         "{text}"
     );
     assert!(has_root(&text, "no_agent::handle_request"), "{text}");
+    // `ps` knows it by its workers' names, its file unread.
+    let out = asyncdump_without_file_rights(&["ps"], cache.as_path());
+    let ps = String::from_utf8_lossy(&out.stdout);
+    let without = ps
+        .split_once("tokio processes without an agent")
+        .map(|(_, w)| w);
+    let listed = without.is_some_and(|w| w.lines().any(|l| l.trim_start().starts_with(&pid)));
+    assert!(listed, "{ps}");
 }
 
 #[test]

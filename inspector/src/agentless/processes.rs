@@ -1,7 +1,7 @@
 //! Which processes run tokio without an agent: what `ps` lists beside the agents, each of which
 //! `dump PID` reads from its memory.
 //!
-//! A process counts when one of its threads bears tokio's default worker name, or when its
+//! A process counts when one of its threads bears a default name of tokio's workers, or when its
 //! executable's symbol table has `tokio::runtime` (a current-thread runtime, or workers named by
 //! their program). Only processes this user may read are looked at: its own, or every one as root.
 
@@ -11,8 +11,9 @@ use std::os::unix::fs::MetadataExt;
 use crate::attach::procfs;
 use crate::attach::ps::Plain;
 
-/// tokio's default worker thread name, as `comm` cuts it (15 bytes).
-const TOKIO_WORKER: &str = "tokio-runtime-w";
+/// tokio's default worker thread names, as `comm` cuts them (15 bytes): `tokio-rt-worker` since
+/// tokio 1.50, `tokio-runtime-worker` before.
+const TOKIO_WORKERS: [&str; 2] = ["tokio-rt-worker", "tokio-runtime-w"];
 
 /// Every tokio process this user may read that is not in `skip` (those with an agent), by pid.
 pub fn tokio_without_agent(skip: &[u32]) -> Vec<Plain> {
@@ -51,11 +52,11 @@ pub fn tokio_without_agent(skip: &[u32]) -> Vec<Plain> {
     out
 }
 
-/// Whether a thread of `pid` bears tokio's default worker name.
+/// Whether a thread of `pid` bears one of tokio's default worker names.
 fn worker_named(pid: u32) -> bool {
     let tids = procfs::threads(pid).unwrap_or_default();
     tids.into_iter().any(|tid| {
         std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-            .is_ok_and(|c| c.trim_end() == TOKIO_WORKER)
+            .is_ok_and(|c| TOKIO_WORKERS.contains(&c.trim_end()))
     })
 }
