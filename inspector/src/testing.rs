@@ -5,7 +5,8 @@ use asyncdump_protocol::{
     Snapshot, SpawnSite, Task, TaskState,
 };
 
-use crate::model::FrameNode;
+use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor};
+use crate::model::{FrameNode, Loc};
 
 /// A fresh directory for one spec's files, removed with them when this is dropped.
 pub(crate) fn scratch() -> tempfile::TempDir {
@@ -112,4 +113,37 @@ pub(crate) fn edge_snapshot(edges: &[(u64, u64)]) -> Snapshot {
 
 pub(crate) fn names(nodes: &[FrameNode]) -> Vec<String> {
     nodes.iter().map(|n| n.meta.name.clone()).collect()
+}
+
+/// An edge of the wait graph: `from` waits in `bank::transfer` at line `waits` of `src/bank.rs` for
+/// a mutex `to` holds in `source`, taken at line `acquired`.
+pub(crate) fn lock_edge(from: u64, to: u64, waits: u32, acquired: u32) -> WaitEdge {
+    let at = |line: u32| Loc {
+        file: "src/bank.rs".into(),
+        line,
+        column: 9,
+    };
+    WaitEdge {
+        from,
+        to,
+        waits_in: Some("bank::transfer".into()),
+        waits_at: Some(at(waits)),
+        any_of: false,
+        on: WaitsFor::Lock {
+            holder: Holder {
+                task: to,
+                frame: "bank::transfer".into(),
+                at: Some(at(waits)),
+                held: Held {
+                    lock: "Mutex".into(),
+                    write: false,
+                    addr: 0x1000 * from,
+                    local: "source".into(),
+                    acquired_at: Some(at(acquired)),
+                    polled: true,
+                    stopped_at: None,
+                },
+            },
+        },
+    }
 }

@@ -122,6 +122,15 @@ fn deadlocks_alike_are_told_once_in_full_then_named_a_line_each() {
     tasks.sort();
     tasks.dedup();
     assert_eq!(tasks.len(), 6, "three pairs, each task in one: {cycles:?}");
+    let doc = dump_json(fx.pid, &["--stats"]);
+    let stuck = &doc["stats"]["stuck"];
+    assert_eq!(
+        (&stuck["deadlocks"], &stuck["deadlock_kinds"]),
+        (&3.into(), &1.into()),
+        "{stuck}"
+    );
+    assert_eq!(stuck["tasks_in_deadlocks"], 6, "{stuck}");
+    assert_eq!(stuck["futurelocks"], 0, "{stuck}");
 }
 
 #[test]
@@ -180,6 +189,11 @@ fn a_select_branch_kept_unpolled_while_holding_the_lock_its_task_waits_for_is_a_
         "{}",
         report[2]
     );
+    // The overview counts both waits on the unpolled future, the one in the cycle too.
+    let stats = asyncdump_ok(&["dump", &fx.pid.to_string(), "--stats"]);
+    let stuck = "DEADLOCK: 1 wait cycle of 1 kind, 1 task in them\n\
+                 FUTURELOCK: 2 waits for a lock held in a future nobody polls\n\n";
+    assert!(stats.contains(stuck), "{stats}");
 }
 
 #[test]

@@ -91,7 +91,7 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
 
 /// `--stats`: the overview, as text, JSON, or a JSON file.
 fn stats(dump: &Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
-    let st = asyncdump::model::stats(&dump.tasks);
+    let st = asyncdump::model::stats::of_dump(dump);
     let to_file = o.output.as_deref().filter(|p| *p != Path::new("-"));
     if let Some(path) = to_file {
         file::write_atomically(

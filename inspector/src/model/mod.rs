@@ -17,7 +17,7 @@ pub mod stats;
 mod summary;
 pub mod values;
 pub mod waits;
-pub use stats::{AgeBucket, Count, Stats, stats};
+pub use stats::{AgeBucket, Count, Stats, Stuck, stats};
 pub use summary::{Summary, derived_name, summary};
 
 /// Version of the `--json` document. Bump on any incompatible change of the types below.

@@ -1,17 +1,23 @@
-//! `--stats`: the overview before the detail. How the suspended tasks of a dump divide by what they
-//! wait on (the leaf that matters, see [`super::summary`], and its decoded wait where the leaf's
-//! type is shared by several kinds of wait), by their root future, by the await in
-//! the program's own code where they wait, and by how long they have been suspended.
+//! `--stats`: the overview before the detail. What is stuck for good (the dump's wait cycles, how
+//! many kinds of them, and its futurelocks), then how the suspended tasks of a dump divide by what
+//! they wait on (the leaf that matters, see [`super::summary`], and its decoded wait where the
+//! leaf's type is shared by several kinds of wait), by their root future, by the await in the
+//! program's own code where they wait, and by how long they have been suspended.
 
 use serde::{Deserialize, Serialize};
 
 use super::values::WaitKind;
-use super::{TaskView, summary};
+use super::waits::CycleEdges;
+use super::{Dump, TaskView, summary};
 use crate::names::{base_name, display_name};
 
 /// The counts of one dump (see the module docs). Each list is biggest first, then by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
+    /// What is stuck for good (see [`Stuck`]). Absent from a document written before it was
+    /// counted: read as nothing stuck.
+    #[serde(default)]
+    pub stuck: Stuck,
     /// Tasks counted: the suspended ones (idle or scheduled).
     pub suspended: usize,
     /// By the type of the leaf that matters, without generic arguments, and what it waits for
@@ -23,6 +29,20 @@ pub struct Stats {
     pub by_await: Vec<Count>,
     /// How long each has been suspended.
     pub ages: Vec<AgeBucket>,
+}
+
+/// What no task of the dump can end: its wait cycles, and the waits for a lock held in a future
+/// nobody polls. Of the whole process, whatever tasks the dump shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stuck {
+    /// Wait cycles (deadlocks).
+    pub deadlocks: usize,
+    /// How many kinds of them: cycles alike (see [`CycleEdges::alike`]) are one kind.
+    pub deadlock_kinds: usize,
+    /// Tasks in a wait cycle.
+    pub tasks_in_deadlocks: usize,
+    /// Waits for a lock held in a future nobody polls, in a cycle or not.
+    pub futurelocks: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +79,27 @@ const BOUNDS_NS: [u64; 7] = [
     600_000_000_000,
 ];
 
-/// The stats of `tasks` (see the module docs).
+/// The stats of `dump` (see the module docs): its tasks', and what is stuck in its process.
+pub fn of_dump(dump: &Dump) -> Stats {
+    Stats {
+        stuck: stuck(dump),
+        ..stats(&dump.tasks)
+    }
+}
+
+fn stuck(dump: &Dump) -> Stuck {
+    let mut tasks: Vec<u64> = dump.deadlocks.iter().flatten().copied().collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    Stuck {
+        deadlocks: dump.deadlocks.len(),
+        deadlock_kinds: CycleEdges::new(&dump.waits).alike(&dump.deadlocks).len(),
+        tasks_in_deadlocks: tasks.len(),
+        futurelocks: dump.waits.iter().filter(|e| e.is_futurelock()).count(),
+    }
+}
+
+/// The stats of `tasks` (see the module docs), but for what is stuck, which their edges say.
 pub fn stats(tasks: &[TaskView]) -> Stats {
     let mut leaf = Tally::default();
     let mut root = Tally::default();
@@ -112,6 +152,7 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
         });
     }
     Stats {
+        stuck: Stuck::default(),
         suspended,
         by_leaf: leaf.sorted(),
         by_root: root.sorted(),
@@ -185,6 +226,29 @@ mod tests {
             "no generics: {:?}",
             st.by_root
         );
+    }
+
+    #[test]
+    fn what_is_stuck_counts_cycles_their_kinds_their_tasks_and_futurelocks() {
+        use crate::testing::lock_edge as lock;
+        let mut dump = Dump::build(&handshake(), &sample(), 0);
+        assert_eq!(of_dump(&dump).stuck, Stuck::default());
+        let mut unpolled = lock(7, 8, 30, 29);
+        if let crate::model::waits::WaitsFor::Lock { holder } = &mut unpolled.on {
+            holder.held.polled = false;
+        }
+        // Two pairs alike, one whose second lock was taken elsewhere, and a futurelock no cycle has.
+        let pairs = [lock(1, 2, 15, 13), lock(2, 1, 15, 13), lock(3, 4, 15, 13)];
+        let more = [lock(4, 3, 15, 13), lock(5, 6, 15, 13), lock(6, 5, 15, 40)];
+        dump.waits = [&pairs[..], &more[..], &[unpolled]].concat();
+        dump.deadlocks = vec![vec![1, 2], vec![3, 4], vec![5, 6]];
+        let stuck = Stuck {
+            deadlocks: 3,
+            deadlock_kinds: 2,
+            tasks_in_deadlocks: 6,
+            futurelocks: 1,
+        };
+        assert_eq!(of_dump(&dump).stuck, stuck);
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! Who holds what, and who waits on whom: the locks a frame holds ([`Held`], found among its
 //! locals), who holds the lock a leaf waits for ([`Holder`]), and the edges of the wait graph
 //! between tasks ([`WaitEdge`]: a `JoinHandle` awaited, a lock held), whose cycles are a dump's
-//! deadlocks ([`cycles`]).
+//! deadlocks ([`cycles`]), told by their edges and grouped where alike ([`CycleEdges`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::Loc;
+use super::{FastMap, Loc};
 
 /// A tokio lock (or semaphore permits), or an end of a channel, a frame holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -118,6 +118,110 @@ impl WaitEdge {
 
 fn is_false(b: &bool) -> bool {
     !b
+}
+
+/// The edge between each two tasks of the wait graph, a lock's or a channel's before a
+/// `JoinHandle`'s: what a cycle is told with.
+pub struct CycleEdges<'w>(FastMap<(u64, u64), &'w WaitEdge>);
+
+impl<'w> CycleEdges<'w> {
+    pub fn new(waits: &'w [WaitEdge]) -> Self {
+        let mut between: FastMap<(u64, u64), &WaitEdge> = FastMap::default();
+        for e in waits {
+            let kept = between.entry((e.from, e.to)).or_insert(e);
+            if matches!(kept.on, WaitsFor::Join) {
+                *kept = e;
+            }
+        }
+        CycleEdges(between)
+    }
+
+    /// The edges of `cycle` (as [`cycles`] lists it), in its order, the last back to its first.
+    pub fn of(&self, cycle: &[u64]) -> Vec<Option<&'w WaitEdge>> {
+        let pairs = cycle.iter().zip(cycle.iter().cycle().skip(1));
+        pairs.map(|(&a, &b)| self.0.get(&(a, b)).copied()).collect()
+    }
+
+    /// The cycles as groups of cycles alike: the same waits at the same places, for the same kind
+    /// of lock or channel end, held by the same local in the same function where the same await
+    /// took it (every word of them the same but their tasks and addresses). Each group in the
+    /// order of `cycles`, the groups in the order of their first. A cycle's shape is its edges'
+    /// from the rotation that compares least, so that two alike whose lowest tasks stand at
+    /// different places of them still match.
+    pub fn alike<'c>(&self, cycles: &'c [Vec<u64>]) -> Vec<Vec<&'c [u64]>> {
+        let mut groups: Vec<Vec<&[u64]>> = Vec::new();
+        let mut by_shape: FastMap<Vec<Option<EdgeShape<'w>>>, usize> = FastMap::default();
+        for c in cycles {
+            let shape = self.of(c).into_iter().map(|e| e.map(EdgeShape::of));
+            let i = *by_shape
+                .entry(least_rotation(shape.collect()))
+                .or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+            groups[i].push(c);
+        }
+        groups
+    }
+}
+
+/// `v` turned round to start where it compares least.
+fn least_rotation<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    let n = v.len();
+    let least = (0..n)
+        .min_by(|&a, &b| {
+            let at = |k: usize| (0..n).map(move |i| (k + i) % n);
+            at(a).map(|i| &v[i]).cmp(at(b).map(|i| &v[i]))
+        })
+        .unwrap_or(0);
+    v.rotate_left(least);
+    v
+}
+
+/// What two cycles alike share, edge by edge: all an edge's words but its tasks and addresses.
+#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct EdgeShape<'a> {
+    kind: u8,
+    waits_in: Option<&'a str>,
+    waits_at: Option<&'a Loc>,
+    held: Option<HeldShape<'a>>,
+}
+
+/// A lock or a channel's end held, but for where it lies.
+#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct HeldShape<'a> {
+    lock: &'a str,
+    write: bool,
+    local: &'a str,
+    frame: &'a str,
+    acquired_at: Option<&'a Loc>,
+    polled: bool,
+    stopped_at: Option<&'a Loc>,
+}
+
+impl<'a> EdgeShape<'a> {
+    fn of(e: &'a WaitEdge) -> Self {
+        let (kind, holder) = match &e.on {
+            WaitsFor::Join => (0, None),
+            WaitsFor::Oneshot => (1, None),
+            WaitsFor::Lock { holder } => (2, Some(holder)),
+            WaitsFor::Channel { holder } => (3, Some(holder)),
+        };
+        EdgeShape {
+            kind,
+            waits_in: e.waits_in.as_deref(),
+            waits_at: e.waits_at.as_ref(),
+            held: holder.map(|h| HeldShape {
+                lock: &h.held.lock,
+                write: h.held.write,
+                local: &h.held.local,
+                frame: &h.frame,
+                acquired_at: h.held.acquired_at.as_ref(),
+                polled: h.held.polled,
+                stopped_at: h.held.stopped_at.as_ref(),
+            }),
+        }
+    }
 }
 
 /// The cycles of the graph of `edges` (`from` → `to`), one per strongly connected part that has

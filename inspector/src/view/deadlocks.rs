@@ -2,38 +2,23 @@
 //! reason where it is a lock or a channel, then the futurelocks (waits for a lock held in a future
 //! nobody polls).
 //!
-//! Cycles alike (the same waits at the same places, for the same kind of lock or channel end, held
-//! by the same local where the same await took it) are written in full once, then a line each: a
-//! service where a thousand requests deadlocked the same way has one story to tell, and the tasks
-//! it happened to.
+//! Cycles alike ([`CycleEdges::alike`]) are written in full once, then a line each: a service where
+//! a thousand requests deadlocked the same way has one story to tell, and the tasks it happened to.
 
 use std::fmt::Write;
 
-use crate::model::waits::{WaitEdge, WaitsFor};
-use crate::model::{Dump, FastMap, Loc};
+use crate::model::Dump;
+use crate::model::waits::{CycleEdges, WaitEdge, WaitsFor};
 use crate::view::labels::Labels;
 use crate::view::{TaskId, no_breaks};
 
 /// Writes the cycles and futurelocks of `dump`, and a blank line after them if there are any.
 pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
-    // Each pair's edge, a lock's or a channel's before a JoinHandle's: found once, not per cycle.
-    let mut between: FastMap<(u64, u64), &WaitEdge> = FastMap::default();
-    for e in &dump.waits {
-        let kept = between.entry((e.from, e.to)).or_insert(e);
-        if matches!(kept.on, WaitsFor::Join) {
-            *kept = e;
-        }
-    }
-    let edges_of = |cycle: &[u64]| -> Vec<Option<&WaitEdge>> {
-        let pairs = cycle.iter().zip(cycle.iter().cycle().skip(1));
-        pairs
-            .map(|(&a, &b)| between.get(&(a, b)).copied())
-            .collect()
-    };
+    let between = CycleEdges::new(&dump.waits);
     let mut shown: Vec<(u64, u64)> = Vec::new();
-    for group in alike(&dump.deadlocks, &edges_of) {
+    for group in between.alike(&dump.deadlocks) {
         let (first, more) = group.split_first().expect("a group has a cycle");
-        let edges = edges_of(first);
+        let edges = between.of(first);
         shown.extend(edges.iter().flatten().map(|e| (e.from, e.to)));
         cycle(out, first, &edges, labels);
         if more.is_empty() {
@@ -46,7 +31,7 @@ pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels
             "  {n} more cycle{s} alike: the same waits for what is held, at the same places"
         );
         for other in more {
-            shown.extend(edges_of(other).iter().flatten().map(|e| (e.from, e.to)));
+            shown.extend(between.of(other).iter().flatten().map(|e| (e.from, e.to)));
             let _ = out.write_str("    ");
             let _ = out.write_str(&path(other));
             let _ = out.write_char('\n');
@@ -99,87 +84,6 @@ fn path(cycle: &[u64]) -> String {
         .map(|&id| TaskId(id).to_string())
         .collect();
     ids.join(" → ")
-}
-
-/// What two cycles alike share, edge by edge: all an edge's words but its tasks and addresses.
-#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct EdgeShape<'a> {
-    kind: u8,
-    waits_in: Option<&'a str>,
-    waits_at: Option<&'a Loc>,
-    held: Option<HeldShape<'a>>,
-}
-
-/// A lock or a channel's end held, but for where it lies.
-#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct HeldShape<'a> {
-    lock: &'a str,
-    write: bool,
-    local: &'a str,
-    frame: &'a str,
-    acquired_at: Option<&'a Loc>,
-    polled: bool,
-    stopped_at: Option<&'a Loc>,
-}
-
-impl<'a> EdgeShape<'a> {
-    fn of(e: &'a WaitEdge) -> Self {
-        let (kind, holder) = match &e.on {
-            WaitsFor::Join => (0, None),
-            WaitsFor::Oneshot => (1, None),
-            WaitsFor::Lock { holder } => (2, Some(holder)),
-            WaitsFor::Channel { holder } => (3, Some(holder)),
-        };
-        EdgeShape {
-            kind,
-            waits_in: e.waits_in.as_deref(),
-            waits_at: e.waits_at.as_ref(),
-            held: holder.map(|h| HeldShape {
-                lock: &h.held.lock,
-                write: h.held.write,
-                local: &h.held.local,
-                frame: &h.frame,
-                acquired_at: h.held.acquired_at.as_ref(),
-                polled: h.held.polled,
-                stopped_at: h.held.stopped_at.as_ref(),
-            }),
-        }
-    }
-}
-
-/// The cycles as groups of cycles alike, each in the order of `cycles`, the groups in the order of
-/// their first. A cycle's shape is its edges' from the rotation that compares least, so that two
-/// alike whose lowest tasks stand at different places of them still match.
-fn alike<'c, 'e>(
-    cycles: &'c [Vec<u64>],
-    edges_of: &dyn Fn(&[u64]) -> Vec<Option<&'e WaitEdge>>,
-) -> Vec<Vec<&'c [u64]>> {
-    let mut groups: Vec<Vec<&[u64]>> = Vec::new();
-    let mut by_shape: FastMap<Vec<Option<EdgeShape<'e>>>, usize> = FastMap::default();
-    for c in cycles {
-        let shape: Vec<Option<EdgeShape>> = edges_of(c)
-            .into_iter()
-            .map(|e| e.map(EdgeShape::of))
-            .collect();
-        let i = *by_shape.entry(least_rotation(shape)).or_insert_with(|| {
-            groups.push(Vec::new());
-            groups.len() - 1
-        });
-        groups[i].push(c);
-    }
-    groups
-}
-
-fn least_rotation<T: Ord>(mut v: Vec<T>) -> Vec<T> {
-    let n = v.len();
-    let least = (0..n)
-        .min_by(|&a, &b| {
-            let at = |k: usize| (0..n).map(move |i| (k + i) % n);
-            at(a).map(|i| &v[i]).cmp(at(b).map(|i| &v[i]))
-        })
-        .unwrap_or(0);
-    v.rotate_left(least);
-    v
 }
 
 /// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
@@ -240,46 +144,9 @@ pub(super) fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::model::waits::{Held, Holder};
-    use crate::testing::{handshake, sample};
-
-    fn at(line: u32) -> Loc {
-        Loc {
-            file: "src/bank.rs".into(),
-            line,
-            column: 9,
-        }
-    }
-
-    /// `from` waits at line `waits` for a mutex `to` holds, taken at line `acquired`.
-    fn lock(from: u64, to: u64, waits: u32, acquired: u32) -> WaitEdge {
-        WaitEdge {
-            from,
-            to,
-            waits_in: Some("bank::transfer".into()),
-            waits_at: Some(at(waits)),
-            any_of: false,
-            on: WaitsFor::Lock {
-                holder: Holder {
-                    task: to,
-                    frame: "bank::transfer".into(),
-                    at: Some(at(waits)),
-                    held: Held {
-                        lock: "Mutex".into(),
-                        write: false,
-                        addr: 0x1000 * from,
-                        local: Arc::from("source"),
-                        acquired_at: Some(at(acquired)),
-                        polled: true,
-                        stopped_at: None,
-                    },
-                },
-            },
-        }
-    }
+    use crate::model::FastMap;
+    use crate::testing::{handshake, lock_edge as lock, sample};
 
     fn report(waits: Vec<WaitEdge>, deadlocks: Vec<Vec<u64>>) -> String {
         let mut dump = Dump::build(&handshake(), &sample(), 0);

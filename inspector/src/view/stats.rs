@@ -1,5 +1,5 @@
 //! `dump --stats`: the overview of a dump ([`crate::model::Stats`]), as text after the dump's
-//! header, or as a JSON document of its own.
+//! header (what is stuck for good first), or as a JSON document of its own.
 
 use std::fmt::Write;
 
@@ -8,12 +8,14 @@ use serde::Serialize;
 use super::{Dur, no_breaks};
 use crate::model::{
     AgeBucket, CensusView, Count, DecodingInfo, Dump, Process, RuntimeView, SnapshotInfo, Stats,
+    Stuck,
 };
 
 /// The header, then each count, biggest first.
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
     super::text::header(out, dump);
     let tasks = |n: usize| if n == 1 { "task" } else { "tasks" };
+    stuck(out, &st.stuck);
     let _ = writeln!(
         out,
         "{} suspended {}, by what each waits on (the leaf that matters):",
@@ -37,6 +39,31 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
         }
         let _ = writeln!(out);
     }
+}
+
+/// What no task can end, first: the deadlocks and futurelocks `dump` tells one by one.
+fn stuck<W: Write + ?Sized>(out: &mut W, s: &Stuck) {
+    let counted = |n: usize, one: &str, many: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    };
+    if s.deadlocks > 0 {
+        let cycles = counted(s.deadlocks, "wait cycle", "wait cycles");
+        let kinds = counted(s.deadlock_kinds, "kind", "kinds");
+        let tasks = counted(s.tasks_in_deadlocks, "task", "tasks");
+        let _ = writeln!(out, "DEADLOCK: {cycles} of {kinds}, {tasks} in them");
+    }
+    if s.futurelocks > 0 {
+        let waits = counted(s.futurelocks, "wait", "waits");
+        let _ = writeln!(
+            out,
+            "FUTURELOCK: {waits} for a lock held in a future nobody polls"
+        );
+    }
+    if s.deadlocks == 0 && s.futurelocks == 0 {
+        let _ = writeln!(out, "no deadlock or futurelock found");
+    }
+    let _ = writeln!(out);
 }
 
 fn counts<W: Write + ?Sized>(out: &mut W, counts: &[Count]) {
