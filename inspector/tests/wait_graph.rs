@@ -197,6 +197,39 @@ fn a_select_branch_kept_unpolled_while_holding_the_lock_its_task_waits_for_is_a_
 }
 
 #[test]
+fn tasks_queued_alike_behind_an_unpolled_future_are_one_futurelock_and_their_tasks() {
+    let fx = Fixture::start("futurelock", &["--readers", "3"]);
+    let text = dump_until(fx.pid, &[], |t| t.contains("wait alike"));
+    let report = report(&text);
+    assert_eq!(report.len(), 4, "{text}");
+    let read_at = at_line("futurelock", "*cache.lock().await");
+    assert!(
+        report[2].starts_with("FUTURELOCK: ")
+            && report[2].contains(&format!(
+                " waits in futurelock::read at {read_at} for Mutex @"
+            )),
+        "{text}"
+    );
+    // The other two readers, by their tokio ids, which follow the first's.
+    let first: u64 = report[2]
+        .strip_prefix("FUTURELOCK: tokio task ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("{}", report[2]));
+    let others = format!(
+        "  2 more tasks wait alike: tokio {}–{}",
+        first + 1,
+        first + 2
+    );
+    assert_eq!(report[3], others, "{text}");
+    let stats = asyncdump_ok(&["dump", &fx.pid.to_string(), "--stats"]);
+    assert!(
+        stats.contains("FUTURELOCK: 4 waits for a lock held in a future nobody polls\n"),
+        "{stats}"
+    );
+}
+
+#[test]
 fn json_carries_the_wait_graph_and_what_each_frame_holds() {
     let fx = Fixture::start("futurelock", &["--agent"]);
     dump_until(fx.pid, &[], |t| t.contains("FUTURELOCK"));

@@ -165,6 +165,28 @@ impl<'w> CycleEdges<'w> {
     }
 }
 
+/// The waits alike among `edges`: each group's edges go to the same task for the same lock or
+/// channel end, from the same place, every word of them the same but the waiting task. Each group
+/// in the order of `edges`, the groups in the order of their first.
+pub fn waits_alike<'w>(edges: impl IntoIterator<Item = &'w WaitEdge>) -> Vec<Vec<&'w WaitEdge>> {
+    let mut groups: Vec<Vec<&WaitEdge>> = Vec::new();
+    let mut by_shape: FastMap<(EdgeShape<'w>, u64, Option<u64>), usize> = FastMap::default();
+    for e in edges {
+        let addr = match &e.on {
+            WaitsFor::Lock { holder } | WaitsFor::Channel { holder } => Some(holder.held.addr),
+            WaitsFor::Join | WaitsFor::Oneshot => None,
+        };
+        let i = *by_shape
+            .entry((EdgeShape::of(e), e.to, addr))
+            .or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+        groups[i].push(e);
+    }
+    groups
+}
+
 /// `v` turned round to start where it compares least.
 fn least_rotation<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     let n = v.len();

@@ -4,13 +4,15 @@
 //!
 //! Cycles alike ([`CycleEdges::alike`]) are written in full once, then a line each: a service where
 //! a thousand requests deadlocked the same way has one story to tell, and the tasks it happened to.
+//! Futurelocks alike ([`waits_alike`]: queued behind the same unpolled future from the same place)
+//! are one line, then their tasks.
 
 use std::fmt::Write;
 
 use crate::model::Dump;
-use crate::model::waits::{CycleEdges, WaitEdge, WaitsFor};
+use crate::model::waits::{CycleEdges, WaitEdge, WaitsFor, waits_alike};
 use crate::view::labels::Labels;
-use crate::view::{TaskId, no_breaks};
+use crate::view::{TaskId, id_ranges, no_breaks};
 
 /// Writes the cycles and futurelocks of `dump`, and a blank line after them if there are any.
 pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
@@ -41,8 +43,16 @@ pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels
     let futurelocks: Vec<&WaitEdge> = (dump.waits.iter())
         .filter(|e| e.is_futurelock() && shown.binary_search(&(e.from, e.to)).is_err())
         .collect();
-    for e in &futurelocks {
-        let _ = writeln!(out, "FUTURELOCK: {}", edge_text(e, labels));
+    // Those queued behind one unpolled future, from one place, are one line and their tasks.
+    for group in waits_alike(futurelocks.iter().copied()) {
+        let (first, more) = group.split_first().expect("a group has a wait");
+        let _ = writeln!(out, "FUTURELOCK: {}", edge_text(first, labels));
+        if !more.is_empty() {
+            let ids: Vec<u64> = more.iter().map(|e| e.from).collect();
+            let tasks = if ids.len() == 1 { "task" } else { "tasks" };
+            let n = ids.len();
+            let _ = writeln!(out, "  {n} more {tasks} wait alike: {}", id_ranges(&ids));
+        }
     }
     if !dump.deadlocks.is_empty() || !futurelocks.is_empty() {
         let _ = out.write_char('\n');
@@ -220,6 +230,33 @@ mod tests {
             text.ends_with("  1 more cycle alike: the same waits for what is held, at the same places\n    task 4 → task 5 → task 6 → task 4\n\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn futurelocks_alike_are_one_line_then_their_tasks() {
+        let unpolled = |from: u64, waits: u32| {
+            let mut e = lock(from, 3, waits, 13);
+            if let WaitsFor::Lock { holder } = &mut e.on {
+                (holder.held.polled, holder.held.addr) = (false, 0x3000);
+            }
+            e
+        };
+        let edges = vec![
+            unpolled(7, 30),
+            unpolled(8, 30),
+            unpolled(9, 30),
+            unpolled(10, 31),
+        ];
+        let text = report(edges, Vec::new());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("FUTURELOCK: task 7 waits in bank::transfer at src/bank.rs:30 for Mutex @ 0x3000, held by task 3"), "{text}");
+        assert_eq!(lines[1], "  2 more tasks wait alike: 8–9");
+        assert!(
+            lines[2].starts_with("FUTURELOCK: task 10 waits in bank::transfer at src/bank.rs:31"),
+            "{text}"
+        );
+        assert_eq!(lines[3], "");
     }
 
     #[test]
