@@ -98,7 +98,7 @@ fn path(cycle: &[u64]) -> String {
 
 /// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
 /// @ 0x… held by task 2 "b" (`guard` in app::transfer, acquired at app.rs:29)`.
-pub(super) fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
+fn edge_text(e: &WaitEdge, labels: &Labels<'_>) -> String {
     let mut s = String::with_capacity(256);
     // Pieces pushed, not formatted: a dump may have a line like this per task.
     let _ = labels.of(e.from).write_to(&mut s);
