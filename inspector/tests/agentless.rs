@@ -258,6 +258,15 @@ fn an_execute_only_program_is_read_from_its_image_given_a_readable_copy_of_it() 
         "{text}"
     );
     assert!(has_root(&text, "no_agent::handle_request"), "{text}");
+    // `index` reads the file alone, and says what to give it.
+    let out = asyncdump_without_file_rights(&["index", "--pid", &pid], cache.as_path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("Permission denied")
+            && stderr.contains("give a readable copy of the program as BINARY"),
+        "{stderr}"
+    );
     // `ps` knows it by its workers' names, its file unread.
     let out = asyncdump_without_file_rights(&["ps"], cache.as_path());
     let ps = String::from_utf8_lossy(&out.stdout);
