@@ -30,17 +30,11 @@ pub fn index(
         (None, None) => return Err(Error::Local("index needs a binary or --pid".into())),
     };
     let start = std::time::Instant::now();
-    let debug = dwarf::Debug::load(&binary).map_err(|e| match &e {
-        // The process's own executable, which it may run and this user may not read.
-        dwarf::DwarfError::Io { path, source }
-            if source.kind() == std::io::ErrorKind::PermissionDenied
-                && asyncdump::attach::procfs::is_under(path) =>
-        {
-            Error::Local(format!(
-                "{e}; give a readable copy of the program as BINARY"
-            ))
-        }
-        _ => e.into(),
+    let debug = dwarf::Debug::load(&binary).map_err(|e| match e.is_running_image_refused() {
+        true => Error::Local(format!(
+            "{e}; give a readable copy of the program as BINARY"
+        )),
+        false => e.into(),
     })?;
     let index = debug.index();
     let took = start.elapsed();

@@ -58,6 +58,16 @@ pub enum DwarfError {
     },
 }
 
+impl DwarfError {
+    /// Whether a process's own executable, opened through `/proc`, was refused: a program this
+    /// user may run but not read (execute-only), whose readable copy can be given instead.
+    pub fn is_running_image_refused(&self) -> bool {
+        matches!(self, DwarfError::Io { path, source }
+            if source.kind() == std::io::ErrorKind::PermissionDenied
+                && crate::attach::procfs::is_under(path))
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Index {
     pub debug_info_bytes: u64,

@@ -290,16 +290,11 @@ fn load(
     placement: Placement,
 ) -> Result<Loaded, String> {
     let start = Instant::now();
-    let debug = dwarf::Debug::load_with(path, debug_file).map_err(|e| match &e {
-        // The running image opens through `/proc`: a file the process may run but this user may
-        // not read (execute-only) is read from a copy that can be.
-        dwarf::DwarfError::Io { path, source }
-            if source.kind() == std::io::ErrorKind::PermissionDenied
-                && crate::attach::procfs::is_under(path) =>
-        {
+    let debug = dwarf::Debug::load_with(path, debug_file).map_err(|e| match e {
+        e if e.is_running_image_refused() => {
             format!("{e}; give a readable copy of the program with --binary PATH")
         }
-        _ => e.to_string(),
+        e => e.to_string(),
     })?;
     if let Some(running) = running
         && debug.build_id.as_deref() != Some(running)
