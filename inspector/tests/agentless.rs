@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use crate::support::{Fixture, asyncdump, asyncdump_ok, dump_json, has_root};
+use crate::support::{Fixture, asyncdump, asyncdump_ok, dump_json, has_root, succeeded};
 
 /// The dump's task sections, each its lines, by their title's `tokio task N`.
 pub fn tasks_by_tokio_id(text: &str) -> BTreeMap<u64, Vec<String>> {
@@ -246,12 +246,9 @@ fn an_execute_only_program_is_read_from_its_image_given_a_readable_copy_of_it() 
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     let cache = crate::support::tempdir();
     let given = ["dump", &pid, "--binary", copy.to_str().unwrap()];
-    let out = asyncdump_without_file_rights(&given, cache.as_path());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = succeeded(
+        asyncdump_without_file_rights(&given, cache.as_path()),
+        &given,
     );
     assert!(
         text.contains(&format!("chains decoded from DWARF in {}", copy.display())),

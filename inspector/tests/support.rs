@@ -291,7 +291,11 @@ pub fn asyncdump_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
 
 /// Runs `asyncdump` and expects success; returns stdout.
 pub fn asyncdump_ok(args: &[&str]) -> String {
-    let out = asyncdump(args);
+    succeeded(asyncdump(args), args)
+}
+
+/// The stdout of a run of asyncdump (with `args`) that must have succeeded.
+pub fn succeeded(out: Output, args: &[&str]) -> String {
     assert!(
         out.status.success(),
         "asyncdump {args:?} failed: {}",

@@ -149,19 +149,10 @@ impl<'w> CycleEdges<'w> {
     /// from the rotation that compares least, so that two alike whose lowest tasks stand at
     /// different places of them still match.
     pub fn alike<'c>(&self, cycles: &'c [Vec<u64>]) -> Vec<Vec<&'c [u64]>> {
-        let mut groups: Vec<Vec<&[u64]>> = Vec::new();
-        let mut by_shape: FastMap<Vec<Option<EdgeShape<'w>>>, usize> = FastMap::default();
-        for c in cycles {
+        grouped(cycles.iter().map(Vec::as_slice), |c| {
             let shape = self.of(c).into_iter().map(|e| e.map(EdgeShape::of));
-            let i = *by_shape
-                .entry(least_rotation(shape.collect()))
-                .or_insert_with(|| {
-                    groups.push(Vec::new());
-                    groups.len() - 1
-                });
-            groups[i].push(c);
-        }
-        groups
+            least_rotation(shape.collect::<Vec<_>>())
+        })
     }
 }
 
@@ -169,20 +160,29 @@ impl<'w> CycleEdges<'w> {
 /// channel end, from the same place, every word of them the same but the waiting task. Each group
 /// in the order of `edges`, the groups in the order of their first.
 pub fn waits_alike<'w>(edges: impl IntoIterator<Item = &'w WaitEdge>) -> Vec<Vec<&'w WaitEdge>> {
-    let mut groups: Vec<Vec<&WaitEdge>> = Vec::new();
-    let mut by_shape: FastMap<(EdgeShape<'w>, u64, Option<u64>), usize> = FastMap::default();
-    for e in edges {
+    grouped(edges, |e| {
         let addr = match &e.on {
             WaitsFor::Lock { holder } | WaitsFor::Channel { holder } => Some(holder.held.addr),
             WaitsFor::Join | WaitsFor::Oneshot => None,
         };
-        let i = *by_shape
-            .entry((EdgeShape::of(e), e.to, addr))
-            .or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
-        groups[i].push(e);
+        (EdgeShape::of(e), e.to, addr)
+    })
+}
+
+/// `items` in groups of the same `key`: each group in the order of `items`, the groups in the
+/// order of their first.
+fn grouped<T: Copy, K: std::hash::Hash + Eq>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(T) -> K,
+) -> Vec<Vec<T>> {
+    let mut groups: Vec<Vec<T>> = Vec::new();
+    let mut by_key: FastMap<K, usize> = FastMap::default();
+    for item in items {
+        let i = *by_key.entry(key(item)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(item);
     }
     groups
 }

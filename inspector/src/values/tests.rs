@@ -95,6 +95,18 @@ fn memory(regions: &[(u64, Vec<u8>)]) -> ImageMemory {
     m
 }
 
+/// An `Arc` to type `to`, as std lays out its shared block: the counts, then the value.
+fn arc_to(to: u32) -> Shape {
+    Shape::Counted {
+        kind: PointerKind::Arc,
+        ptr: 0,
+        strong: 0,
+        weak: 8,
+        data: 16,
+        to,
+    }
+}
+
 fn words(ws: &[u64]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
@@ -371,15 +383,7 @@ fn guard_types() -> ValueTypes {
         to: 6,
     };
     t.types.push(ty("Box<MutexGuard<u64>>", 8, boxed));
-    let shared = Shape::Counted {
-        kind: PointerKind::Arc,
-        ptr: 0,
-        strong: 0,
-        weak: 8,
-        data: 16,
-        to: 6,
-    };
-    t.types.push(ty("Arc<MutexGuard<u64>>", 8, shared));
+    t.types.push(ty("Arc<MutexGuard<u64>>", 8, arc_to(6)));
     t
 }
 
@@ -705,15 +709,7 @@ fn every_hop_on_a_page_of_its_own_is_still_read_whole() {
     // An `Arc<String>`: the local's pointer to the shared block (counts, then the string), the
     // string's pointer to its text.
     let mut arc_types = types();
-    let shared = Shape::Counted {
-        kind: PointerKind::Arc,
-        ptr: 0,
-        strong: 0,
-        weak: 8,
-        data: 16,
-        to: 1,
-    };
-    arc_types.types.push(ty("Arc<String>", 8, shared));
+    arc_types.types.push(ty("Arc<String>", 8, arc_to(1)));
     let mem = memory(&[
         (0x2000, words(&[far(1)])),
         (far(1), words(&[2, 1, far(2), 5, 5])),

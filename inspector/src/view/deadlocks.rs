@@ -17,12 +17,9 @@ use crate::view::{TaskId, id_ranges, no_breaks};
 /// Writes the cycles and futurelocks of `dump`, and a blank line after them if there are any.
 pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels<'_>) {
     let between = CycleEdges::new(&dump.waits);
-    let mut shown: Vec<(u64, u64)> = Vec::new();
     for group in between.alike(&dump.deadlocks) {
         let (first, more) = group.split_first().expect("a group has a cycle");
-        let edges = between.of(first);
-        shown.extend(edges.iter().flatten().map(|e| (e.from, e.to)));
-        cycle(out, first, &edges, labels);
+        cycle(out, first, &between.of(first), labels);
         if more.is_empty() {
             continue;
         }
@@ -33,12 +30,15 @@ pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels
             "  {n} more cycle{s} alike: the same waits for what is held, at the same places"
         );
         for other in more {
-            shown.extend(between.of(other).iter().flatten().map(|e| (e.from, e.to)));
             let _ = out.write_str("    ");
             let _ = out.write_str(&path(other));
             let _ = out.write_char('\n');
         }
     }
+    // A futurelock in a cycle was told with it.
+    let mut shown: Vec<(u64, u64)> = (dump.deadlocks.iter())
+        .flat_map(|c| c.iter().copied().zip(c.iter().copied().cycle().skip(1)))
+        .collect();
     shown.sort_unstable();
     let futurelocks: Vec<&WaitEdge> = (dump.waits.iter())
         .filter(|e| e.is_futurelock() && shown.binary_search(&(e.from, e.to)).is_err())
