@@ -35,7 +35,7 @@ pub fn load_bias(pid: u32, vaddr_at_zero: Option<u64>) -> Result<u64, DwarfError
 }
 
 /// The virtual address the first `PT_LOAD` gives file offset 0.
-pub(crate) fn vaddr_at_zero<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>) -> Option<u64> {
+fn vaddr_at_zero<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>) -> Option<u64> {
     let first = obj.segments().next()?;
     Some(first.address().saturating_sub(first.file_range().0))
 }

@@ -21,7 +21,6 @@ mod parse;
 pub(crate) mod synthetic;
 
 pub use bodies::FrameVar;
-pub(crate) use load::vaddr_at_zero;
 pub use load::{build_id, hex, links_tokio_runtime, load_bias};
 pub use locations::{FrameBase, Location, Place};
 

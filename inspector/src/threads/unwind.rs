@@ -22,7 +22,6 @@ use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, ParsedEhFrameHdr, RegisterRule,
     UnwindContext, UnwindSection,
 };
-use object::{Object, ObjectSection};
 
 /// Most frames walked per thread.
 pub const MAX_FRAMES: usize = 256;
@@ -204,36 +203,63 @@ impl Modules {
 }
 
 /// A file's `.eh_frame` and `.eh_frame_hdr`, at the addresses the process has them (`base` is
-/// where the file's offset 0 is mapped).
+/// where the file's offset 0 is mapped), found as the loader finds them: the index by its program
+/// header (`PT_GNU_EH_FRAME`), the frame information by the index's pointer to it. A few reads of
+/// the file, where parsing it whole read its symbol table and each section's name apart.
 fn load(file: &std::fs::File, base: u64) -> Option<Unwind> {
-    use std::os::unix::fs::FileExt;
-    let len = file.metadata().ok()?.len();
-    let cache = object::ReadCache::new(file.try_clone().ok()?);
-    let obj = object::File::parse(&cache).ok()?;
-    let bias = base.wrapping_sub(crate::dwarf::vaddr_at_zero(&obj)?);
-    // Read straight into the buffer kept (the cache would copy the bytes once more), and only
-    // what the file holds.
-    let section = |name: &str| {
-        let s = obj.section_by_name(name)?;
-        let (offset, size) = s.file_range()?;
-        let mut bytes = vec![0; usize::try_from(size.min(len.saturating_sub(offset))).ok()?];
-        file.read_exact_at(&mut bytes, offset).ok()?;
-        Some((s.address().wrapping_add(bias), bytes))
+    use object::elf::{FileHeader64, PF_X, PT_GNU_EH_FRAME, PT_LOAD};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let cache = object::ReadCache::new(file);
+    let header = FileHeader64::<object::Endianness>::parse(&cache).ok()?;
+    let endian = header.endian().ok()?;
+    let phdrs = header.program_headers(endian, &cache).ok()?;
+    let loads: Vec<_> = (phdrs.iter())
+        .filter(|p| p.p_type(endian) == PT_LOAD)
+        .collect();
+    let first = loads.first()?;
+    let bias = base.wrapping_sub(first.p_vaddr(endian).wrapping_sub(first.p_offset(endian)));
+    let index = phdrs.iter().find(|p| p.p_type(endian) == PT_GNU_EH_FRAME)?;
+    let hdr_at = index.p_vaddr(endian).wrapping_add(bias);
+    let size = file.metadata().ok()?.len();
+    let hdr = read_at(file, size, index.p_offset(endian), index.p_filesz(endian))?;
+    let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_at);
+    let parsed = EhFrameHdr::new(&hdr, NativeEndian).parse(&bases, 8).ok()?;
+    let gimli::Pointer::Direct(frame_at) = parsed.eh_frame_ptr() else {
+        return None;
     };
-    let (frame_at, eh_frame) = section(".eh_frame")?;
-    let (hdr_at, hdr) = section(".eh_frame_hdr")?;
-    let text_at = obj
-        .section_by_name(".text")
-        .map_or(0, |s| s.address().wrapping_add(bias));
-    let bases = BaseAddresses::default()
-        .set_eh_frame(frame_at)
-        .set_eh_frame_hdr(hdr_at)
-        .set_text(text_at);
+    // `.eh_frame` has no size of its own here: what its segment holds from it on is read (the
+    // sections after it, if any, are never looked into: the index points at each entry).
+    let vaddr = frame_at.wrapping_sub(bias);
+    let segment = (loads.iter().copied()).find(|p| {
+        let start = p.p_vaddr(endian);
+        (start..start.saturating_add(p.p_filesz(endian))).contains(&vaddr)
+    })?;
+    let into = vaddr - segment.p_vaddr(endian);
+    let len = (segment.p_filesz(endian) - into).min(MAX_EH_FRAME);
+    let eh_frame = read_at(file, size, segment.p_offset(endian).checked_add(into)?, len)?;
+    // Only `DW_EH_PE_textrel` pointers use it, which no x86_64 or aarch64 compiler emits: the
+    // code segment's start stands for `.text`'s.
+    let text_at = (loads.iter())
+        .find(|p| p.p_flags(endian).0 & PF_X.0 != 0)
+        .map_or(0, |p| p.p_vaddr(endian).wrapping_add(bias));
     Some(Unwind {
         eh_frame,
         hdr,
-        bases,
+        bases: bases.set_eh_frame(frame_at).set_text(text_at),
     })
+}
+
+/// Most bytes of frame information read from one file.
+const MAX_EH_FRAME: u64 = 64 << 20;
+
+/// `len` bytes of `file` (`size` bytes long) from `offset`, or as many as it holds: a file cut
+/// short still has the frame information it kept.
+fn read_at(file: &std::fs::File, size: u64, offset: u64, len: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let len = len.min(size.checked_sub(offset)?);
+    let mut bytes = vec![0; usize::try_from(len).ok()?];
+    file.read_exact_at(&mut bytes, offset).ok()?;
+    Some(bytes)
 }
 
 /// The DWARF register numbers of the return address, the stack pointer and the frame pointer.
