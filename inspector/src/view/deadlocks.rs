@@ -31,7 +31,7 @@ pub(super) fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels
         );
         for other in more {
             let _ = out.write_str("    ");
-            let _ = out.write_str(&path(other));
+            let _ = path(out, other);
             let _ = out.write_char('\n');
         }
     }
@@ -69,7 +69,9 @@ fn cycle<W: Write + ?Sized>(
 ) {
     let futurelock = edges.iter().flatten().any(|e| e.is_futurelock());
     let what = if futurelock { " (a futurelock)" } else { "" };
-    let _ = writeln!(out, "DEADLOCK cycle: {}{what}", path(cycle));
+    let _ = out.write_str("DEADLOCK cycle: ");
+    let _ = path(out, cycle);
+    let _ = writeln!(out, "{what}");
     if edges
         .iter()
         .flatten()
@@ -88,12 +90,16 @@ fn cycle<W: Write + ?Sized>(
     }
 }
 
-/// `task 3 → task 4 → task 3`.
-fn path(cycle: &[u64]) -> String {
-    let ids: Vec<String> = (cycle.iter().chain(cycle.first()))
-        .map(|&id| TaskId(id).to_string())
-        .collect();
-    ids.join(" → ")
+/// `task 3 → task 4 → task 3`, written as it goes: a dump of thousands of cycles alike has a line
+/// like this for each.
+fn path<W: Write + ?Sized>(out: &mut W, cycle: &[u64]) -> std::fmt::Result {
+    for (i, &id) in cycle.iter().chain(cycle.first()).enumerate() {
+        if i > 0 {
+            out.write_str(" → ")?;
+        }
+        TaskId(id).write_to(out)?;
+    }
+    Ok(())
 }
 
 /// One edge of the wait graph in words: `task 1 "a" waits in app::transfer at app.rs:31 for Mutex
