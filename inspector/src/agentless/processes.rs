@@ -56,7 +56,7 @@ pub fn tokio_without_agent(skip: &[u32]) -> Vec<Plain> {
 fn worker_named(pid: u32) -> bool {
     let tids = procfs::threads(pid).unwrap_or_default();
     tids.into_iter().any(|tid| {
-        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        crate::attach::procfs::read(format!("/proc/{pid}/task/{tid}/comm"))
             .is_ok_and(|c| TOKIO_WORKERS.contains(&c.trim_end()))
     })
 }

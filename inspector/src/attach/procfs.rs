@@ -10,6 +10,19 @@ use std::path::PathBuf;
 /// This process's own executable.
 pub const OWN_EXE: &str = "/proc/self/exe";
 
+/// A `/proc` file, whole. Read into room for a page at once: `fs::read_to_string` asks the size
+/// first, which a `/proc` file gives as 0, then grows from 32 bytes a read; a dump reads a dozen
+/// such files for its threads alone.
+pub fn read(path: impl AsRef<std::path::Path>) -> io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(4096);
+    // `Take`: `File`'s own `read_to_end` asks the size first too.
+    std::fs::File::open(path)?
+        .take(u64::MAX)
+        .read_to_end(&mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 /// Whether process `pid` exists (as this process sees it).
 pub fn exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
@@ -22,27 +35,27 @@ pub fn exe(pid: u32) -> PathBuf {
 
 /// The state letter of process `pid` (`R`, `S`, `T`, ...).
 pub fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) S ...`: the comm may hold spaces and parentheses; the state follows the last `)`.
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// The real uid of process `pid`.
 pub fn uid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = read(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The name of process `pid` (its `comm`).
 pub fn name(pid: u32) -> Option<String> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let comm = read(format!("/proc/{pid}/comm")).ok()?;
     Some(comm.trim_end().to_owned())
 }
 
 /// The memory map of process `pid`, as `/proc/PID/maps` has it.
 pub fn maps(pid: u32) -> io::Result<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+    read(format!("/proc/{pid}/maps"))
 }
 
 /// Where process `pid`'s executable is mapped from its file offset 0: the start of the image it
@@ -60,7 +73,7 @@ pub fn exe_image(pid: u32) -> io::Result<Option<u64>> {
 
 /// When process `pid` started, in clock ticks after boot (`starttime` of `/proc/PID/stat`).
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read(format!("/proc/{pid}/stat")).ok()?;
     // After the comm: state is field 3, starttime field 22.
     stat.rsplit_once(')')?
         .1
@@ -81,7 +94,7 @@ pub fn threads(pid: u32) -> io::Result<Vec<u32>> {
 
 /// The pid of the process tracing `pid` (`TracerPid` of its status), 0 when none.
 pub fn tracer(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = read(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("TracerPid:"))?;
     line.trim().parse().ok()
 }
@@ -175,7 +188,7 @@ impl SocketTables {
 fn inet_table(pid: u32) -> HashMap<u64, Socket> {
     let mut out = HashMap::new();
     for table in ["tcp", "tcp6", "udp", "udp6"] {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+        let Ok(text) = read(format!("/proc/{pid}/net/{table}")) else {
             continue;
         };
         let proto = if table.starts_with("tcp") {
@@ -192,7 +205,7 @@ fn inet_table(pid: u32) -> HashMap<u64, Socket> {
 
 /// Every Unix socket's path in process `pid`'s table, by inode.
 fn unix_table(pid: u32) -> HashMap<u64, String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).unwrap_or_default();
+    let text = read(format!("/proc/{pid}/net/unix")).unwrap_or_default();
     text.lines().skip(1).filter_map(unix_line).collect()
 }
 

@@ -67,14 +67,14 @@ pub fn held(pid: u32, regs: Vec<(u32, Vec<u64>)>) -> Vec<Thread> {
 
 /// Thread `tid`'s name (`comm`), where `/proc` tells.
 fn comm(pid: u32, tid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+    crate::attach::procfs::read(format!("/proc/{pid}/task/{tid}/comm"))
         .ok()
         .map(|s| s.trim_end_matches('\n').to_owned())
 }
 
 /// Thread `tid`'s stack and instruction pointers, if it is not running.
 fn registers(pid: u32, tid: u32) -> Option<Registers> {
-    let line = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
+    let line = crate::attach::procfs::read(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
     syscall_registers(&line)
 }
 
