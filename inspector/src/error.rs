@@ -109,6 +109,14 @@ pub enum TargetError {
     #[error("process {pid} exited during the dump")]
     Exited { pid: u32 },
     #[error(
+        "process {pid} replaced its program (execve) while its threads were being stopped; dump it again"
+    )]
+    Replaced { pid: u32 },
+    #[error(
+        "process {pid}'s threads could not all be stopped within 10 s (an execve stuck in the kernel?); dump it again, or without --stop"
+    )]
+    StopTimedOut { pid: u32 },
+    #[error(
         "process {pid} is traced by process {tracer} (a debugger?); detach it first, or dump without --stop"
     )]
     Traced { pid: u32, tracer: u32 },

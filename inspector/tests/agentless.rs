@@ -388,7 +388,14 @@ fn a_killed_inspector_leaves_the_service_running_and_serving() {
         assert!(std::time::Instant::now() < deadline, "never all stopped");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(tracer_of(fx.pid), inspector.id().to_string());
+    // The tracer is a thread of the inspector's.
+    let tracer = tracer_of(fx.pid);
+    let status = std::fs::read_to_string(format!("/proc/{tracer}/status")).unwrap();
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .unwrap();
+    assert_eq!(tgid.trim(), inspector.id().to_string());
     inspector.kill().unwrap();
     inspector.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -413,7 +420,8 @@ fn stop_refuses_a_process_another_tracer_holds_and_leaves_it_alone() {
     // SAFETY: PTRACE_SEIZE of the fixture's main thread with no options passes no memory.
     let seized = unsafe { libc::ptrace(libc::PTRACE_SEIZE, fx.pid as libc::pid_t, 0, 0) };
     assert_eq!(seized, 0, "{}", std::io::Error::last_os_error());
-    let me = tracer_of(fx.pid);
+    // Named by its process, whichever of its threads traces.
+    let me = std::process::id();
     let out = asyncdump(&["dump", &fx.pid.to_string(), "--stop"]);
     // SAFETY: detaching the thread this thread seized, with no signal.
     unsafe { libc::ptrace(libc::PTRACE_DETACH, fx.pid as libc::pid_t, 0, 0) };

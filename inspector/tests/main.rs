@@ -25,6 +25,7 @@ mod ps;
 mod runtime_tasks;
 mod self_dumps;
 mod session;
+mod stopping;
 mod subscription;
 mod values;
 mod wait_graph;

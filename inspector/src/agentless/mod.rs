@@ -41,6 +41,8 @@ pub const DEFAULT_RETRIES: u32 = 3;
 /// One live process read from outside, across snapshots.
 pub struct Reader {
     pid: u32,
+    /// The live thread the process is read through: `pid` unless its main thread has ended.
+    through: u32,
     mem: ProcessMemory,
     /// Every snapshot scans again: from outside, a runtime made since the last one must be seen.
     discovery: Discovery,
@@ -59,13 +61,13 @@ impl Reader {
         if !procfs::exists(pid) {
             return Err(TargetError::NoSuchProcess { pid });
         }
-        if gone(pid) {
+        let Some(through) = procfs::live_thread(pid) else {
             return Err(TargetError::Exited { pid });
-        }
-        let mem = ProcessMemory::of(pid as i32);
-        probe(pid, &mem)?;
-        check_architecture(pid, &mem)?;
-        let program = std::fs::read_link(procfs::exe(pid))
+        };
+        let mem = ProcessMemory::of(through as i32);
+        probe(pid, through, &mem)?;
+        check_architecture(pid, through, &mem)?;
+        let program = std::fs::read_link(procfs::exe(through))
             .ok()
             .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
             .map(|n| n.trim_end_matches(" (deleted)").to_owned())
@@ -73,6 +75,7 @@ impl Reader {
             .unwrap_or_default();
         Ok(Reader {
             pid,
+            through,
             mem,
             discovery: Discovery::new(std::time::Duration::ZERO),
             ages: Ages::default(),
@@ -87,13 +90,19 @@ impl Reader {
         self.pid
     }
 
+    /// The live thread the process is read through (its `/proc` files, its memory): the pid,
+    /// unless the main thread has ended while others run on.
+    pub fn through(&self) -> u32 {
+        self.through
+    }
+
     /// The build-id (hex) of the executable the process runs: the file's, as `/proc/PID/exe` opens
     /// it, else (an execute-only file, or one not this user's to read, whose readable copy
     /// `--binary` names) the notes of its image in memory. `Err`: neither says, and why.
     pub fn running_build_id(&self) -> Result<Option<String>, String> {
-        let from_file = crate::dwarf::build_id(&procfs::exe(self.pid));
+        let from_file = crate::dwarf::build_id(&procfs::exe(self.through));
         from_file.or_else(|e| {
-            let image = procfs::exe_image(self.pid).ok().flatten();
+            let image = procfs::exe_image(self.through).ok().flatten();
             match image.and_then(|at| core_file::build_id_at(&self.mem, at)) {
                 Some(id) => Ok(Some(crate::dwarf::hex(&id))),
                 None => Err(format!("cannot read the running binary's build-id: {e}")),
@@ -242,12 +251,12 @@ fn runtime_plan(pid: u32, plan: &Plan) -> Result<&RuntimePlan, TargetError> {
 }
 
 /// Whether this user may read the process's maps and memory at all, and if not, why.
-fn probe(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
+fn probe(pid: u32, through: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
     let denied = || TargetError::AccessDenied {
         pid,
         why: access::explain(&access::Facts::of(pid)),
     };
-    match procfs::maps(pid) {
+    match procfs::maps(through) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(denied()),
         Err(_) => return Err(TargetError::NoSuchProcess { pid }),
@@ -270,14 +279,15 @@ pub(crate) const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
 };
 
 /// Refuses a 32-bit or another architecture's executable: its layouts are not this build's.
-fn check_architecture(pid: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
+fn check_architecture(pid: u32, through: u32, mem: &ProcessMemory) -> Result<(), TargetError> {
     use asyncdump_walker::Memory as _;
     use std::io::Read as _;
     let mut header = [0u8; 20];
-    let read = std::fs::File::open(procfs::exe(pid)).and_then(|mut f| f.read_exact(&mut header));
+    let read =
+        std::fs::File::open(procfs::exe(through)).and_then(|mut f| f.read_exact(&mut header));
     if let Err(e) = read {
         // The image the process runs starts with the same header, in its memory.
-        let image = procfs::exe_image(pid).ok().flatten();
+        let image = procfs::exe_image(through).ok().flatten();
         match image.and_then(|at| mem.read_vec(at, header.len())) {
             Some(bytes) => header.copy_from_slice(&bytes),
             None if !procfs::exists(pid) => return Err(TargetError::Exited { pid }),
@@ -320,9 +330,10 @@ fn clock_ns(clock: nix::time::ClockId) -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether process `pid` has exited: gone, or a zombie whose memory is gone already.
+/// Whether process `pid` has exited: gone, or a zombie whose memory is gone already. A main thread
+/// that has ended while others run on leaves a process that lives.
 pub fn gone(pid: u32) -> bool {
-    !procfs::exists(pid) || procfs::state(pid).is_none_or(|s| s == 'Z' || s == 'X')
+    !procfs::exists(pid) || procfs::live_thread(pid).is_none()
 }
 
 /// Clock ticks per second, as `/proc/PID/stat` counts them.

@@ -93,7 +93,7 @@ impl Client {
         // kernel still queues connections nobody will ever accept: stale, though it connects.
         if let Ok((pid, _)) = peer_of(&stream, path)
             && pid != 0
-            && !crate::attach::procfs::state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+            && crate::attach::procfs::live_thread(pid).is_none()
         {
             return Err(TargetError::StaleSocket {
                 path: path.to_owned(),

@@ -35,9 +35,7 @@ pub fn exe(pid: u32) -> PathBuf {
 
 /// The state letter of process `pid` (`R`, `S`, `T`, ...).
 pub fn state(pid: u32) -> Option<char> {
-    let stat = read(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) S ...`: the comm may hold spaces and parentheses; the state follows the last `)`.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+    stat_state(&read(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// The real uid of process `pid`.
@@ -92,11 +90,48 @@ pub fn threads(pid: u32) -> io::Result<Vec<u32>> {
     Ok(tids)
 }
 
-/// The pid of the process tracing `pid` (`TracerPid` of its status), 0 when none.
-pub fn tracer(pid: u32) -> Option<u32> {
-    let status = read(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("TracerPid:"))?;
+/// The thread tracing thread `tid` of process `pid` (`TracerPid` of its status: the tracer's
+/// thread id, which [`tgid`] turns into its process), 0 when none.
+pub fn thread_tracer(pid: u32, tid: u32) -> Option<u32> {
+    status_field(&format!("/proc/{pid}/task/{tid}/status"), "TracerPid:")
+}
+
+/// The process (thread group) thread `tid` belongs to.
+pub fn tgid(tid: u32) -> Option<u32> {
+    status_field(&format!("/proc/{tid}/status"), "Tgid:")
+}
+
+fn status_field(path: &str, field: &str) -> Option<u32> {
+    let status = read(path).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(field))?;
     line.trim().parse().ok()
+}
+
+/// Whether thread `tid` of process `pid` has ended: gone, or a zombie (a thread group leader that
+/// returned from `main` while other threads run on stays one until they end).
+pub fn thread_dead(pid: u32, tid: u32) -> bool {
+    let stat = read(format!("/proc/{pid}/task/{tid}/stat")).ok();
+    let state = stat.as_deref().and_then(stat_state);
+    state.is_none_or(|s| s == 'Z' || s == 'X')
+}
+
+/// A live thread of process `pid`, through which its memory, maps and executable are read: `pid`
+/// itself unless its main thread has ended (then `/proc/PID/maps` is empty and its memory cannot be
+/// read through it) while other threads run on. `None`: no thread lives.
+pub fn live_thread(pid: u32) -> Option<u32> {
+    if !thread_dead(pid, pid) {
+        return Some(pid);
+    }
+    threads(pid)
+        .ok()?
+        .into_iter()
+        .find(|&t| !thread_dead(pid, t))
+}
+
+/// The state letter of a `stat` line: the comm may hold spaces and parentheses, and the state
+/// follows the last `)`.
+fn stat_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// Whether `path` names something under `/proc` (it means nothing once its process is gone).
@@ -319,7 +354,8 @@ mod tests {
         assert!(maps(me).unwrap().contains(" r-xp "));
         assert!(start_ticks(me).is_some_and(|t| t > 0));
         assert!(threads(me).unwrap().contains(&me));
-        assert_eq!(tracer(me), Some(0));
+        assert_eq!(thread_tracer(me, me), Some(0));
+        assert_eq!(tgid(me), Some(me));
         assert_eq!(exe(me).canonicalize().ok(), std::env::current_exe().ok());
         assert!(!exists(u32::MAX), "no such pid");
     }

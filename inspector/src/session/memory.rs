@@ -55,7 +55,7 @@ impl MemorySession {
         let reader = Reader::open(pid, options.retries)?;
         let running = reader.running_build_id().map_err(&cannot)?;
         let binary = options.binary.as_deref();
-        let mut planner = Planner::without_agent(pid, running, binary, options.cache)
+        let mut planner = Planner::without_agent(reader.through(), running, binary, options.cache)
             .map_err(&cannot)?
             .with_debug_file(options.debug_file.as_deref());
         let planned = planner.plan(true).map_err(&cannot)?;
