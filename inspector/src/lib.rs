@@ -16,8 +16,8 @@
 //! - [`view`] renders a dump as text, JSON or folded stacks, and [`watch`] is the live view.
 //!
 //! [`session`] drives the stages for one attached target across snapshots. Beside them: [`names`]
-//! (every name shortening), [`file`](mod@file) (snapshot and recording files) and [`output`] (writing
-//! files whole). Every error the library gives is an [`Error`], whose [`Error::exit_code`] is the status
+//! (every name shortening), [`file`](mod@file) (snapshot and recording files), [`output`] (writing
+//! files whole) and [`input`] (opening named files only when they are regular files). Every error the library gives is an [`Error`], whose [`Error::exit_code`] is the status
 //! the command line exits with; errors about the target are typed ([`error::TargetError`]).
 
 // Functions fit on a screen: clippy.toml sets the limit (80 lines), CI denies what goes over it.
@@ -30,6 +30,7 @@ pub mod decode;
 pub mod dwarf;
 pub mod error;
 pub mod file;
+pub mod input;
 pub mod model;
 pub mod names;
 pub mod output;

@@ -73,11 +73,7 @@ impl CoreFile {
             detail,
         };
         let io = |e: std::io::Error| not_core(format!("cannot open it ({e})"));
-        let file = File::open(path).map_err(io)?;
-        let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(not_core("not a regular file".into()));
-        }
+        let (file, len) = crate::input::open_regular(path).map_err(io)?;
         let cache = ReadCache::new(file.try_clone().map_err(io)?);
         let header = FileHeader64::<Endianness>::parse(&cache)
             .map_err(|e| not_core(format!("not a 64-bit ELF file ({e})")))?;
@@ -96,7 +92,7 @@ impl CoreFile {
             .map_err(|e| not_core(format!("its program headers are damaged ({e})")))?;
         let mut core = CoreFile {
             file,
-            len: meta.len(),
+            len,
             path: path.to_owned(),
             segments: Vec::new(),
             pid: 0,
@@ -245,7 +241,7 @@ impl Memory for CoreFile {
 pub fn is_core(path: &Path) -> bool {
     use std::io::Read as _;
     let mut head = [0u8; 18];
-    let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    let read = crate::input::open_regular(path).and_then(|(mut f, _)| f.read_exact(&mut head));
     // e_type 4 (ET_CORE), little-endian as on every architecture this asyncdump reads.
     read.is_ok() && head[..4] == *b"\x7fELF" && head[16..18] == [4, 0]
 }

@@ -168,19 +168,14 @@ fn open_regular(path: &Path) -> Result<(std::fs::File, u64), DwarfError> {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    let refuse = |detail: &str| DwarfError::Object {
-        path: path.to_owned(),
-        detail: detail.to_owned(),
-    };
-    if !meta.is_file() {
-        return Err(refuse("not a regular file"));
+    let (file, len) = crate::input::open_regular(path).map_err(io)?;
+    if len > MAX_BINARY_BYTES {
+        return Err(DwarfError::Object {
+            path: path.to_owned(),
+            detail: "over 16 GiB".to_owned(),
+        });
     }
-    if meta.len() > MAX_BINARY_BYTES {
-        return Err(refuse("over 16 GiB"));
-    }
-    Ok((file, meta.len()))
+    Ok((file, len))
 }
 
 /// Reads a whole executable or debug file (see [`open_regular`]).

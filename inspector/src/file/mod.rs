@@ -111,15 +111,14 @@ fn read_bounded(path: &Path) -> Result<String, FileError> {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(FileError::Damaged {
+    let (file, len) = crate::input::open_regular(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => FileError::Damaged {
             path: path.to_owned(),
-            detail: "not a regular file".into(),
-        });
-    }
-    if meta.len() > MAX_FILE_BYTES {
+            detail: e.to_string(),
+        },
+        _ => read_err(e),
+    })?;
+    if len > MAX_FILE_BYTES {
         return Err(FileError::TooBig {
             path: path.to_owned(),
         });

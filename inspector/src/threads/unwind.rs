@@ -126,7 +126,7 @@ impl Module {
         let path = &self.path;
         (self
             .file
-            .get_or_insert_with(|| std::fs::File::open(path).ok()))
+            .get_or_insert_with(|| crate::input::open_regular(path).ok().map(|(f, _)| f)))
         .as_ref()
     }
 }
