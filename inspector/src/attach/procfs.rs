@@ -201,16 +201,22 @@ impl SocketTables {
     /// Unix socket `inode`: its path, its peer's and its queues where the diagnostics see it.
     fn unix_socket(&self, inode: u64) -> Option<Socket> {
         let unix = self.unix.get_or_init(|| unix_table(self.pid));
-        let own = unix.get(&inode)?;
+        let diag = self.diag.get_or_init(super::unix_sockets::all).as_ref();
+        let me = diag.and_then(|d| d.get(&inode));
+        if me.is_none() && !unix.contains_key(&inode) {
+            return None;
+        }
+        // Named by the diagnostics where they see it (this network namespace), else by the
+        // process's own table.
+        let own = me.map(|me| me.path.clone());
         let mut socket = Socket {
             proto: "unix",
-            local: End::Unix(Some(own.clone())),
+            local: End::Unix(own.or_else(|| unix.get(&inode).cloned())),
             peer: End::Unix(None),
             tx_queue: 0,
             rx_queue: 0,
         };
-        let diag = self.diag.get_or_init(super::unix_sockets::all).as_ref();
-        if let Some(me) = diag.and_then(|d| d.get(&inode)) {
+        if let Some(me) = me {
             let peer = me.peer.and_then(|p| diag?.get(&p));
             socket.peer = End::Unix(peer.map(|p| p.path.clone()));
             (socket.rx_queue, socket.tx_queue) = (me.rqueue, me.wqueue);
@@ -240,8 +246,24 @@ fn inet_table(pid: u32) -> HashMap<u64, Socket> {
 
 /// Every Unix socket's path in process `pid`'s table, by inode.
 fn unix_table(pid: u32) -> HashMap<u64, String> {
-    let text = read(format!("/proc/{pid}/net/unix")).unwrap_or_default();
-    text.lines().skip(1).filter_map(unix_line).collect()
+    unix_paths(&read(format!("/proc/{pid}/net/unix")).unwrap_or_default())
+}
+
+/// The paths of `/proc/net/unix`'s text, by inode. The kernel prints a name as it is, line breaks
+/// and all, so a socket's name can carry a whole forged line, claiming another socket's inode: an
+/// inode told twice is told by nobody (the real line for it is always there too), and no path is
+/// kept for it. The socket diagnostics, where they see a socket, name it instead (binary, and not
+/// forged so).
+fn unix_paths(text: &str) -> HashMap<u64, String> {
+    let mut paths = HashMap::new();
+    let mut twice = std::collections::HashSet::new();
+    for (inode, path) in text.lines().skip(1).filter_map(unix_line) {
+        if paths.insert(inode, path).is_some() {
+            twice.insert(inode);
+        }
+    }
+    paths.retain(|inode, _| !twice.contains(inode));
+    paths
 }
 
 /// One line of `/proc/net/unix`: the socket's inode and its path, empty when unnamed:
@@ -322,6 +344,24 @@ mod tests {
         assert_eq!(unix_line(unnamed), Some((312, String::new())));
         let header = "Num       RefCount Protocol Flags    Type St Inode Path";
         assert_eq!(unix_line(header), None);
+    }
+
+    // Another user's abstract socket named with a line break and a forged line made root's dump
+    // show the victim's socket at the attacker's path.
+    #[test]
+    fn a_name_that_forges_a_line_of_the_table_names_no_socket() {
+        let text = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            00000000c414532b: 00000002 00000000 00010000 0001 01 5001 @x\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 7007 /run/attacker.sock\n\
+            0000000013b4960f: 00000003 00000000 00000000 0001 03 7007 /run/victim.sock\n\
+            0000000013b49610: 00000003 00000000 00000000 0001 03 8008 /run/other.sock\n";
+        let paths = unix_paths(text);
+        assert_eq!(paths.get(&7007), None, "told twice: told by nobody");
+        assert_eq!(paths.get(&5001).map(String::as_str), Some("@x"));
+        assert_eq!(
+            paths.get(&8008).map(String::as_str),
+            Some("/run/other.sock")
+        );
     }
 
     #[test]
