@@ -135,3 +135,94 @@ fn a_debug_link_naming_a_fifo_is_passed_over() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("[decoded]"), "{text}");
 }
+
+// A 1 GiB `.debug_info` made of a megabyte of zlib aborted the inspector: the DIE table reserved
+// about 26 bytes a byte of it (27 GB) before reading a DIE.
+#[test]
+fn a_debug_section_that_claims_a_gigabyte_from_a_megabyte_is_refused_in_one_line() {
+    let dir = tempdir();
+    let exe = dir.join("bomb");
+    std::fs::copy(bin("plain_chain"), &exe).unwrap();
+    let exe_s = exe.to_str().unwrap();
+    run_tool("strip", &["--strip-debug", exe_s]);
+    // A gigabyte of zeros as the DWARF, sparse on disk, then compressed into the binary.
+    let zeros = dir.join("zeros");
+    std::fs::File::create(&zeros)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let section = format!(".debug_info={}", zeros.display());
+    run_tool("objcopy", &["--add-section", &section, exe_s]);
+    std::fs::remove_file(&zeros).unwrap();
+    run_tool("objcopy", &["--compress-debug-sections=zlib", exe_s]);
+    assert!(std::fs::metadata(&exe).unwrap().len() < 64 << 20);
+    let out = asyncdump_within(&["index", exe_s], Duration::from_secs(60));
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(134), "aborted: {err}");
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("decompression bomb"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+// `ps` read a program's whole symbol table to see whether it links tokio: 2 GB for a 2 GiB (sparse)
+// one. It reads the names only, a megabyte at a time.
+#[test]
+fn ps_reads_a_huge_symbol_table_in_little_memory() {
+    let dir = tempdir();
+    // One current-thread runtime: no thread bears a worker's name, the symbols tell.
+    let exe = dir.join("signals");
+    std::fs::copy(bin("signals"), &exe).unwrap();
+    let grown = grow_section(&exe, ".symtab", 2 << 30);
+    assert!(grown, "the copy has a .symtab");
+    let fx = Fixture::start_path(&exe, &[], &[]);
+    // At most 1 GB of address space: reading the table whole would fail.
+    let ps = format!(
+        "ulimit -v 1000000; exec {} ps --json",
+        env!("CARGO_BIN_EXE_asyncdump")
+    );
+    let out = Command::new("sh")
+        .args(["-c", &ps])
+        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("\"pid\": {}", fx.pid)), "{text}");
+}
+
+/// Makes `exe`'s section `wanted` claim `size` more bytes past the end of the file (its old bytes
+/// kept in front, the rest a hole of zeros: null symbols, empty names): its section header's offset
+/// and size rewritten, the file extended sparsely. Nothing that runs the program reads section
+/// headers.
+fn grow_section(exe: &Path, wanted: &str, size: u64) -> bool {
+    let mut bytes = std::fs::read(exe).unwrap();
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let u16_at =
+        |b: &[u8], at: usize| u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) as usize;
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(&bytes, 0x28) as usize,
+        u16_at(&bytes, 0x3a),
+        u16_at(&bytes, 0x3c),
+        u16_at(&bytes, 0x3e),
+    );
+    let header = |i: usize| shoff + i * shentsize;
+    let names = u64_at(&bytes, header(shstrndx) + 0x18) as usize;
+    let len = bytes.len() as u64;
+    for i in 0..shnum {
+        let h = header(i);
+        let name = names + u32_at(&bytes, h) as usize;
+        if bytes[name..].starts_with(format!("{wanted}\0").as_bytes()) {
+            let (old_off, old_size) = (u64_at(&bytes, h + 0x18), u64_at(&bytes, h + 0x20));
+            let old = bytes[old_off as usize..(old_off + old_size) as usize].to_vec();
+            bytes[h + 0x18..h + 0x20].copy_from_slice(&len.to_le_bytes());
+            bytes[h + 0x20..h + 0x28].copy_from_slice(&(old_size + size).to_le_bytes());
+            bytes.extend_from_slice(&old);
+            std::fs::write(exe, &bytes).unwrap();
+            let file = std::fs::OpenOptions::new().write(true).open(exe).unwrap();
+            file.set_len(len + old_size + size).unwrap();
+            return true;
+        }
+    }
+    false
+}

@@ -13,6 +13,10 @@ use rustc_hash::FxHashMap;
 
 use super::{Debug, DwarfError};
 
+/// An executable or debug file, parsed over its file: only the parts asked for are read (its
+/// headers, the sections a plan needs), never the whole file at once.
+type Elf<'a> = object::File<'a, &'a object::ReadCache<std::fs::File>>;
+
 /// The load bias of a running process's executable: where its first mapping at file offset 0 starts, less
 /// `vaddr_at_zero`, the virtual address the ELF file gives that offset ([`Debug::vaddr_at_zero`]; zero
 /// for most PIE executables).
@@ -46,7 +50,7 @@ fn vaddr_at_zero<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>) -> Optio
 /// otherwise, and with packed relocations, the file holds the address itself.
 /// The executable's writable sections as the file has them (see [`Debug::initial`]); not its
 /// thread-local templates, which no `static` lies in.
-fn initial_data(obj: &object::File<'_>) -> Vec<super::InitialData> {
+fn initial_data(obj: &Elf<'_>) -> Vec<super::InitialData> {
     use object::SectionKind;
     (obj.sections())
         .filter_map(|s| {
@@ -65,7 +69,7 @@ fn initial_data(obj: &object::File<'_>) -> Vec<super::InitialData> {
         .collect()
 }
 
-fn code_words(obj: &object::File<'_>) -> Vec<(u64, u64)> {
+fn code_words(obj: &Elf<'_>) -> Vec<(u64, u64)> {
     use object::SectionKind;
     let code: Vec<(u64, u64)> = obj
         .sections()
@@ -121,34 +125,94 @@ fn code_words(obj: &object::File<'_>) -> Vec<(u64, u64)> {
 }
 
 /// The GNU build-id of an ELF file, hex; `None` if it has none.
-/// Reads only the headers and the note it is in, not the whole file: the plan cache is looked up by it
-/// before any DWARF is read.
+/// Reads only the headers and the note it is in, not the whole file (nor its symbol table, as
+/// parsing it as an object would): the plan cache is looked up by it before any DWARF is read.
 pub fn build_id(path: &Path) -> Result<Option<String>, DwarfError> {
+    use object::read::elf::{FileHeader as _, SectionHeader as _};
     let (file, _) = open_regular(path)?;
     let cache = object::ReadCache::new(file);
-    let obj = object::File::parse(&cache).map_err(|e| DwarfError::Object {
+    let bad = |e: object::Error| DwarfError::Object {
         path: path.to_owned(),
         detail: e.to_string(),
-    })?;
-    Ok(obj.build_id().ok().flatten().map(hex))
+    };
+    let (header, endian) = elf_header(&cache).map_err(bad)?;
+    let sections = header.sections(endian, &cache).map_err(bad)?;
+    for section in sections.iter() {
+        let Ok(Some(mut notes)) = section.notes(endian, &cache) else {
+            continue;
+        };
+        while let Ok(Some(note)) = notes.next() {
+            let gnu_build_id = note.n_type(endian) == object::elf::NT_GNU_BUILD_ID;
+            if note.name() == object::elf::ELF_NOTE_GNU && gnu_build_id {
+                return Ok(Some(hex(note.desc())));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A 64-bit ELF file's header, with its byte order.
+fn elf_header(
+    cache: &object::ReadCache<std::fs::File>,
+) -> object::Result<(
+    &object::elf::FileHeader64<object::Endianness>,
+    object::Endianness,
+)> {
+    use object::read::elf::FileHeader as _;
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(cache)?;
+    Ok((header, header.endian()?))
 }
 
 /// Whether the executable at `path` links tokio's runtime: a symbol of `tokio::runtime` in its
-/// symbol table (legacy and v0 manglings both spell the path `5tokio7runtime`).
+/// symbol tables' names (legacy and v0 manglings both spell the path `5tokio7runtime`). The string
+/// tables are searched a megabyte at a time, so that a program with a huge (or sparse) symbol table
+/// costs `ps` no more memory than a small one.
 pub fn links_tokio_runtime(path: &Path) -> bool {
-    use object::{Object, ObjectSymbol};
+    use object::read::elf::{FileHeader as _, SectionHeader as _};
     let Ok((file, _)) = open_regular(path) else {
         return false;
     };
     let cache = object::ReadCache::new(file);
-    let Ok(obj) = object::File::parse(&cache) else {
+    let Ok((header, endian)) = elf_header(&cache) else {
         return false;
     };
-    let named = |s: object::Symbol<'_, '_, _>| {
-        s.name_bytes()
-            .is_ok_and(|n| n.windows(14).any(|w| w == b"5tokio7runtime"))
+    let Ok(sections) = header.sections(endian, &cache) else {
+        return false;
     };
-    obj.symbols().any(named) || obj.dynamic_symbols().any(named)
+    let strings = (sections.iter()).filter(|s| {
+        let name = sections.section_name(endian, s).unwrap_or_default();
+        s.sh_type(endian) == object::elf::SHT_STRTAB && (name == b".strtab" || name == b".dynstr")
+    });
+    let ranges: Vec<(u64, u64)> = strings.filter_map(|s| s.file_range(endian)).collect();
+    let file = cache.into_inner();
+    (ranges.into_iter()).any(|(offset, size)| file_holds(&file, offset, size, b"5tokio7runtime"))
+}
+
+/// Whether `size` bytes of `file` from `offset` hold `needle`, read a megabyte at a time.
+fn file_holds(file: &std::fs::File, offset: u64, size: u64, needle: &[u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 1 << 20;
+    let mut buf = vec![0u8; CHUNK + needle.len()];
+    let (mut at, end) = (offset, offset.saturating_add(size));
+    // The bytes carried over from the chunk before, so that a name across two is found.
+    let mut kept = 0;
+    while at < end {
+        let want = (CHUNK as u64).min(end - at) as usize;
+        let Ok(n) = file.read_at(&mut buf[kept..kept + want], at) else {
+            return false;
+        };
+        if n == 0 {
+            return false;
+        }
+        let filled = kept + n;
+        if memchr::memmem::find(&buf[..filled], needle).is_some() {
+            return true;
+        }
+        kept = (needle.len() - 1).min(filled);
+        buf.copy_within(filled - kept..filled, 0);
+        at += n as u64;
+    }
+    false
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -178,23 +242,16 @@ fn open_regular(path: &Path) -> Result<(std::fs::File, u64), DwarfError> {
     Ok((file, len))
 }
 
-/// Reads a whole executable or debug file (see [`open_regular`]).
-fn read(path: &Path) -> Result<Vec<u8>, DwarfError> {
-    use std::io::Read;
-    let (file, len) = open_regular(path)?;
-    let mut bytes = Vec::with_capacity(len as usize);
-    // Bounded also if the file grows while it is read.
-    file.take(MAX_BINARY_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|source| DwarfError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-    Ok(bytes)
+/// Opens an executable or debug file for reading on demand (see [`open_regular`]).
+fn read(path: &Path) -> Result<object::ReadCache<std::fs::File>, DwarfError> {
+    Ok(object::ReadCache::new(open_regular(path)?.0))
 }
 
-fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<object::File<'a>, DwarfError> {
-    object::File::parse(bytes).map_err(|e| DwarfError::Object {
+fn parse<'a>(
+    path: &Path,
+    file: &'a object::ReadCache<std::fs::File>,
+) -> Result<Elf<'a>, DwarfError> {
+    object::File::parse(file).map_err(|e| DwarfError::Object {
         path: path.to_owned(),
         detail: e.to_string(),
     })
@@ -212,7 +269,7 @@ fn debug_dirs() -> Vec<PathBuf> {
 /// Where a separate debug file for `exe` may be, most specific first: by build-id under each debug
 /// directory, then by `.gnu_debuglink` beside the executable, in its `.debug/`, and under each debug
 /// directory.
-fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
+fn debug_file_candidates(exe: &Path, obj: &Elf<'_>) -> Vec<PathBuf> {
     let dirs = debug_dirs();
     let mut out = Vec::new();
     if let Some(id) = obj.build_id().ok().flatten().filter(|id| id.len() > 1) {
@@ -237,7 +294,7 @@ fn debug_file_candidates(exe: &Path, obj: &object::File<'_>) -> Vec<PathBuf> {
 /// The waker vtables among `code_words` (see [`Debug::waker_vtables`]), named from the symbol table:
 /// symbols, not DWARF, so that finding them costs the DWARF parse nothing. A stripped executable has
 /// none, and its foreign wakers go unnamed.
-fn waker_vtables(obj: &object::File<'_>, code_words: &[(u64, u64)]) -> Vec<(u64, String)> {
+fn waker_vtables(obj: &Elf<'_>, code_words: &[(u64, u64)]) -> Vec<(u64, String)> {
     let at: FxHashMap<u64, u64> = code_words.iter().map(|&(code, w)| (w, code)).collect();
     let symbols = obj.symbol_map();
     let mut out = Vec::new();
@@ -299,7 +356,7 @@ impl Debug {
                 .iter()
                 .find_map(|candidate| {
                     let bytes = read(candidate).ok()?;
-                    let dobj = object::File::parse(&*bytes).ok()?;
+                    let dobj = object::File::parse(&bytes).ok()?;
                     if dobj.build_id().ok().flatten().map(hex) != build_id {
                         return None;
                     }
@@ -323,19 +380,61 @@ impl Debug {
 }
 
 /// The DWARF of an object file, its sections decompressed as they are asked for.
-fn from_object(
-    path: &Path,
-    obj: &object::File<'_>,
-    build_id: Option<String>,
-) -> Result<Debug, DwarfError> {
+fn from_object(path: &Path, obj: &Elf<'_>, build_id: Option<String>) -> Result<Debug, DwarfError> {
     let endian = if obj.is_little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
     };
+    for s in obj.sections() {
+        let name = s.name().unwrap_or_default();
+        if name.starts_with(".debug_") || name.starts_with(".zdebug_") {
+            check_section_size(path, name, &s)?;
+        }
+    }
     let sections = |name: &str| -> Option<Cow<'_, [u8]>> {
         obj.section_by_name(name)
             .and_then(|s| s.uncompressed_data().ok())
     };
     Debug::from_sections(path, endian, &sections, build_id)
+}
+
+/// Largest DWARF section read, decompressed: past any real program's (a large service's
+/// `.debug_info` is tens of MB).
+pub const MAX_SECTION_BYTES: u64 = 4 << 30;
+
+/// How far a compressed DWARF section may claim to grow: real debug info compresses three to
+/// twenty times; a claim past this is a bomb (a megabyte of zlib that says it holds a gigabyte).
+const MAX_COMPRESSION_RATIO: u64 = 256;
+
+/// Refuses a DWARF section whose (decompressed) size is past [`MAX_SECTION_BYTES`] or, compressed,
+/// claims to grow past [`MAX_COMPRESSION_RATIO`]: checked on its header, before anything is
+/// allocated for it.
+fn check_section_size<'a>(
+    path: &Path,
+    name: &str,
+    section: &object::Section<'a, '_, &'a object::ReadCache<std::fs::File>>,
+) -> Result<(), DwarfError> {
+    let refuse = |detail: String| DwarfError::Object {
+        path: path.to_owned(),
+        detail,
+    };
+    let range = section
+        .compressed_file_range()
+        .map_err(|e| refuse(format!("its {name} is damaged ({e})")))?;
+    if range.uncompressed_size > MAX_SECTION_BYTES {
+        return Err(refuse(format!(
+            "its {name} claims {} bytes, past the {} this asyncdump reads",
+            range.uncompressed_size, MAX_SECTION_BYTES
+        )));
+    }
+    let compressed = range.format != object::CompressionFormat::None;
+    let bound = range.compressed_size.saturating_mul(MAX_COMPRESSION_RATIO) + 4096;
+    if compressed && range.uncompressed_size > bound {
+        return Err(refuse(format!(
+            "its {name} claims to decompress to {} bytes from {}: no debug info compresses so far (damaged, or a decompression bomb)",
+            range.uncompressed_size, range.compressed_size
+        )));
+    }
+    Ok(())
 }

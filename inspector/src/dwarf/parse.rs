@@ -100,10 +100,15 @@ struct Marks {
     wake_clone: bool,
 }
 
+/// The most DIEs reserved for at once: a large service's `.debug_info` (tens of MB) has a few million.
+const MAX_RESERVED_DIES: u64 = 8 << 20;
+
 impl Table {
     fn with_room_for(debug_info_bytes: u64) -> Table {
-        // About one DIE per 10 bytes of .debug_info: reserve once rather than grow (and copy) a huge table.
-        let dies = debug_info_bytes as usize / 10;
+        // About one DIE per 10 bytes of .debug_info: reserve once rather than grow (and copy) a huge
+        // table; a section that says it holds more than any real one is grown into, not reserved
+        // for (a gigabyte of zeros would ask for tens of gigabytes here).
+        let dies = (debug_info_bytes / 10).min(MAX_RESERVED_DIES) as usize;
         Table {
             nodes: Vec::with_capacity(dies),
             by_offset: Offsets(Vec::with_capacity(dies)),
