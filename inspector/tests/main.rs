@@ -3,11 +3,11 @@
 mod support;
 
 mod access;
-mod agentless;
+pub mod agentless;
 mod axum_service;
 mod collections;
 mod containment;
-mod cores;
+pub mod cores;
 mod decoded;
 mod deep_chains;
 mod dump_json;

@@ -226,3 +226,110 @@ fn grow_section(exe: &Path, wanted: &str, size: u64) -> bool {
     }
     false
 }
+
+/// The program headers of an ELF file in `bytes`: `(index, type, offset of the header)`.
+fn program_headers(bytes: &[u8]) -> Vec<(usize, u32, usize)> {
+    let phoff = u64::from_le_bytes(bytes[0x20..0x28].try_into().unwrap()) as usize;
+    let size = u16::from_le_bytes([bytes[0x36], bytes[0x37]]) as usize;
+    let count = u16::from_le_bytes([bytes[0x38], bytes[0x39]]) as usize;
+    (0..count)
+        .map(|i| {
+            let at = phoff + i * size;
+            let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            (i, kind, at)
+        })
+        .collect()
+}
+
+fn set_u64(bytes: &mut [u8], at: usize, value: u64) {
+    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Runs asyncdump with `args` to its end (within `within`); its output and its peak resident
+/// memory, in KiB, as the kernel counted it.
+// Reaped by `wait4`, which `Child` cannot do, for the child's own resource usage.
+#[allow(clippy::zombie_processes)]
+fn asyncdump_peak(args: &[&str], within: Duration) -> (Output, u64) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
+        .args(args)
+        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(within).is_err() {
+            // SAFETY: kill takes integers only; the child is not reaped before this thread hears.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    // SAFETY: an all-zero rusage is valid; wait4 writes only `status` and `usage`, which we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut status = 0;
+    unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let _ = tx.send(());
+    assert!(
+        !libc::WIFSIGNALED(status),
+        "asyncdump {args:?} hung or died"
+    );
+    let out = Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    (out, usage.ru_maxrss as u64)
+}
+
+// A core's census had no deadline and scanned all a segment claimed: 2^62 bytes hung it; a 2 GiB
+// note segment was read whole (2 GB).
+#[test]
+fn a_core_whose_segments_claim_the_address_space_is_read_as_far_as_it_holds() {
+    let fx = Fixture::start("no_agent", &[]);
+    crate::agentless::dump_settled(fx.pid, &[], 5);
+    let dir = tempdir();
+    let core = crate::cores::gcore(fx.pid, dir.as_path());
+    let core_s = core.to_str().unwrap();
+    let mut bytes = std::fs::read(&core).unwrap();
+    let headers = program_headers(&bytes);
+    // Every writable memory segment claims 2^62 bytes; the file holds what it held.
+    for &(_, kind, at) in &headers {
+        let writable = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) & 2 != 0;
+        if kind == 1 && writable {
+            set_u64(&mut bytes, at + 0x28, 1 << 62);
+        }
+    }
+    // The note segment, moved to the end of the file, claims 2 GiB more than it holds: a hole of
+    // zeros past the end.
+    let &(_, _, note) = headers.iter().find(|h| h.1 == 4).unwrap();
+    let (offset, size) = (
+        u64::from_le_bytes(bytes[note + 8..note + 16].try_into().unwrap()),
+        u64::from_le_bytes(bytes[note + 0x20..note + 0x28].try_into().unwrap()),
+    );
+    let notes = bytes[offset as usize..(offset + size) as usize].to_vec();
+    let moved_to = bytes.len() as u64;
+    set_u64(&mut bytes, note + 8, moved_to);
+    set_u64(&mut bytes, note + 0x20, size + (2 << 30));
+    bytes.extend_from_slice(&notes);
+    let len = bytes.len() as u64;
+    std::fs::write(&core, &bytes).unwrap();
+    drop(bytes);
+    let file = std::fs::OpenOptions::new().write(true).open(&core).unwrap();
+    file.set_len(len + (2 << 30)).unwrap();
+    let (out, peak_kib) = asyncdump_peak(&["dump", "--core", core_s], Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("no_agent::query_database"), "{text}");
+    assert!(peak_kib < 600 << 10, "peak {peak_kib} KiB");
+}

@@ -61,6 +61,13 @@ const NT_AUXV: u32 = 6;
 const NT_FILE: u32 = 0x4649_4c45;
 const AT_ENTRY: u64 = 9;
 
+/// Most bytes of note segments read: a real core's notes are a few kilobytes a thread and its file
+/// mappings; past this a core is taken as damaged there, and read as if cut.
+const MAX_NOTE_BYTES: u64 = 64 << 20;
+
+/// Most threads read from a core's notes: a census or a wait graph over more is the same story.
+const MAX_THREADS: usize = 16_384;
+
 /// `pr_pid` in `NT_PRPSINFO`, and `pr_fname` (16 bytes).
 const PRPSINFO_PID: usize = 24;
 const PRPSINFO_FNAME: usize = 40;
@@ -116,12 +123,13 @@ impl CoreFile {
             if ph.p_type(endian).0 == object::elf::PT_NOTE.0 && note_end > core.len {
                 core.notes_cut = true;
             }
-            // A damaged note segment loses its notes, not the core.
-            let Ok(Some(mut notes)) = ph.notes(endian, &cache) else {
-                continue;
-            };
-            while let Ok(Some(note)) = notes.next() {
-                core.note(note.n_type(endian).0, note.name(), note.desc());
+            if ph.p_type(endian).0 == object::elf::PT_NOTE.0 {
+                core.read_notes(
+                    endian,
+                    ph.p_offset(endian),
+                    ph.p_filesz(endian),
+                    ph.p_align(endian),
+                );
             }
         }
         core.segments.sort_unstable_by_key(|s| s.vaddr);
@@ -131,13 +139,36 @@ impl CoreFile {
         Ok(core)
     }
 
+    /// Reads a note segment's notes, the first [`MAX_NOTE_BYTES`] of it at most (more is marked cut,
+    /// as a core cut short is). A damaged note segment loses its notes, not the core.
+    fn read_notes(&mut self, endian: Endianness, offset: u64, size: u64, align: u64) {
+        if size > MAX_NOTE_BYTES {
+            self.notes_cut = true;
+        }
+        let mut bytes = vec![0u8; size.min(MAX_NOTE_BYTES).min(self.len) as usize];
+        if self.file.read_exact_at(&mut bytes, offset).is_err() {
+            return;
+        }
+        let Ok(mut notes) =
+            object::read::elf::NoteIterator::<FileHeader64<Endianness>>::new(endian, align, &bytes)
+        else {
+            return;
+        };
+        while let Ok(Some(note)) = notes.next() {
+            self.note(note.n_type(endian).0, note.name(), note.desc());
+        }
+    }
+
     /// Takes what one note says.
     fn note(&mut self, n_type: u32, name: &[u8], desc: &[u8]) {
         if name != b"CORE" {
             return;
         }
         match n_type {
-            NT_PRSTATUS => self.threads.extend(registers::from_prstatus(desc)),
+            NT_PRSTATUS if self.threads.len() < MAX_THREADS => {
+                self.threads.extend(registers::from_prstatus(desc))
+            }
+            NT_PRSTATUS => self.notes_cut = true,
             NT_PRPSINFO => {
                 if let Some(pid) = desc.get(PRPSINFO_PID..PRPSINFO_PID + 4) {
                     self.pid = u32::from_ne_bytes(pid.try_into().unwrap_or_default());
@@ -174,27 +205,33 @@ impl CoreFile {
     }
 
     /// Where a census looks: the writable segments that map no file (heap, arenas, stacks), those
-    /// holding a thread's stack pointer marked as stacks.
+    /// holding a thread's stack pointer marked as stacks; only as far as the file holds them (the
+    /// rest cannot be read, and a segment may claim any size: see [`CoreFile::missing_bytes`]).
     pub fn regions(&self) -> Vec<Region> {
-        let file_backed = |s: &Segment| {
-            (self.mapped.iter()).any(|m| m.start < s.vaddr + s.memsz && s.vaddr < m.end)
-        };
-        (self.segments.iter())
-            .filter(|s| s.writable && s.memsz > 0 && !file_backed(s))
+        (self.anonymous().filter(|s| self.held(s) > 0))
             .map(|s| Region {
                 start: s.vaddr,
-                end: s.vaddr + s.memsz,
+                end: s.vaddr.saturating_add(self.held(s)),
                 stack: (self.threads.iter())
-                    .any(|t| (s.vaddr..s.vaddr + s.memsz).contains(&t.regs.sp)),
+                    .any(|t| (s.vaddr..s.vaddr.saturating_add(s.memsz)).contains(&t.regs.sp)),
             })
             .collect()
     }
 
-    /// Bytes of the writable memory the core does not hold: left out when it was dumped, or cut off.
+    /// Bytes of the census's memory the core does not hold: left out when it was dumped, or cut off.
     pub fn missing_bytes(&self) -> u64 {
-        (self.segments.iter().filter(|s| s.writable))
+        (self.anonymous())
             .map(|s| s.memsz - self.held(s))
-            .sum()
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The writable segments that map no file, as far as the file holds them.
+    fn anonymous(&self) -> impl Iterator<Item = &Segment> {
+        let file_backed = |s: &Segment| {
+            let end = s.vaddr.saturating_add(self.held(s));
+            (self.mapped.iter()).any(|m| m.start < end && s.vaddr < m.end)
+        };
+        (self.segments.iter()).filter(move |s| s.writable && !file_backed(s))
     }
 
     /// Bytes of `s` the file really holds.

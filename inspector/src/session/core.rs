@@ -28,6 +28,10 @@ pub struct CoreOptions {
     pub reading: crate::model::values::Reading,
 }
 
+/// How long the census of a core may scan its memory: it reads at the speed of the disk, and what
+/// it did not reach is said (`census: … cut`), never waited for without end.
+const CENSUS_BUDGET: Duration = Duration::from_secs(20);
+
 /// Dumps the core at `path`, read with the DWARF of its executable.
 pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
     let (exe, cache) = (options.exe.as_deref(), options.cache);
@@ -66,9 +70,14 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         return Err(cannot(why));
     };
     let start = Instant::now();
-    let known = Discovery::new(Duration::ZERO).known(&core, rp, || core.regions(), None);
+    let deadline = Some(start + CENSUS_BUDGET);
+    let known = Discovery::new(Duration::ZERO).known(&core, rp, || core.regions(), deadline);
     let mut runtimes = Vec::new();
-    let (census, _) = tasks::list_known(&core, rp, known, &[], &mut runtimes);
+    let (mut census, _) = tasks::list_known(&core, rp, known, &[], &mut runtimes);
+    // What the core left out is the census's memory too, unread.
+    let missing = core.missing_bytes();
+    census.total_bytes = census.total_bytes.saturating_add(missing);
+    census.unreadable_bytes = census.unreadable_bytes.saturating_add(missing);
     let mut all: Vec<_> = runtimes.iter_mut().flat_map(|r| &mut r.tasks).collect();
     // No agent walks the tasks spawned through one: their futures are followed here.
     let walk = planned.decoder.walk_without_agent();
