@@ -333,3 +333,43 @@ fn a_core_whose_segments_claim_the_address_space_is_read_as_far_as_it_holds() {
     assert!(text.contains("no_agent::query_database"), "{text}");
     assert!(peak_kib < 600 << 10, "peak {peak_kib} KiB");
 }
+
+fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+// A `--debug-file` of another build, its build-id forged to match, gave `0 tasks` and nothing
+// said: it is refused, naming how its sections differ.
+#[test]
+fn a_debug_file_of_another_build_with_a_forged_build_id_is_refused() {
+    let fx = Fixture::start("no_agent", &[]);
+    let dir = tempdir();
+    let forged = dir.join("forged.debug");
+    let (other, forged_s) = (bin("plain_tasks"), forged.to_str().unwrap());
+    run_tool(
+        "objcopy",
+        &["--only-keep-debug", other.to_str().unwrap(), forged_s],
+    );
+    let id = |p: &Path| asyncdump::dwarf::build_id(p).unwrap().unwrap();
+    let (theirs, ours) = (unhex(&id(&forged)), unhex(&id(&bin("no_agent"))));
+    let mut bytes = std::fs::read(&forged).unwrap();
+    assert_eq!(replace_all(&mut bytes, &theirs, &ours), 1);
+    std::fs::write(&forged, bytes).unwrap();
+    assert_eq!(id(&forged), id(&bin("no_agent")));
+    let out = asyncdump_within(
+        &[
+            "dump",
+            &fx.pid.to_string(),
+            "--debug-file",
+            forged_s,
+            "--no-cache",
+        ],
+        Duration::from_secs(60),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("but is not its debug file"), "{err}");
+    assert!(err.contains("another build"), "{err}");
+}

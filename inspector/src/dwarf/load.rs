@@ -347,6 +347,13 @@ impl Debug {
                         wanted: build_id,
                     });
                 }
+                if let Some(detail) = layout_differs(&obj, &dobj) {
+                    return Err(DwarfError::OtherBuild {
+                        debug: debug.to_owned(),
+                        exe: path.to_owned(),
+                        detail,
+                    });
+                }
                 Some(from_object(debug, &dobj, build_id.clone()))
             }
             None => None,
@@ -357,7 +364,9 @@ impl Debug {
                 .find_map(|candidate| {
                     let bytes = read(candidate).ok()?;
                     let dobj = object::File::parse(&bytes).ok()?;
-                    if dobj.build_id().ok().flatten().map(hex) != build_id {
+                    if dobj.build_id().ok().flatten().map(hex) != build_id
+                        || layout_differs(&obj, &dobj).is_some()
+                    {
                         return None;
                     }
                     from_object(candidate, &dobj, build_id.clone()).ok()
@@ -377,6 +386,32 @@ impl Debug {
             ..d
         })
     }
+}
+
+/// How a debug file's sections differ from the executable's, if they do: a debug file keeps every
+/// section header of its build (`objcopy --only-keep-debug` empties the sections, never moves them),
+/// so an allocated section of the same name at another address or of another size means another
+/// build, whatever build-id it carries.
+fn layout_differs(exe: &Elf<'_>, debug: &Elf<'_>) -> Option<String> {
+    let placed = |s: &object::Section<'_, '_, _>| {
+        s.address() != 0 && s.size() != 0 && s.name().is_ok_and(|n| !n.is_empty())
+    };
+    for s in exe.sections().filter(placed) {
+        let name = s.name().unwrap_or_default();
+        let Some(d) = debug.section_by_name(name) else {
+            continue;
+        };
+        if (d.address(), d.size()) != (s.address(), s.size()) {
+            return Some(format!(
+                "its {name} is at {:#x}, {} bytes, the executable's at {:#x}, {} bytes",
+                d.address(),
+                d.size(),
+                s.address(),
+                s.size()
+            ));
+        }
+    }
+    None
 }
 
 /// The DWARF of an object file, its sections decompressed as they are asked for.

@@ -55,6 +55,15 @@ pub enum DwarfError {
         exe: PathBuf,
         wanted: Option<String>,
     },
+    #[error(
+        "{} has the build-id of {} but is not its debug file: {detail} (another build given the same build-id?); give the debug file of this very build",
+        debug.display(), exe.display()
+    )]
+    OtherBuild {
+        debug: PathBuf,
+        exe: PathBuf,
+        detail: String,
+    },
 }
 
 impl DwarfError {
