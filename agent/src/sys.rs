@@ -319,6 +319,55 @@ pub(crate) fn program_name() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+/// Starts `command` in a process group of its own (so that [`kill_group`] ends it with whatever it
+/// started), to die with the thread that starts it: a host killed with SIGKILL leaves it no time to
+/// stop its children, and the kernel then does.
+pub(crate) fn spawn_tied(command: &mut std::process::Command) -> io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    command.process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec, and calls only prctl, getppid and
+    // _exit, which are async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The host died before the request took: nothing is left to dump.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    };
+    command.spawn()
+}
+
+/// Kills the process group `pgid` (one [`spawn_tied`] started) with SIGKILL.
+pub(crate) fn kill_group(pgid: u32) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Reads what `pipe` holds, waiting at most `patience` for something: `None` if nothing came,
+/// `Some(0)` once it is closed.
+pub(crate) fn read_within(
+    pipe: &mut std::process::ChildStdout,
+    buf: &mut [u8],
+    patience: std::time::Duration,
+) -> io::Result<Option<usize>> {
+    let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLIN)];
+    let ms = patience.as_millis().min(u16::MAX as u128) as u16;
+    match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(0) | Err(Errno::EINTR) => return Ok(None),
+        Ok(_) => {}
+        Err(e) => return Err(e.into()),
+    }
+    io::Read::read(pipe, buf).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

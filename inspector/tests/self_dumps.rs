@@ -371,3 +371,162 @@ fn a_test_whose_thread_blocks_is_dumped_and_the_process_exits() {
         "{text}"
     );
 }
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    })
+}
+
+fn wait_for(what: &str, within: Duration, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "never {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// The dump file was appended to through a symlink (to a root-only file, for a host running as root),
+// into another user's file, and blocked the dump thread on a FIFO nobody reads: each is refused
+// in one line, the target of the link untouched, and the next dump still goes.
+#[test]
+fn a_dump_file_that_is_a_symlink_a_fifo_or_another_users_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempdir();
+    let quit = Path::new("QUIT");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let theirs = dir.join("theirs");
+    std::fs::write(&theirs, "").unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    if root {
+        nix::unistd::chown(&theirs, Some(65534.into()), Some(65534.into())).unwrap();
+    }
+    let mut cases = vec![(link, "a symlink"), (fifo, "a FIFO nobody reads")];
+    if root {
+        cases.push((theirs.clone(), "belongs to uid 65534"));
+    }
+    for (file, why) in cases {
+        let log = dir.join("stderr");
+        let mut fx = reports(
+            &[],
+            &[
+                ("ASYNCDUMP_ON_SIGNAL", quit),
+                ("ASYNCDUMP_DUMP_FILE", &file),
+            ],
+            &log,
+        );
+        for n in 1..=2 {
+            signal(fx.pid, libc::SIGQUIT);
+            let text = until(&log, "said why", |t| t.matches("no dump").count() >= n);
+            assert!(text.contains(why), "{text}");
+        }
+        assert!(fx.is_alive() && answers(&fx));
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    if root {
+        assert_eq!(std::fs::metadata(&theirs).unwrap().len(), 0);
+        assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), 65534);
+    }
+}
+
+/// An inspector (a shell script) that starts a child and then hangs, writing their pids to `pids`.
+fn hanging_inspector(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let pids = dir.join("pids");
+    let script = dir.join("hangs");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nsleep 1000 &\necho $$ $! > {}.tmp\nmv {0}.tmp {0}\nwait\n",
+            pids.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (script, pids)
+}
+
+fn pids_in(file: &Path) -> Vec<u32> {
+    let text = until(file, "the inspector started", |t| {
+        t.split_whitespace().count() == 2
+    });
+    text.split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+// An inspector that hung left its child running after it was stopped, and one outlived a host
+// killed with SIGKILL.
+#[test]
+fn a_hanging_inspector_is_stopped_with_its_children_and_dies_with_its_host() {
+    let dir = tempdir();
+    let (script, pids) = hanging_inspector(dir.as_path());
+    let log = dir.join("stderr");
+    let quit = Path::new("QUIT");
+    let fx = Fixture::start_logging(
+        "reports",
+        &[],
+        &[
+            ("ASYNCDUMP_INSPECTOR", &script),
+            ("ASYNCDUMP_ON_SIGNAL", quit),
+            ("ASYNCDUMP_DUMP_TIMEOUT", Path::new("1s")),
+        ],
+        &log,
+    );
+    signal(fx.pid, libc::SIGQUIT);
+    let started = pids_in(&pids);
+    let text = until(&log, "stopped it", |t| t.contains("and was stopped"));
+    assert!(text.contains("took over 1.0s"), "{text}");
+    wait_for(
+        "the inspector and its child gone",
+        Duration::from_secs(10),
+        || started.iter().all(|&p| gone(p)),
+    );
+    std::fs::remove_file(&pids).unwrap();
+    // Killed outright, the host leaves no inspector behind.
+    signal(fx.pid, libc::SIGQUIT);
+    let started = pids_in(&pids);
+    signal(fx.pid, libc::SIGKILL);
+    wait_for(
+        "the inspector gone with its host",
+        Duration::from_secs(10),
+        || gone(started[0]),
+    );
+    // Its own child is the inspector's to end; the whole group is killed only on a timeout.
+    // SAFETY: kill takes integers only.
+    unsafe { libc::kill(started[1] as i32, libc::SIGKILL) };
+}
+
+// An inspector that flooded its output was copied without end (~730 MB/s for 120 s).
+#[test]
+fn a_flooding_inspector_is_cut_at_256_mb() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let script = dir.join("floods");
+    std::fs::write(&script, "#!/bin/sh\nexec yes flood\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (log, file) = (dir.join("stderr"), dir.join("dumps"));
+    let quit = Path::new("QUIT");
+    let mut fx = Fixture::start_logging(
+        "reports",
+        &[],
+        &[
+            ("ASYNCDUMP_INSPECTOR", &script),
+            ("ASYNCDUMP_ON_SIGNAL", quit),
+            ("ASYNCDUMP_DUMP_FILE", &file),
+        ],
+        &log,
+    );
+    signal(fx.pid, libc::SIGQUIT);
+    let text = until(&log, "cut it", |t| t.contains("and was stopped"));
+    assert!(text.contains("wrote over 256 MB"), "{text}");
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert!(len <= (256 << 20) + 4096, "{len} bytes written");
+    assert!(fx.is_alive() && answers(&fx));
+}
