@@ -134,3 +134,95 @@ fn walks_for_ptrace_capable_clients_only_decode_for_root_and_not_for_root_withou
     );
     assert!(!text.contains("mass::wait"), "{text}");
 }
+
+/// The host's peak resident memory (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap();
+    line.trim().trim_end_matches(" kB").trim().parse().unwrap()
+}
+
+// A chase request of 11 KB kept the agent busy 7-8 s (another client's dump timed out), and a read
+// request took the host 105 MB (231 MB with four at once): a request's chases and ranges are
+// bounded, and the memory of all reads together is the agent's to bound, not each request's.
+#[test]
+fn reads_and_chases_are_bounded_per_request_and_their_memory_per_agent() {
+    use asyncdump_protocol::{MAX_CHASE_NODES, MAX_READ_RANGES};
+    let fx = host("same-uid");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", fx.pid)).unwrap();
+    let start = u64::from_str_radix(maps.split('-').next().unwrap(), 16).unwrap();
+    // 900 chases of 4,096 nodes: 11 KB asking for 3.7 million reads.
+    let chases = Request::Read(ReadRequest {
+        ranges: Vec::new(),
+        chases: vec![(start, 0, 4096); 900],
+    });
+    let Reply::Error(e) = ask(&fx, &chases) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(e.kind, ErrorKind::TooLarge, "{}", e.message);
+    assert!(
+        e.message.contains(&MAX_CHASE_NODES.to_string()),
+        "{}",
+        e.message
+    );
+    let ranges = Request::Read(ReadRequest {
+        ranges: vec![(start, 8); MAX_READ_RANGES + 1],
+        chases: Vec::new(),
+    });
+    let Reply::Error(e) = ask(&fx, &ranges) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(e.kind, ErrorKind::TooLarge, "{}", e.message);
+    // Four clients asking for the most each may, again and again, while a dump is taken.
+    let largest = Request::Read(ReadRequest {
+        ranges: vec![(start, 2000); MAX_READ_RANGES],
+        chases: vec![(start, 0, 4096); 16],
+    });
+    let before = peak_kib(fx.pid);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let answered = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                // Dropped when the slots are full and a newcomer needs one: connected again.
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut c = std::os::unix::net::UnixStream::connect(fx.socket()).unwrap();
+                    let _ = read_frame(&mut c, MAX_REPLY_BYTES);
+                    let _ = write_frame(&mut c, &ClientHello::new("test").to_bytes());
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        if write_frame(&mut c, &encode(&largest).unwrap()).is_err() {
+                            break;
+                        }
+                        let Ok(bytes) = read_frame(&mut c, MAX_REPLY_BYTES) else {
+                            break;
+                        };
+                        match decode::<Reply>(&bytes).unwrap() {
+                            Reply::Read(_) => {
+                                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            Reply::Error(e) => {
+                                assert_eq!(e.kind, ErrorKind::Busy, "{}", e.message)
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let out = crate::support::asyncdump(&["dump", &fx.pid.to_string(), "--timeout", "10s"]);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    assert!(answered.into_inner() > 0);
+    let grew_mb = peak_kib(fx.pid).saturating_sub(before) >> 10;
+    eprintln!("four clients reading at most: the host's peak grew {grew_mb} MB");
+    assert!(grew_mb < 120, "the host's peak grew {grew_mb} MB");
+}

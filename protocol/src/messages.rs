@@ -48,9 +48,32 @@ pub const MAX_CHASE: u32 = 4096;
 /// Most bytes one [`ReadRequest`] may ask for, all ranges together.
 pub const MAX_READ_BYTES: u64 = 32 << 20;
 
+/// Most ranges one [`ReadRequest`] may ask for: each costs the agent a few hundred bytes while it
+/// is answered, whatever its length.
+pub const MAX_READ_RANGES: usize = 16_384;
+
+/// Most nodes all the chases of one [`ReadRequest`] may follow together: each is a read of its own,
+/// and one request is answered in a bounded time (about a tenth of a second), not seconds.
+pub const MAX_CHASE_NODES: u64 = 65_536;
+
 impl ReadRequest {
-    /// Why the agent must not answer it, if it must not: more than [`MAX_READ_BYTES`] in all.
+    /// Why the agent must not answer it, if it must not: more than [`MAX_READ_BYTES`] in all, more
+    /// than [`MAX_READ_RANGES`] ranges or more than [`MAX_CHASE_NODES`] nodes to chase.
     pub fn check(&self) -> Result<(), String> {
+        if self.ranges.len() > MAX_READ_RANGES {
+            return Err(format!(
+                "a read of {} ranges, over the {MAX_READ_RANGES} one request may ask for",
+                self.ranges.len()
+            ));
+        }
+        let nodes: u64 = (self.chases.iter())
+            .map(|&(_, _, max)| u64::from(max.min(MAX_CHASE)))
+            .sum();
+        if nodes > MAX_CHASE_NODES {
+            return Err(format!(
+                "chases of {nodes} nodes, over the {MAX_CHASE_NODES} one request may follow"
+            ));
+        }
         let total: u64 = self.ranges.iter().map(|&(_, len)| u64::from(len)).sum();
         // A chase's nodes come back as words.
         let chased: u64 = self

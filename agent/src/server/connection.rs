@@ -62,6 +62,22 @@ pub(super) fn connection(
                 subscription::End::Closed => return Ok(()),
             }
         }
+        // Held until the reply is written: what a read costs the host is bounded per agent.
+        let _room = match &request {
+            Request::Read(r) => match ReadRoom::take(r) {
+                Ok(room) => Some(room),
+                // Answered, and the connection kept: the client reads from outside, or asks again.
+                Err(busy) => {
+                    let reply = Reply::Error(ErrorReply {
+                        kind: ErrorKind::Busy,
+                        message: busy,
+                    });
+                    write_reply(&mut stream, reply)?;
+                    continue;
+                }
+            },
+            _ => None,
+        };
         outside.charge();
         let Ok(reply) = work_out(&mut stream, lease, &request, &walks) else {
             return Ok(());
@@ -70,6 +86,48 @@ pub(super) fn connection(
         outside.skip();
         write_reply(&mut stream, reply)?;
         outside.charge();
+    }
+}
+
+/// Memory all the `Read` requests being answered may take at once, whatever the number of clients:
+/// one request's worth of the largest kind, and room for small ones beside it.
+const READ_ROOM: u64 = 48 << 20;
+
+/// What answering a `Read` request is reckoned to take of the host's memory: its bytes, the words of
+/// its chases, and a few hundred bytes a range (the range itself, its part of the reply and of the
+/// encoding).
+fn read_cost(r: &asyncdump_protocol::ReadRequest) -> u64 {
+    let bytes: u64 = r.ranges.iter().map(|&(_, len)| u64::from(len)).sum();
+    let nodes: u64 = r.chases.iter().map(|&(_, _, max)| u64::from(max)).sum();
+    bytes + 8 * nodes + 320 * r.ranges.len() as u64
+}
+
+/// A `Read` request's share of [`READ_ROOM`], given back when dropped.
+struct ReadRoom(u64);
+
+static READ_TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl ReadRoom {
+    fn take(r: &asyncdump_protocol::ReadRequest) -> Result<ReadRoom, String> {
+        use std::sync::atomic::Ordering;
+        let cost = read_cost(r).min(READ_ROOM);
+        let taken = READ_TAKEN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+            (t + cost <= READ_ROOM).then_some(t + cost)
+        });
+        match taken {
+            Ok(_) => Ok(ReadRoom(cost)),
+            Err(t) => Err(format!(
+                "busy: other clients' reads take {} MB of the {} MB this agent gives reads; try again",
+                t >> 20,
+                READ_ROOM >> 20
+            )),
+        }
+    }
+}
+
+impl Drop for ReadRoom {
+    fn drop(&mut self) {
+        READ_TAKEN.fetch_sub(self.0, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

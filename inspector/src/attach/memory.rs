@@ -7,13 +7,20 @@
 
 use std::cell::RefCell;
 
-use asyncdump_protocol::{MAX_CHASE, MAX_READ_BYTES, MAX_REQUEST_BYTES, ReadRequest};
+use asyncdump_protocol::{
+    MAX_CHASE, MAX_CHASE_NODES, MAX_READ_BYTES, MAX_READ_RANGES, MAX_REQUEST_BYTES, ReadRequest,
+};
 use asyncdump_walker::{Chased, Memory, ProcessMemory, Read, Unreadable};
 
 use super::client::Client;
 
-/// Most ranges asked for in one request: each takes at most 15 bytes of it, encoded.
-const MAX_RANGES: usize = MAX_REQUEST_BYTES / 16;
+/// Most ranges asked for in one request: the agent's limit, and each takes at most 15 bytes of it,
+/// encoded.
+const MAX_RANGES: usize = if MAX_READ_RANGES < MAX_REQUEST_BYTES / 16 {
+    MAX_READ_RANGES
+} else {
+    MAX_REQUEST_BYTES / 16
+};
 
 /// Whether the kernel lets this process read `pid`'s memory itself ([`ProcessMemory::access`]).
 pub fn readable_from_outside(pid: u32) -> bool {
@@ -79,14 +86,14 @@ impl Memory for AgentMemory<'_> {
         let mut agent = self.agent.borrow_mut();
         let mut out = Vec::with_capacity(lists.len());
         if let Some(client) = agent.as_deref_mut() {
-            // As many lists a request as its byte limit lets come back.
-            let per = |max: usize| 8 * u64::from((max as u32).min(MAX_CHASE));
+            // As many lists a request as its limits let the agent follow and send back.
+            let nodes = |max: usize| u64::from((max as u32).min(MAX_CHASE));
+            let room = MAX_CHASE_NODES.min(MAX_READ_BYTES / 8);
             while out.len() < lists.len() {
-                let (mut end, mut bytes) = (out.len(), 0);
-                while end < lists.len()
-                    && (end == out.len() || bytes + per(lists[end].2) <= MAX_READ_BYTES)
+                let (mut end, mut taken) = (out.len(), 0);
+                while end < lists.len() && (end == out.len() || taken + nodes(lists[end].2) <= room)
                 {
-                    bytes += per(lists[end].2);
+                    taken += nodes(lists[end].2);
                     end += 1;
                 }
                 let chases = (lists[out.len()..end].iter())
