@@ -254,11 +254,16 @@ impl CoreFile {
             }
             let n = (held - into).min(dst.len() as u64) as usize;
             let (now, rest) = dst.split_at_mut(n);
+            // `held` keeps `offset + into` within the file; a read past the top of the address
+            // space is no read.
             if self.file.read_exact_at(now, s.offset + into).is_err() {
                 return false;
             }
             dst = rest;
-            addr += n as u64;
+            let Some(next) = addr.checked_add(n as u64) else {
+                return dst.is_empty();
+            };
+            addr = next;
         }
         true
     }

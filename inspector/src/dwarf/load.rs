@@ -464,7 +464,7 @@ fn check_section_size<'a>(
         )));
     }
     let compressed = range.format != object::CompressionFormat::None;
-    let bound = range.compressed_size.saturating_mul(MAX_COMPRESSION_RATIO) + 4096;
+    let bound = (range.compressed_size.saturating_mul(MAX_COMPRESSION_RATIO)).saturating_add(4096);
     if compressed && range.uncompressed_size > bound {
         return Err(refuse(format!(
             "its {name} claims to decompress to {} bytes from {}: no debug info compresses so far (damaged, or a decompression bomb)",
