@@ -52,11 +52,11 @@ fn not_regular(meta: &std::fs::Metadata) -> io::Error {
         _ if t.is_fifo() => "a FIFO",
         _ if t.is_socket() => "a socket",
         _ if t.is_char_device() || t.is_block_device() => "a device",
-        _ => "not a regular file",
+        _ => "neither",
     };
     io::Error::new(
         io::ErrorKind::InvalidInput,
-        format!("{kind}, not a regular file: never opened for reading"),
+        format!("not a regular file ({kind}): never opened for reading"),
     )
 }
 

@@ -52,7 +52,7 @@ fn a_fifo_given_as_a_core_or_a_snapshot_is_refused_at_once() {
     );
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("a FIFO, not a regular file"),
+        stderr(&out).contains("not a regular file (a FIFO)"),
         "{}",
         stderr(&out)
     );

@@ -313,8 +313,11 @@ impl Tracer {
                     }
                     // Ours already, under another id: the thread that made an `execve` takes the
                     // process's id.
+                    // Or one an earlier freeze still waits to let go: held again, and no longer
+                    // let go between two jobs.
                     let tracer = procfs::thread_tracer(pid, tid.as_raw() as u32);
                     if tracer == Some(sys::gettid()) {
+                        self.lingering.retain(|&t| t != tid);
                         break;
                     }
                     if let Some(tracer) = foreign_tracer(pid) {

@@ -232,7 +232,13 @@ fn open_regular(path: &Path) -> Result<(std::fs::File, u64), DwarfError> {
         path: path.to_owned(),
         source,
     };
-    let (file, len) = crate::input::open_regular(path).map_err(io)?;
+    let (file, len) = crate::input::open_regular(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => DwarfError::Object {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        },
+        _ => io(e),
+    })?;
     if len > MAX_BINARY_BYTES {
         return Err(DwarfError::Object {
             path: path.to_owned(),
