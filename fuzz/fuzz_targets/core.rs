@@ -6,8 +6,11 @@ use asyncdump::agentless::core_file::{CoreFile, build_id_at};
 use asyncdump_walker::Memory;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "scratch.rs"]
+mod scratch;
+
 fuzz_target!(|data: &[u8]| {
-    let path = scratch_path("core");
+    let path = scratch::path("core");
     std::fs::write(&path, data).expect("write the input");
     let Ok(core) = CoreFile::open(&path) else {
         return;
@@ -21,15 +24,3 @@ fuzz_target!(|data: &[u8]| {
         let _ = build_id_at(&core, base);
     }
 });
-
-/// A file of this process's own under /dev/shm (else the temporary directory), rewritten with each
-/// input: the readers take paths.
-fn scratch_path(name: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new("/dev/shm");
-    let dir = if dir.is_dir() {
-        dir.to_owned()
-    } else {
-        std::env::temp_dir()
-    };
-    dir.join(format!("asyncdump-fuzz-{name}-{}", std::process::id()))
-}

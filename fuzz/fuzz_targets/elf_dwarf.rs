@@ -7,8 +7,11 @@ use asyncdump::dwarf::{self, Debug};
 use asyncdump::plan::Plan;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "scratch.rs"]
+mod scratch;
+
 fuzz_target!(|data: &[u8]| {
-    let path = scratch_path("elf");
+    let path = scratch::path("elf");
     std::fs::write(&path, data).expect("write the input");
     let _ = dwarf::build_id(&path);
     let _ = dwarf::links_tokio_runtime(&path);
@@ -21,15 +24,3 @@ fuzz_target!(|data: &[u8]| {
         "a plan made from any DWARF holds together"
     );
 });
-
-/// A file of this process's own under /dev/shm (else the temporary directory), rewritten with each
-/// input: the readers take paths.
-fn scratch_path(name: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new("/dev/shm");
-    let dir = if dir.is_dir() {
-        dir.to_owned()
-    } else {
-        std::env::temp_dir()
-    };
-    dir.join(format!("asyncdump-fuzz-{name}-{}", std::process::id()))
-}

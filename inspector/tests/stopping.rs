@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::agentless::dump_settled;
-use crate::support::{Fixture, plan_cache_of_this_run, tempdir};
+use crate::support::{Fixture, asyncdump_command, output_within, plan_cache_of_this_run, tempdir};
 
 /// Each thread of `pid`: its id, its state letter and its tracer (a thread id, 0 for none).
 fn threads_of(pid: u32) -> Vec<(u32, char, u32)> {
@@ -52,26 +52,15 @@ fn dump_stop_paced(
     within: Duration,
     pause_us: u32,
 ) -> std::process::Output {
-    let pid = pid.to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
-        .args(["dump", &pid, "--stop"])
-        .args(extra)
-        .env("ASYNCDUMP_ATTACH_PAUSE_US", pause_us.to_string())
-        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + within;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let held = threads_of(pid.parse().unwrap());
-            let _ = child.kill();
-            panic!("dump --stop hung; the target's threads: {held:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.wait_with_output().unwrap()
+    let (target, pid) = (pid, pid.to_string());
+    let pause = std::path::PathBuf::from(pause_us.to_string());
+    let mut args = vec!["dump", pid.as_str(), "--stop"];
+    args.extend_from_slice(extra);
+    let mut command = asyncdump_command(&args, &[("ASYNCDUMP_ATTACH_PAUSE_US", &pause)]);
+    command.stdout(Stdio::null());
+    output_within(command, within, || {
+        format!("the target's threads: {:?}", threads_of(target))
+    })
 }
 
 // An attach blocked behind the target's `execve` (which waits for threads the inspector holds)

@@ -289,6 +289,43 @@ pub fn asyncdump_with(args: &[&str], env: &[(&str, &Path)]) -> Output {
         .expect("run asyncdump")
 }
 
+/// `asyncdump` with `args` and extra environment variables, its own plan cache as
+/// [`asyncdump_with`] gives it, its standard output and error piped, not yet started.
+pub fn asyncdump_command(args: &[&str], env: &[(&str, &Path)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_asyncdump"));
+    command
+        .args(args)
+        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Runs `command` to its end, if it ends within `within`; else kills it and panics, saying
+/// `what_then()` (the state of the target, say).
+pub fn output_within(
+    mut command: Command,
+    within: Duration,
+    what_then: impl FnOnce() -> String,
+) -> Output {
+    let mut child = command.spawn().expect("start the command");
+    let deadline = std::time::Instant::now() + within;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let then = what_then();
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{command:?} hung ({then}); its stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// Runs `asyncdump` and expects success; returns stdout.
 pub fn asyncdump_ok(args: &[&str]) -> String {
     succeeded(asyncdump(args), args)

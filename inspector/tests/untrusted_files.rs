@@ -3,33 +3,16 @@
 //! holds makes the inspector hang or run out of memory.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-use crate::support::{Fixture, bin, plan_cache_of_this_run, run_tool, tempdir};
+use crate::support::{
+    Fixture, asyncdump_command, bin, output_within, plan_cache_of_this_run, run_tool, tempdir,
+};
 
 /// Runs asyncdump with `args`, failing the spec if it takes longer than `within`.
 pub fn asyncdump_within(args: &[&str], within: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
-        .args(args)
-        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + within;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "asyncdump {args:?} hung; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
+    output_within(asyncdump_command(args, &[]), within, String::new)
 }
 
 fn mkfifo(path: &Path) {
@@ -251,13 +234,7 @@ fn set_u64(bytes: &mut [u8], at: usize, value: u64) {
 #[allow(clippy::zombie_processes)]
 fn asyncdump_peak(args: &[&str], within: Duration) -> (Output, u64) {
     use std::io::Read;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_asyncdump"))
-        .args(args)
-        .env("XDG_CACHE_HOME", plan_cache_of_this_run())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = asyncdump_command(args, &[]).spawn().unwrap();
     let pid = child.id() as libc::pid_t;
     let drain = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
