@@ -117,6 +117,10 @@ pub enum TargetError {
     )]
     StopTimedOut { pid: u32 },
     #[error(
+        "process {pid} changed under the dump (it replaced its program, or its main thread ended, while it was read); dump it again"
+    )]
+    Changed { pid: u32 },
+    #[error(
         "process {pid} is traced by process {tracer} (a debugger?); detach it first, or dump without --stop"
     )]
     Traced { pid: u32, tracer: u32 },

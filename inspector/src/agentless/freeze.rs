@@ -275,7 +275,10 @@ impl Tracer {
 
     fn attach_all(&mut self, pid: u32, seized: &Mutex<Vec<Pid>>) -> Result<(), TargetError> {
         for _ in 0..MAX_PASSES {
-            let tids = procfs::threads(pid).map_err(|_| TargetError::Exited { pid })?;
+            let listed = |p| procfs::threads(p).ok().filter(|t| !t.is_empty());
+            let settled = procfs::settled(pid, |p| listed(p).is_some());
+            let tids =
+                (settled.then(|| listed(pid)).flatten()).ok_or(TargetError::Exited { pid })?;
             let new: Vec<Pid> = (tids.into_iter())
                 .filter(|&t| !procfs::thread_dead(pid, t))
                 .map(|t| Pid::from_raw(t as i32))

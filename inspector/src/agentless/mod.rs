@@ -58,10 +58,10 @@ impl Reader {
     /// Opens process `pid` for reading, checking first that this user may read it and that it is
     /// a program this asyncdump can read (64-bit, this machine's architecture).
     pub fn open(pid: u32, retries: u32) -> Result<Reader, TargetError> {
-        if !procfs::exists(pid) {
+        if !procfs::settled(pid, procfs::exists) {
             return Err(TargetError::NoSuchProcess { pid });
         }
-        let Some(through) = procfs::live_thread(pid) else {
+        let Some(through) = (!gone(pid)).then(|| procfs::live_thread(pid)).flatten() else {
             return Err(TargetError::Exited { pid });
         };
         let mem = ProcessMemory::of(through as i32);
@@ -333,7 +333,7 @@ fn clock_ns(clock: nix::time::ClockId) -> u64 {
 /// Whether process `pid` has exited: gone, or a zombie whose memory is gone already. A main thread
 /// that has ended while others run on leaves a process that lives.
 pub fn gone(pid: u32) -> bool {
-    !procfs::exists(pid) || procfs::live_thread(pid).is_none()
+    !procfs::settled(pid, |p| procfs::live_thread(p).is_some())
 }
 
 /// Clock ticks per second, as `/proc/PID/stat` counts them.

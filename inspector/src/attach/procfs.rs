@@ -28,6 +28,19 @@ pub fn exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Whether `alive(pid)` holds, asked again for a few milliseconds while it does not: a process in
+/// the middle of an `execve` (its other threads ended, the thread that made it taking the process's
+/// id) can look gone for a moment, and must not be said to have exited.
+pub fn settled(pid: u32, alive: impl Fn(u32) -> bool) -> bool {
+    for _ in 0..10 {
+        if alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    alive(pid)
+}
+
 /// The path through which process `pid`'s running executable opens, even if it was replaced on disk.
 pub fn exe(pid: u32) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/exe"))

@@ -41,6 +41,14 @@ impl MemorySession {
         options: &SessionOptions,
         cannot: impl Fn(String) -> TargetError,
     ) -> Result<Box<MemorySession>, TargetError> {
+        Self::open_now(pid, options, cannot).map_err(|e| changed_if_alive(pid, e))
+    }
+
+    fn open_now(
+        pid: u32,
+        options: &SessionOptions,
+        cannot: impl Fn(String) -> TargetError,
+    ) -> Result<Box<MemorySession>, TargetError> {
         // What fails because the process exited meanwhile says so, not what it tried.
         let cannot = |why| match crate::agentless::gone(pid) {
             true => TargetError::Exited { pid },
@@ -79,6 +87,11 @@ impl MemorySession {
     }
 
     pub(super) fn snapshot(&mut self) -> Result<Dump, TargetError> {
+        let pid = self.reader.pid();
+        self.snapshot_now().map_err(|e| changed_if_alive(pid, e))
+    }
+
+    fn snapshot_now(&mut self) -> Result<Dump, TargetError> {
         let deadline = Instant::now() + self.timeout;
         // The census first: the threads need be held only while the lists are read and walked.
         let found = self.reader.discover(&self.decoder, Some(deadline))?;
@@ -157,6 +170,20 @@ impl MemorySession {
             ..Applied::default()
         };
         Ok((dump, applied))
+    }
+}
+
+/// A process said gone (or never there) that lives after all changed under the read: in the middle
+/// of an `execve` (its other threads ended, the one that made it taking the process's id), or its
+/// main thread ending, it looks gone for a moment.
+fn changed_if_alive(pid: u32, e: TargetError) -> TargetError {
+    match e {
+        TargetError::Exited { .. } | TargetError::NoSuchProcess { .. }
+            if !crate::agentless::gone(pid) =>
+        {
+            TargetError::Changed { pid }
+        }
+        e => e,
     }
 }
 
