@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::agentless::dump_settled;
-use crate::support::{Fixture, asyncdump_command, output_within, plan_cache_of_this_run, tempdir};
+use crate::support::{
+    Fixture, asyncdump_command, output_within, plan_cache_of_this_run, succeeded, tempdir,
+};
 
 /// Each thread of `pid`: its id, its state letter and its tracer (a thread id, 0 for none).
 fn threads_of(pid: u32) -> Vec<(u32, char, u32)> {
@@ -173,11 +175,9 @@ fn every_real_time_signal_sent_during_stop_dumps_arrives() {
             }
         });
         for _ in 0..60 {
-            let out = dump_stop_within(fx.pid, &[], Duration::from_secs(30));
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
+            succeeded(
+                dump_stop_within(fx.pid, &[], Duration::from_secs(30)),
+                &["--stop"],
             );
         }
         done.store(true, Ordering::Relaxed);
@@ -224,11 +224,9 @@ fn a_process_whose_main_thread_ended_is_read_held_and_let_go() {
         .find(|&(t, s, _)| t != fx.pid && s != 'Z')
         .unwrap()
         .0;
-    let out = dump_stop_within(worker, &[], Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        dump_stop_within(worker, &[], Duration::from_secs(30)),
+        &["--stop"],
     );
     assert_let_go(fx.pid);
 }
@@ -293,11 +291,9 @@ impl Drop for Debugger {
 fn stop_holds_a_program_that_makes_threads_and_forks_without_pause() {
     let fx = Fixture::start("churn", &["--threads", "--forks"]);
     for _ in 0..30 {
-        let out = dump_stop_within(fx.pid, &[], Duration::from_secs(30));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            dump_stop_within(fx.pid, &[], Duration::from_secs(30)),
+            &["--stop"],
         );
         assert_let_go(fx.pid);
     }
