@@ -1,5 +1,6 @@
 //! Thin, safe wrappers over the few OS calls the agent needs (Linux), made through `nix`; `libc` only for
-//! what nix does not offer (`setpriority` on a thread, `dl_iterate_phdr`).
+//! what nix does not offer (`setpriority` on a thread, `dl_iterate_phdr`, an anonymous mapping without
+//! nix's `mman` feature).
 //!
 //! Everything here runs at start-up or on the agent's own threads, except [`tid`] (one `gettid` syscall per
 //! thread, then a thread-local) and [`ticks`], which the poll path calls.
@@ -175,6 +176,85 @@ pub(crate) fn give_back_memory() {
     // (nix has no wrapper for it.)
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Reads smaller than this are answered from the heap; bigger ones from pages of their own.
+const OWN_PAGES_FROM: usize = 1 << 20;
+
+/// Zeroed memory for the answer to a read: on the heap when small, else pages of its own, unmapped
+/// when dropped. A freed heap block of tens of megabytes stays resident: glibc keeps a thread
+/// arena's top (up to 64 MB), and `malloc_trim` does not give it back, so every connection thread
+/// that once answered a big read would keep one.
+pub(crate) enum AnswerBuffer {
+    Heap(Vec<u8>),
+    Pages(OwnPages),
+}
+
+/// An anonymous private mapping, read and written only through the slice it derefs to.
+pub(crate) struct OwnPages {
+    at: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone, like a `Vec<u8>`'s buffer.
+unsafe impl Send for OwnPages {}
+
+impl AnswerBuffer {
+    /// `len` zeroed bytes; on the heap if the pages cannot be had.
+    pub(crate) fn zeroed(len: usize) -> AnswerBuffer {
+        if len < OWN_PAGES_FROM {
+            return AnswerBuffer::Heap(vec![0; len]);
+        }
+        // SAFETY: a new anonymous private mapping at an address of the kernel's choosing: no memory
+        // of ours is named, and the result is checked before it is used.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        match std::ptr::NonNull::new(at.cast::<u8>()) {
+            Some(at) if at.as_ptr() != libc::MAP_FAILED.cast() => {
+                AnswerBuffer::Pages(OwnPages { at, len })
+            }
+            _ => AnswerBuffer::Heap(vec![0; len]),
+        }
+    }
+}
+
+impl std::ops::Deref for AnswerBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            AnswerBuffer::Heap(v) => v,
+            // SAFETY: `len` bytes mapped readable at `at` (zero-filled by the kernel), ours until
+            // drop; the borrow of `self` keeps them mapped.
+            AnswerBuffer::Pages(p) => unsafe { std::slice::from_raw_parts(p.at.as_ptr(), p.len) },
+        }
+    }
+}
+
+impl std::ops::DerefMut for AnswerBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            AnswerBuffer::Heap(v) => v,
+            // SAFETY: as for `deref`, and the mutable borrow of `self` makes this the only access.
+            AnswerBuffer::Pages(p) => unsafe {
+                std::slice::from_raw_parts_mut(p.at.as_ptr(), p.len)
+            },
+        }
+    }
+}
+
+impl Drop for OwnPages {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping `zeroed` made, unmapped once; no slice of it outlives `self`.
+        unsafe { libc::munmap(self.at.as_ptr().cast(), self.len) };
     }
 }
 
@@ -371,6 +451,35 @@ pub(crate) fn read_within(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mapped(at: usize) -> bool {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines().any(|l| {
+            let (range, _) = l.split_once(' ').unwrap();
+            let (from, to) = range.split_once('-').unwrap();
+            let (from, to) = (
+                usize::from_str_radix(from, 16),
+                usize::from_str_radix(to, 16),
+            );
+            (from.unwrap()..to.unwrap()).contains(&at)
+        })
+    }
+
+    #[test]
+    fn a_big_answer_buffer_is_zeroed_pages_of_its_own_unmapped_when_dropped() {
+        let mut big = AnswerBuffer::zeroed(5 << 20);
+        assert!(matches!(big, AnswerBuffer::Pages(_)));
+        assert!(big.iter().all(|&b| b == 0));
+        big[4 << 20] = 7;
+        assert_eq!(big.len(), 5 << 20);
+        let at = big.as_ptr() as usize;
+        assert!(mapped(at));
+        drop(big);
+        assert!(!mapped(at), "still mapped after the answer was dropped");
+        let small = AnswerBuffer::zeroed(100);
+        assert!(matches!(&small, AnswerBuffer::Heap(v) if v.len() == 100));
+        assert!(AnswerBuffer::zeroed(0).is_empty());
+    }
 
     #[test]
     fn the_build_id_note_is_found_among_others() {

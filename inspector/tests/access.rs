@@ -224,5 +224,7 @@ fn reads_and_chases_are_bounded_per_request_and_their_memory_per_agent() {
     assert!(answered.into_inner() > 0);
     let grew_mb = peak_kib(fx.pid).saturating_sub(before) >> 10;
     eprintln!("four clients reading at most: the host's peak grew {grew_mb} MB");
-    assert!(grew_mb < 120, "the host's peak grew {grew_mb} MB");
+    // The room all reads share (48 MB), and a little: a big read's buffer is unmapped once written,
+    // not kept by the allocator of the thread that answered it.
+    assert!(grew_mb < 64, "the host's peak grew {grew_mb} MB");
 }

@@ -302,28 +302,52 @@ pub fn asyncdump_command(args: &[&str], env: &[(&str, &Path)]) -> Command {
     command
 }
 
-/// Runs `command` to its end, if it ends within `within`; else kills it and panics, saying
-/// `what_then()` (the state of the target, say).
+/// Runs `command` to its end, if it ends within `within`; else kills it (and its process group, if
+/// it leads one) and panics, saying `what_then()` (the state of the target, say). Its output is
+/// drained as it comes: a command with more to say than a pipe holds is not taken for hung.
 pub fn output_within(
     mut command: Command,
     within: Duration,
     what_then: impl FnOnce() -> String,
 ) -> Output {
+    use std::io::Read;
     let mut child = command.spawn().expect("start the command");
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let deadline = std::time::Instant::now() + within;
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         if std::time::Instant::now() > deadline {
             let then = what_then();
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            if nix::unistd::getpgid(Some(pid)) == Ok(pid) {
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+            }
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+            let _ = child.wait();
             panic!(
                 "{command:?} hung ({then}); its stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&stderr.join().unwrap())
             );
         }
         std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
     }
-    child.wait_with_output().unwrap()
 }
 
 /// Runs `asyncdump` and expects success; returns stdout.

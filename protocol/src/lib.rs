@@ -37,7 +37,7 @@ pub use asyncdump_walker::{MAX_SLICE_ELEMS, MAX_WALK_BYTES, MAX_WALK_NODES};
 pub use framing::{FrameError, read_frame, read_frame_by, write_frame, write_message};
 pub use handshake::{ClientHello, Handshake, HandshakeError};
 pub use messages::*;
-pub use read_data::ReadData;
+pub use read_data::{ReadData, ReadReplyRef};
 
 /// Version of this wire protocol. Bump on any incompatible change to frames or messages.
 pub const PROTOCOL_VERSION: u32 = 7;

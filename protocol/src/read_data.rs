@@ -79,11 +79,77 @@ impl<'a> FromIterator<Option<&'a [u8]>> for ReadData {
 
 impl Serialize for ReadData {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.len()))?;
-        for range in self.iter() {
-            seq.serialize_element(&range.map(serde_bytes::Bytes::new))?;
-        }
-        seq.end()
+        serialize_ranges(s, self.len(), self.iter())
+    }
+}
+
+/// Encodes `count` ranges as a [`ReadData`] is encoded.
+fn serialize_ranges<'a, S: Serializer>(
+    s: S,
+    count: usize,
+    ranges: impl Iterator<Item = Option<&'a [u8]>>,
+) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(count))?;
+    for range in ranges {
+        seq.serialize_element(&range.map(serde_bytes::Bytes::new))?;
+    }
+    seq.end()
+}
+
+/// A `Reply::Read` whose bytes are borrowed: encoded exactly as [`crate::Reply::Read`] of the same
+/// ranges and lists, so that the agent answers from a buffer of its own keeping (one it gives back
+/// to the system at once) without first copying it into a [`crate::ReadReply`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReadReplyRef<'a> {
+    /// The ranges' bytes, one after another, as [`ReadData::from_parts`] takes them.
+    pub bytes: &'a [u8],
+    /// Each range's length.
+    pub lens: &'a [u32],
+    /// Whether each range was read.
+    pub read: &'a [bool],
+    /// Per chase, the list as followed.
+    pub chased: &'a [asyncdump_walker::Chased],
+}
+
+/// `Reply::Read`'s place among `Reply`'s variants (a spec checks it against the enum).
+const READ_VARIANT: u32 = 4;
+
+impl ReadReplyRef<'_> {
+    fn ranges(&self) -> impl Iterator<Item = Option<&[u8]>> {
+        let mut at = 0usize;
+        (self.lens.iter().zip(self.read)).map(move |(&len, &read)| {
+            let start = at;
+            at += len as usize;
+            self.bytes.get(start..at).filter(|_| read)
+        })
+    }
+}
+
+impl Serialize for ReadReplyRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_newtype_variant("Reply", READ_VARIANT, "Read", &Body(self))
+    }
+}
+
+/// The [`crate::ReadReply`] inside.
+struct Body<'r, 'a>(&'r ReadReplyRef<'a>);
+
+impl Serialize for Body<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut body = s.serialize_struct("ReadReply", 2)?;
+        body.serialize_field("data", &Data(self.0))?;
+        body.serialize_field("chased", self.0.chased)?;
+        body.end()
+    }
+}
+
+/// The [`ReadData`] inside.
+struct Data<'r, 'a>(&'r ReadReplyRef<'a>);
+
+impl Serialize for Data<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_ranges(s, self.0.lens.len().min(self.0.read.len()), self.0.ranges())
     }
 }
 
@@ -202,5 +268,33 @@ mod tests {
         // for at most its bound.
         let bytes = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x01, 0x01, 0xaa];
         assert!(decode::<ReadData>(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_borrowed_read_reply_is_on_the_wire_what_the_reply_enum_is() {
+        let lens = [3, 2, 0, 4, 5];
+        let read = [true, false, true, true, true];
+        // The last range is cut short: not read, as `from_parts` has it.
+        let bytes: Vec<u8> = (0u8..12).collect();
+        let chased = vec![asyncdump_walker::Chased {
+            nodes: vec![0x1000, 0x2000],
+            ended: true,
+            failed: false,
+        }];
+        let owned = crate::Reply::Read(crate::ReadReply {
+            data: ReadData::from_parts(bytes.clone(), &lens, &read),
+            chased: chased.clone(),
+        });
+        let borrowed = ReadReplyRef {
+            bytes: &bytes,
+            lens: &lens,
+            read: &read,
+            chased: &chased,
+        };
+        assert_eq!(encode(&borrowed).unwrap(), encode(&owned).unwrap());
+        let mut framed = Vec::new();
+        crate::write_message(&mut framed, &borrowed).unwrap();
+        let decoded: crate::Reply = decode(&framed[4..]).unwrap();
+        assert_eq!(decoded, decode(&encode(&owned).unwrap()).unwrap());
     }
 }

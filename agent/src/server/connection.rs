@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use asyncdump_protocol::{
     ClientHello, ErrorKind, ErrorReply, Handshake, HandshakeError, MAX_REQUEST_BYTES, Reply,
-    Request, decode, read_frame_by, write_frame,
+    Request, decode, read_frame_by, write_frame, write_message,
 };
 
 use crate::capture::with_capturer;
@@ -79,12 +79,12 @@ pub(super) fn connection(
             _ => None,
         };
         outside.charge();
-        let Ok(reply) = work_out(&mut stream, lease, &request, &walks) else {
+        let Ok(answer) = work_out(&mut stream, lease, &request, &walks) else {
             return Ok(());
         };
         // The turn's work is charged by the gate already; encoding it as it is written is not.
         outside.skip();
-        write_reply(&mut stream, reply)?;
+        answer.write(&mut stream)?;
         outside.charge();
     }
 }
@@ -262,7 +262,7 @@ fn work_out(
     lease: &Lease,
     request: &Request,
     walks: &Result<(), String>,
-) -> Result<Reply, Closed> {
+) -> Result<Answer, Closed> {
     let answered = lease.work(|| containment::contain("a request", || answer(request, walks)));
     let answered = match answered {
         Ok(answered) => answered,
@@ -272,15 +272,30 @@ fn work_out(
         }
     };
     Ok(answered.unwrap_or_else(|| {
-        Reply::Error(ErrorReply {
+        Answer::Reply(Reply::Error(ErrorReply {
             kind: ErrorKind::Internal,
             message: "the agent failed while answering (a bug, logged on the process's stderr); the process is unaffected; try again".into(),
-        })
+        }))
     }))
 }
 
-fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
-    match request {
+/// What a request is answered with: a reply, or a read's bytes, encoded from where they lie.
+enum Answer {
+    Reply(Reply),
+    Read(OwnRead),
+}
+
+impl Answer {
+    fn write(self, stream: &mut UnixStream) -> io::Result<()> {
+        match self {
+            Answer::Reply(reply) => write_reply(stream, reply),
+            Answer::Read(read) => write_message(stream, &read.reply()).map(drop),
+        }
+    }
+}
+
+fn answer(request: &Request, walks: &Result<(), String>) -> Answer {
+    let reply = match request {
         Request::Stats => Reply::Stats(crate::task::registry().stats()),
         Request::WalkInfo => Reply::WalkInfo(asyncdump_protocol::WalkInfo {
             root_anchors: crate::task::registry().root_anchors(),
@@ -293,26 +308,48 @@ fn answer(request: &Request, walks: &Result<(), String>) -> Reply {
             kind: ErrorKind::Internal,
             message: "subscriptions are served by the connection loop".into(),
         }),
-        Request::Read(req) => Reply::Read(read_own(req)),
+        Request::Read(req) => return Answer::Read(read_own(req)),
         Request::Snapshot(req) => Reply::Snapshot(with_capturer(|c| {
             let snapshot = c.capture(req);
             containment::inject(containment::Site::Snapshot);
             snapshot
         })),
+    };
+    Answer::Reply(reply)
+}
+
+/// The answer to a `Read` request, its bytes in a buffer of their own (see [`sys::AnswerBuffer`]).
+struct OwnRead {
+    bytes: sys::AnswerBuffer,
+    lens: Vec<u32>,
+    read: Vec<bool>,
+    chased: Vec<asyncdump_walker::Chased>,
+}
+
+impl OwnRead {
+    fn reply(&self) -> asyncdump_protocol::ReadReplyRef<'_> {
+        asyncdump_protocol::ReadReplyRef {
+            bytes: &self.bytes,
+            lens: &self.lens,
+            read: &self.read,
+            chased: &self.chased,
+        }
     }
 }
 
 /// The ranges `req` asks for, read from this process with `process_vm_readv` (a bad address fails
 /// the range, it never faults).
-fn read_own(req: &asyncdump_protocol::ReadRequest) -> asyncdump_protocol::ReadReply {
+fn read_own(req: &asyncdump_protocol::ReadRequest) -> OwnRead {
     use asyncdump_walker::{Memory, ProcessMemory};
     let own = ProcessMemory::own();
     // Every range into one buffer: a dump's values ask for tens of thousands of small ones.
-    let (buf, read) = own.read_packed(&req.ranges);
-    let lens: Vec<u32> = req.ranges.iter().map(|r| r.1).collect();
+    let mut bytes = sys::AnswerBuffer::zeroed(req.ranges.iter().map(|r| r.1 as usize).sum());
+    let read = own.read_packed_into(&req.ranges, &mut bytes);
     // The lists are followed after the ranges are read: a request's work is bounded by its size.
-    asyncdump_protocol::ReadReply {
-        data: asyncdump_protocol::ReadData::from_parts(buf, &lens, &read),
+    OwnRead {
+        bytes,
+        lens: req.ranges.iter().map(|r| r.1).collect(),
+        read,
         chased: (req.chases.iter())
             .map(|&(at, next, max)| {
                 own.chase(at, next, max.min(asyncdump_protocol::MAX_CHASE) as usize)

@@ -191,14 +191,31 @@ pub trait Memory {
         Self: Sized,
     {
         let mut buf = vec![0u8; ranges.iter().map(|r| r.1 as usize).sum()];
-        let mut rest = buf.as_mut_slice();
-        let into = ranges.iter().map(|&(_, len)| {
-            let (range, after) = std::mem::take(&mut rest).split_at_mut(len as usize);
-            rest = after;
-            range
-        });
-        let read = self.read_each(ranges.iter().map(|r| r.0), into);
+        let read = self.read_packed_into(ranges, &mut buf);
         (buf, read)
+    }
+
+    /// [`Memory::read_packed`] into a buffer the caller holds (at least the ranges' lengths
+    /// together; a range that does not fit is not read).
+    fn read_packed_into(&self, ranges: &[(u64, u32)], buf: &mut [u8]) -> Vec<bool>
+    where
+        Self: Sized,
+    {
+        let mut rest = buf;
+        let mut fits = Vec::with_capacity(ranges.len());
+        let into = ranges.iter().filter_map(|&(_, len)| {
+            let len = len as usize;
+            fits.push(len <= rest.len());
+            let (range, after) = std::mem::take(&mut rest).split_at_mut_checked(len)?;
+            rest = after;
+            Some(range)
+        });
+        let into: Vec<&mut [u8]> = into.collect();
+        let from = (ranges.iter().zip(&fits)).filter_map(|(r, &fits)| fits.then_some(r.0));
+        let mut read = self.read_each(from, into.into_iter()).into_iter();
+        fits.iter()
+            .map(|&fits| fits && read.next().unwrap_or(false))
+            .collect()
     }
 }
 
