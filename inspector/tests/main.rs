@@ -27,6 +27,7 @@ mod self_dumps;
 mod session;
 mod stopping;
 mod subscription;
+mod threads;
 mod untrusted_files;
 mod values;
 mod wait_graph;

@@ -181,6 +181,8 @@ impl Dump {
             waits: Vec::new(),
             statics: Vec::new(),
             on_threads: Vec::new(),
+            threads: Vec::new(),
+            starved: Vec::new(),
             register_bytes: Vec::new(),
             decoding,
             tasks,
@@ -327,17 +329,9 @@ fn loc(l: &asyncdump_protocol::Location) -> Loc {
     }
 }
 
-fn task_view(
-    snap: &Snapshot,
-    shared: &Shared,
-    t: &asyncdump_protocol::Task,
-    edges: &[(Option<u64>, u64)],
-    decoder: Option<&Plan>,
-    refs: &TaskRefs,
-    cache: &mut ChainCache,
-) -> TaskView {
-    let now = snap.now_ns;
-    let (state, thread, since) = match &t.state {
+/// An agent task's state, the thread running it, and since when it has been so.
+fn task_state(t: &asyncdump_protocol::Task) -> (State, Option<Thread>, u64) {
+    match &t.state {
         TaskState::Idle => (
             State::Idle,
             None,
@@ -352,7 +346,20 @@ fn task_view(
             *since_ns,
         ),
         TaskState::Completed { at_ns } => (State::Completed, None, *at_ns),
-    };
+    }
+}
+
+fn task_view(
+    snap: &Snapshot,
+    shared: &Shared,
+    t: &asyncdump_protocol::Task,
+    edges: &[(Option<u64>, u64)],
+    decoder: Option<&Plan>,
+    refs: &TaskRefs,
+    cache: &mut ChainCache,
+) -> TaskView {
+    let now = snap.now_ns;
+    let (state, thread, since) = task_state(t);
     let (spawned_at, mut root_type) = shared.site(t.spawn_site);
     if let Some(name) = decoder.and_then(|d| d.root_names.get(&t.root_anchor)) {
         root_type = name.clone();
@@ -402,6 +409,7 @@ fn task_view(
         decoded_delegates: chain.decoded_delegates,
         decode_note: chain.decode_note,
         searched: chain.searched,
+        tokio_task: None,
     };
     if fresh && live {
         view.searched = view.search_text();

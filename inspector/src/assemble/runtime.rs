@@ -29,6 +29,8 @@ pub(super) struct Listed<'a> {
     bits: StateBits,
     /// The snapshot's time, on the agent's monotonic clock.
     now_ns: u64,
+    /// The headers of the blocking pool's tasks.
+    pool: rustc_hash::FxHashSet<u64>,
 }
 
 /// Which task holds the `Sender` of each oneshot channel a walk found one of, by channel address:
@@ -58,6 +60,10 @@ impl<'a> Listed<'a> {
             refs: TaskRefs::default(),
             by_agent: FastMap::default(),
             now_ns: snap.now_ns,
+            pool: (snap.runtimes.iter())
+                .filter(|r| r.flavor == Some(RuntimeFlavor::Blocking))
+                .flat_map(|r| r.tasks.iter().map(|t| t.header))
+                .collect(),
             bits: decoder
                 .and_then(|d| d.walk.runtime.as_ref())
                 .map(|r| r.state_bits)
@@ -113,6 +119,11 @@ impl<'a> Listed<'a> {
         if let Some(&i) = view.agent_id.and_then(|id| self.by_agent.get(&id)) {
             let (t, _) = self.tasks[i];
             view.tokio_id = Some(t.id);
+            view.tokio_task = Some(crate::model::TokioTask {
+                header: t.header,
+                poll_fn: t.poll_fn,
+                pool: self.pool.contains(&t.header),
+            });
             view.unchanged_ns = self.unchanged_ns(t);
             if view.state == State::Idle && self.state(t.state) == State::Scheduled {
                 view.state = State::Scheduled;
@@ -197,6 +208,11 @@ impl<'a> Listed<'a> {
             decoded_delegates: decoded_delegates.into(),
             decode_note: decode_note.map(Arc::from),
             searched: Arc::from(""),
+            tokio_task: Some(crate::model::TokioTask {
+                header: t.header,
+                poll_fn: t.poll_fn,
+                pool: self.pool.contains(&t.header),
+            }),
         };
         if live {
             view.searched = view.search_text();

@@ -227,13 +227,18 @@ pub struct DumpOptions {
     /// process after its chains.
     #[arg(long)]
     pub no_targets: bool,
+    /// List every thread of the process: what it is blocked in (a lock, a sleep, a socket), the
+    /// task it polls, and its native stack, the program's own frames first. Without it, only the
+    /// threads inside a running task's poll are read.
+    #[arg(long)]
+    pub threads: bool,
 }
 
 impl DumpOptions {
     /// What to read after the chains: the locals `--fields` names, every one with `--values`, or
     /// none; and what leaves wait for, unless `--no-targets`.
     pub fn reading(&self) -> Reading {
-        reading(&self.fields, self.values, self.no_targets)
+        reading(&self.fields, self.values, self.no_targets, self.threads)
     }
 }
 
@@ -266,13 +271,13 @@ pub struct WatchOptions {
 impl WatchOptions {
     /// What to read after each update's chains, as [`DumpOptions::reading`] says.
     pub fn reading(&self) -> Reading {
-        reading(&self.fields, self.values, self.no_targets)
+        reading(&self.fields, self.values, self.no_targets, false)
     }
 }
 
 /// The locals `fields` names, every one with `values`, or none; and what leaves wait for, unless
 /// `no_targets`.
-fn reading(fields: &[String], values: bool, no_targets: bool) -> Reading {
+fn reading(fields: &[String], values: bool, no_targets: bool, threads: bool) -> Reading {
     let locals = match (fields.is_empty(), values) {
         (false, _) => Wanted::Named(fields.to_vec()),
         (true, true) => Wanted::All,
@@ -281,6 +286,7 @@ fn reading(fields: &[String], values: bool, no_targets: bool) -> Reading {
     Reading {
         locals,
         targets: !no_targets,
+        threads,
     }
 }
 

@@ -43,7 +43,10 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
             json,
             full_paths,
         } => {
-            let style = view::text::Style { full_paths };
+            let style = view::text::Style {
+                full_paths,
+                threads: false,
+            };
             write_out(out, &index::index(binary, pid, json, style)?)
         }
         Command::Watch {

@@ -361,6 +361,7 @@ fn a_suspended_frame_carries_the_wanted_locals_unread_with_the_state_to_check() 
         let reading = Reading {
             locals: wanted.clone(),
             targets: false,
+            threads: false,
         };
         let (frames, _) = p.merge(&walk, &[], &mut Vec::new(), &TaskRefs::default(), &reading);
         frames[0].locals.clone()
@@ -426,6 +427,7 @@ fn a_frames_wait_target_goes_to_its_leaf_and_the_outermost_says_it() {
     let reading = Reading {
         locals: Wanted::None,
         targets: true,
+        threads: false,
     };
     let merge = |p: &Plan, walk: &[WalkNode]| {
         let (frames, _) = p.merge(walk, &[], &mut Vec::new(), &TaskRefs::default(), &reading);

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use gimli::RunTimeEndian;
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use rustc_hash::FxHashMap;
 
 use super::{Debug, DwarfError};
@@ -478,4 +478,97 @@ fn check_section_size<'a>(
         )));
     }
     Ok(())
+}
+
+/// What names the code of one file (an executable or a shared library): its function and data
+/// symbols, and its DWARF (from the file, or its separate debug file) for inlined calls and lines.
+pub struct CodeSections {
+    /// The virtual address the file gives its offset 0 (see [`Debug::vaddr_at_zero`]).
+    pub vaddr_at_zero: u64,
+    /// Function symbols, `(address, size, name as mangled)`, sorted by address.
+    pub functions: Vec<(u64, u64, String)>,
+    /// Data symbols (the program's statics), the same way.
+    pub data: Vec<(u64, u64, String)>,
+    /// Its DWARF, where it or its debug file has some.
+    pub dwarf: Option<gimli::Dwarf<gimli::EndianRcSlice<RunTimeEndian>>>,
+}
+
+/// The names of the code of the file at `path`: its symbol tables (`.symtab`, else `.dynsym`) and
+/// the DWARF of `debug_file` when given, else its own, else its separate debug file's (found as
+/// [`Debug::load`] finds one, by build-id or debug link, checked to be of its build). `None` where
+/// the file cannot be read as an object file.
+pub fn code_sections(path: &Path, debug_file: Option<&Path>) -> Option<CodeSections> {
+    let cache = read(path).ok()?;
+    let obj = parse(path, &cache).ok()?;
+    let (mut functions, mut data) = (Vec::new(), Vec::new());
+    let symbols: Vec<_> = match obj.symbols().next() {
+        Some(_) => obj.symbols().collect(),
+        None => obj.dynamic_symbols().collect(),
+    };
+    for s in symbols
+        .iter()
+        .filter(|s| s.is_definition() && s.address() != 0)
+    {
+        let into = match s.kind() {
+            object::SymbolKind::Text => &mut functions,
+            object::SymbolKind::Data => &mut data,
+            _ => continue,
+        };
+        if let Ok(name) = s.name()
+            && !name.is_empty()
+        {
+            into.push((s.address(), s.size(), name.to_owned()));
+        }
+    }
+    functions.sort_unstable();
+    data.sort_unstable();
+    let with_dwarf = |at: &Path, o: &Elf<'_>| {
+        let has = o
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0);
+        has.then(|| code_dwarf(at, o)).flatten()
+    };
+    let build_id = obj.build_id().ok().flatten().map(hex);
+    let of_this_build = |candidate: &Path| {
+        let cache = read(candidate).ok()?;
+        let dobj = parse(candidate, &cache).ok()?;
+        let same = dobj.build_id().ok().flatten().map(hex) == build_id
+            && layout_differs(&obj, &dobj).is_none();
+        same.then(|| with_dwarf(candidate, &dobj)).flatten()
+    };
+    let dwarf = match debug_file {
+        Some(debug) => of_this_build(debug),
+        None => with_dwarf(path, &obj)
+            .or_else(|| (debug_file_candidates(path, &obj).iter()).find_map(|c| of_this_build(c))),
+    };
+    Some(CodeSections {
+        vaddr_at_zero: vaddr_at_zero(&obj).unwrap_or(0),
+        functions,
+        data,
+        dwarf,
+    })
+}
+
+/// The DWARF sections of `obj` that name code, each checked for size as [`Debug::load`] checks
+/// them, decompressed.
+fn code_dwarf(
+    path: &Path,
+    obj: &Elf<'_>,
+) -> Option<gimli::Dwarf<gimli::EndianRcSlice<RunTimeEndian>>> {
+    let endian = if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<_, ()> {
+        let bytes: std::rc::Rc<[u8]> = match obj.section_by_name(id.name()) {
+            Some(s) => {
+                check_section_size(path, id.name(), &s).map_err(drop)?;
+                s.uncompressed_data().map_err(drop)?.into()
+            }
+            None => std::rc::Rc::from([]),
+        };
+        Ok(gimli::EndianRcSlice::new(bytes, endian))
+    };
+    gimli::Dwarf::load(load).ok()
 }

@@ -21,7 +21,7 @@ mod parse;
 pub(crate) mod synthetic;
 
 pub use bodies::FrameVar;
-pub use load::{build_id, hex, links_tokio_runtime, load_bias};
+pub use load::{CodeSections, build_id, code_sections, hex, links_tokio_runtime, load_bias};
 pub use locations::{FrameBase, Location, Place};
 
 use std::path::PathBuf;

@@ -469,7 +469,7 @@ fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
         path.rsplit("::").next().unwrap_or(path).to_owned()
     };
     if let Some(rest) = demangled.strip_prefix('<') {
-        let inner = &rest[..matching_close(rest)?];
+        let inner = &rest[..crate::names::matching_close(rest)?];
         return Some(match split_top_level(inner, " as ") {
             Some((ty, tr)) => format!("<{} as {}>", last(ty), last(tr)),
             // v0 mangling spells an inherent impl's path `<Type<Args>>::f`.
@@ -479,25 +479,6 @@ fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
     let rest = demangled.strip_prefix(namespace)?;
     let end = rest.find(['<', ':']).unwrap_or(rest.len());
     (end > 0).then(|| rest[..end].to_owned())
-}
-
-/// The index in `s` of the `>` that closes a `<` opened just before `s`.
-fn matching_close(s: &str) -> Option<usize> {
-    let mut depth = 1usize;
-    for (i, c) in s.char_indices() {
-        match c {
-            '<' => depth += 1,
-            '>' if i > 0 && s[..i].ends_with('-') => {} // `->` in a fn type
-            '>' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// `s` split at the first `sep` outside any `<...>`.

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod stats;
 mod summary;
+pub mod threads;
 pub mod values;
 pub mod waits;
 pub use stats::{AgeBucket, Count, Stats, Stuck, stats};
@@ -60,6 +61,13 @@ pub struct Dump {
     /// names; not written.
     #[serde(skip)]
     pub register_bytes: Vec<(u64, Vec<u8>)>,
+    /// The program's threads, where they were read: what each is blocked in, its native stack, the
+    /// task it polls (see [`threads::ThreadView`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<threads::ThreadView>,
+    /// Runtimes none of whose workers can poll, with tasks waiting for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starved: Vec<threads::Starved>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,
@@ -241,6 +249,21 @@ pub struct TaskView {
     /// key typed is one substring search per task.
     #[serde(skip)]
     pub(crate) searched: Arc<str>,
+    /// Where tokio keeps the task and the code that polls it, for a task its runtime lists: what
+    /// tells, from a thread's stack, that the thread is inside its poll. Not written.
+    #[serde(skip)]
+    pub(crate) tokio_task: Option<TokioTask>,
+}
+
+/// A task as its tokio runtime keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokioTask {
+    /// The task's header: its allocation starts there.
+    pub header: u64,
+    /// Its type's poll function (`tokio::runtime::task::raw::poll::<T, S>`).
+    pub poll_fn: u64,
+    /// A blocking pool's closure, not a runtime's task.
+    pub pool: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -343,6 +343,8 @@ impl<'de> Deserialize<'de> for FloatBits {
 pub struct Reading {
     pub locals: Wanted,
     pub targets: bool,
+    /// Every thread's native stack (`--threads`), not only those of threads inside a task's poll.
+    pub threads: bool,
 }
 
 /// Which locals a dump reads: none (the default), every one (`-v`), or those named (`--fields`).

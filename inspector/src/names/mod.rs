@@ -7,4 +7,6 @@ mod types;
 
 pub use closures::closure_named;
 pub use paths::{in_unit, short_path};
-pub use types::{ARGS_MAX, NAME_MAX, base_name, brief, display_name, short, short_type};
+pub use types::{
+    ARGS_MAX, NAME_MAX, base_name, brief, display_name, matching_close, short, short_type,
+};

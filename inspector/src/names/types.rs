@@ -232,6 +232,25 @@ pub fn base_name(name: &str) -> &str {
     name
 }
 
+/// The index in `s` of the `>` that closes a `<` opened just before `s`.
+pub fn matching_close(s: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if i > 0 && s[..i].ends_with('-') => {} // `->` in a fn type
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

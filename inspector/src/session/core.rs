@@ -110,7 +110,37 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         &mut ChainCache::one_off().reading(options.reading.clone()),
     );
     read_values(&mut dump, &core, &planned.decoder, &options.reading);
+    read_stacks(&mut dump, &core, (named, exe), &options.reading);
     Ok(dump)
+}
+
+/// What every thread of the core's process was doing (see `crate::threads::stacks`), its executable
+/// read from `exe` where the core names it `named`.
+fn read_stacks(
+    dump: &mut Dump,
+    core: &CoreFile,
+    (named, exe): (&std::path::Path, &std::path::Path),
+    reading: &Reading,
+) {
+    use crate::threads::stacks;
+    if !(reading.threads || reading.targets) || !stacks::wanted(dump, reading.threads) {
+        return;
+    }
+    let mut mappings = core.mapped.clone();
+    for m in mappings.iter_mut().filter(|m| m.path == named) {
+        m.path = exe.to_owned();
+    }
+    // A core keeps no descriptor table.
+    let src = stacks::Sources {
+        mem: core,
+        mappings: &mappings,
+        threads: &core.threads,
+        running: Vec::new(),
+        exe: Some(exe.to_owned()),
+        debug_file: dump.decoding.debug_file.as_ref().map(Into::into),
+        what_fd: &|_| None,
+    };
+    stacks::read(dump, &src);
 }
 
 /// Reads what `dump`'s frames carry unread from `core`, with the statics and the threads' locals

@@ -113,14 +113,17 @@ impl MemorySession {
         // Let go before anything else (the threads wait for nothing of ours), unless locals are
         // to be read, a task's or a thread's: then they are read held, as the chains were (a
         // thread let go may be between leaving its system call and entering it again).
-        let threads_read = self.reading.targets && !self.decoder.frame_locals.is_empty();
+        let snap = snap?;
+        let threads_read = self.reading.targets && !self.decoder.frame_locals.is_empty()
+            || self.reading.threads
+            || self.reading.targets && self.any_running(&snap);
         let (mut frozen, mut stopped) = match self.reading.locals.any() || threads_read {
             true => (frozen, None),
             false => (None, release(frozen)),
         };
         let mut dump = Dump::build_decoded(
             self.reader.process(),
-            &snap?,
+            &snap,
             0,
             Some(&self.decoder),
             self.decoding.clone(),
@@ -133,6 +136,7 @@ impl MemorySession {
         let mem = self.reader.memory();
         let held = frozen.as_ref();
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
+        super::read_stacks(&mut dump, mem, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
         super::after_values(&mut dump, &threads, &read, &self.reading);
         if frozen.is_some() {
@@ -146,6 +150,15 @@ impl MemorySession {
             });
         }
         Ok(dump)
+    }
+
+    /// Whether a task of `snap` is running: the stacks of the threads are then read, held.
+    fn any_running(&self, snap: &asyncdump_protocol::Snapshot) -> bool {
+        let Some(bits) = self.decoder.walk.runtime.as_ref().map(|r| r.state_bits) else {
+            return false;
+        };
+        (snap.runtimes.iter().flat_map(|r| &r.tasks))
+            .any(|t| t.state & bits.running != 0 && t.state & bits.complete == 0)
     }
 
     /// Takes a snapshot every `interval_ms` (at least [`MIN_INTERVAL`]) from now on.

@@ -282,6 +282,7 @@ fn read_values(
         None => &outside,
     };
     let threads = add_thread_locals(dump, mem, plan, reading, None);
+    read_stacks(dump, mem, reading, None);
     let read = crate::values::read_locals(dump, &plan.values, mem, now);
     after_values(dump, &threads, &read, reading);
     agent.is_some_and(|agent| agent.through_agent())
@@ -596,6 +597,58 @@ pub(crate) fn socket_value(
             field("to_read", Value::Uint(s.rx_queue)),
         ],
     })
+}
+
+/// What every thread of live process `dump.process.pid` is doing, where the dump wants it (see
+/// [`crate::threads::stacks::wanted`]): the threads `held` stopped, or those not running, read
+/// through `mem`.
+pub(crate) fn read_stacks(
+    dump: &mut Dump,
+    mem: &dyn asyncdump_walker::Memory,
+    reading: &Reading,
+    held: Option<&crate::agentless::freeze::Frozen>,
+) {
+    use crate::threads::{registers, stacks};
+    let every = reading.threads;
+    if !(every || reading.targets) || !stacks::wanted(dump, every) {
+        return;
+    }
+    let pid = dump.process.pid;
+    let threads = match held {
+        Some(frozen) => registers::held(pid, frozen.registers()),
+        None => registers::live(pid),
+    };
+    let running = registers::others(pid, &threads);
+    let maps = crate::attach::procfs::maps(pid).unwrap_or_default();
+    let tables = crate::attach::procfs::SocketTables::new(pid);
+    let what_fd = |fd: i32| Some(describe_fd(&tables.socket(fd.into())?));
+    let src = stacks::Sources {
+        mem,
+        mappings: &registers::mappings(&maps),
+        threads: &threads,
+        running,
+        exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+        // The file the chains' DWARF came from, checked again to be of this build.
+        debug_file: dump.decoding.debug_file.as_ref().map(Into::into),
+        what_fd: &what_fd,
+    };
+    stacks::read(dump, &src);
+}
+
+/// A socket as a thread's blocked line says it: `tcp 127.0.0.1:80 ← 10.0.0.2:5123`.
+pub(crate) fn describe_fd(s: &crate::attach::procfs::Socket) -> String {
+    use crate::attach::procfs::End;
+    let end = |e: &End| match e {
+        End::Inet(a) => a.to_string(),
+        End::Unix(Some(path)) if path.is_empty() => "unnamed".into(),
+        End::Unix(Some(path)) => path.clone(),
+        End::Unix(None) => "unknown".into(),
+    };
+    match (&s.local, &s.peer) {
+        (local, End::Unix(None)) if s.proto == "unix" => format!("unix {}", end(local)),
+        (local, End::Inet(a)) if a.port() == 0 => format!("{} {} (listening)", s.proto, end(local)),
+        (local, peer) => format!("{} {} ↔ {}", s.proto, end(local), end(peer)),
+    }
 }
 
 pub(crate) fn not_decoded(note: String) -> DecodingInfo {

@@ -19,7 +19,10 @@
 //! narrower scope) first. Across threads nothing tells the leftover from the holder: where more
 //! are found than there can be, the wait line says so.
 
+pub mod blocking;
 pub mod registers;
+pub mod stacks;
+pub mod symbols;
 pub mod unwind;
 
 pub use registers::Thread;
@@ -156,7 +159,7 @@ fn piece(
 /// their stacks and the code before their return addresses a few bytes at a time, and each read
 /// of another process is a system call (through an agent, an exchange). A page is mapped whole or
 /// not at all, so a page that fails fails every read in it, as it would have.
-struct PageCache<'a> {
+pub(crate) struct PageCache<'a> {
     inner: &'a dyn Memory,
     pages: std::cell::RefCell<crate::model::FastMap<u64, Option<Box<[u8]>>>>,
 }
@@ -167,7 +170,7 @@ const PAGE: u64 = 4096;
 const STACK_TOP: u64 = 16 * 1024;
 
 impl<'a> PageCache<'a> {
-    fn new(inner: &'a dyn Memory) -> PageCache<'a> {
+    pub(crate) fn new(inner: &'a dyn Memory) -> PageCache<'a> {
         PageCache {
             inner,
             pages: Default::default(),
@@ -175,7 +178,7 @@ impl<'a> PageCache<'a> {
     }
 
     /// Reads the pages (their addresses) of `pages` not read yet, in one batch.
-    fn fetch(&self, pages: impl Iterator<Item = u64>) {
+    pub(crate) fn fetch(&self, pages: impl Iterator<Item = u64>) {
         let mut cache = self.pages.borrow_mut();
         let mut missing: Vec<u64> = pages.filter(|p| !cache.contains_key(p)).collect();
         missing.sort_unstable();

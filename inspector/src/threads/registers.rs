@@ -18,6 +18,15 @@ pub struct Thread {
     /// Its name (`comm`), where known.
     pub name: Option<String>,
     pub regs: Registers,
+    /// The system call it is blocked in, where it is in one and that is known.
+    pub syscall: Option<Syscall>,
+}
+
+/// A system call a thread is in: its number and arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Syscall {
+    pub nr: u64,
+    pub args: [u64; 6],
 }
 
 /// The threads of live process `pid` that are not running, with their registers. Empty where
@@ -36,11 +45,12 @@ fn live_but(pid: u32, known: &[u32]) -> Vec<Thread> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|tid| !known.contains(tid))
         .filter_map(|tid| {
-            let regs = registers(pid, tid)?;
+            let (regs, syscall) = registers(pid, tid)?;
             Some(Thread {
                 tid,
                 name: comm(pid, tid),
                 regs,
+                syscall,
             })
         })
         .collect();
@@ -65,6 +75,20 @@ pub fn held(pid: u32, regs: Vec<(u32, Vec<u64>)>) -> Vec<Thread> {
     threads
 }
 
+/// The threads of live process `pid` that are not among `read`: their ids and names.
+pub fn others(pid: u32, read: &[Thread]) -> Vec<(u32, Option<String>)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, Option<String>)> = (tasks.flatten())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|tid| !read.iter().any(|t| t.tid == *tid))
+        .map(|tid| (tid, comm(pid, tid)))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// Thread `tid`'s name (`comm`), where `/proc` tells.
 fn comm(pid: u32, tid: u32) -> Option<String> {
     crate::attach::procfs::read(format!("/proc/{pid}/task/{tid}/comm"))
@@ -72,10 +96,10 @@ fn comm(pid: u32, tid: u32) -> Option<String> {
         .map(|s| s.trim_end_matches('\n').to_owned())
 }
 
-/// Thread `tid`'s stack and instruction pointers, if it is not running.
-fn registers(pid: u32, tid: u32) -> Option<Registers> {
+/// Thread `tid`'s stack and instruction pointers, and its system call, if it is not running.
+fn registers(pid: u32, tid: u32) -> Option<(Registers, Option<Syscall>)> {
     let line = crate::attach::procfs::read(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
-    syscall_registers(&line)
+    Some((syscall_registers(&line)?, syscall_of(&line)))
 }
 
 /// The last two fields of a `syscall` file, the stack and instruction pointers: `running` (or
@@ -85,12 +109,30 @@ fn syscall_registers(line: &str) -> Option<Registers> {
     if fields.len() < 3 {
         return None;
     }
-    let hex = |s: &str| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok();
     let (sp, pc) = (
         hex(fields[fields.len() - 2])?,
         hex(fields[fields.len() - 1])?,
     );
     (sp != 0 && pc != 0).then_some(Registers::pointers(pc, sp))
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+/// The system call of a `syscall` file's line (`nr arg1 … arg6 sp pc`); none for a thread outside
+/// one (`-1 sp pc`) or running.
+fn syscall_of(line: &str) -> Option<Syscall> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() != 9 {
+        return None;
+    }
+    let nr = fields[0].parse().ok()?;
+    let mut args = [0; 6];
+    for (a, f) in args.iter_mut().zip(&fields[1..7]) {
+        *a = hex(f)?;
+    }
+    Some(Syscall { nr, args })
 }
 
 /// Whether each of `threads` is still where it was read (same stack and instruction pointers): a
@@ -99,7 +141,7 @@ pub fn still_there(pid: u32, threads: &[Thread]) -> Vec<bool> {
     let pointers = |r: Registers| (r.pc, r.sp);
     threads
         .iter()
-        .map(|t| registers(pid, t.tid).map(pointers) == Some(pointers(t.regs)))
+        .map(|t| registers(pid, t.tid).map(|(r, _)| pointers(r)) == Some(pointers(t.regs)))
         .collect()
 }
 
@@ -136,6 +178,20 @@ const PR_REG: ([usize; 16], usize, usize) = (
     16,
 );
 
+/// The system call a thread's `pr_reg` shows it in (x86_64: `orig_rax` is its number, -1 outside
+/// one; the arguments in rdi, rsi, rdx, r10, r8, r9). aarch64's keeps no such word: none.
+fn syscall_in_pr_reg(word: &impl Fn(usize) -> Option<u64>) -> Option<Syscall> {
+    if cfg!(target_arch = "aarch64") {
+        return None;
+    }
+    let nr = word(15).filter(|&nr| nr as i64 >= 0)?;
+    let mut args = [0; 6];
+    for (a, w) in args.iter_mut().zip([14, 13, 12, 7, 9, 8]) {
+        *a = word(w)?;
+    }
+    Some(Syscall { nr, args })
+}
+
 /// The general registers of a core's `NT_PRSTATUS` note (`pr_pid` at 32, `pr_reg` at 112): the
 /// thread's id and every register, by DWARF number.
 pub fn from_prstatus(desc: &[u8]) -> Option<Thread> {
@@ -158,6 +214,7 @@ fn from_pr_reg(tid: u32, word: impl Fn(usize) -> Option<u64>) -> Option<Thread> 
         tid,
         name: None,
         regs,
+        syscall: syscall_in_pr_reg(&word),
     })
 }
 

@@ -186,6 +186,23 @@ impl Modules {
         Some(out)
     }
 
+    /// The file mapped at `at`, and where its offset 0 is mapped.
+    pub fn file_at(&self, at: u64) -> Option<(&std::path::Path, u64)> {
+        let i = self.ranges.partition_point(|r| r.0 <= at).checked_sub(1)?;
+        let (start, end, m) = self.ranges[i];
+        let module = &self.modules[m];
+        (start..end)
+            .contains(&at)
+            .then_some((module.path.as_path(), module.base))
+    }
+
+    /// Where the file at `path` has its offset 0 mapped, if it is mapped.
+    pub fn base_of(&self, path: &std::path::Path) -> Option<u64> {
+        (self.modules.iter())
+            .find(|m| m.path == path)
+            .map(|m| m.base)
+    }
+
     /// The frame information of the file mapped at `pc`.
     fn at(&mut self, pc: u64) -> Option<&Unwind> {
         let i = self.ranges.partition_point(|r| r.0 <= pc).checked_sub(1)?;

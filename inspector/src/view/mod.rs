@@ -6,7 +6,28 @@ pub mod json;
 mod labels;
 pub mod stats;
 pub mod text;
+mod threads;
 pub mod values;
+
+/// How text is written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Style {
+    /// Source paths as DWARF has them, instead of from the crate's directory (see [`crate::names::short_path`]).
+    pub full_paths: bool,
+    /// A section listing every thread (`--threads`).
+    pub threads: bool,
+}
+
+impl Style {
+    /// `file` as printed: shortened unless [`Style::full_paths`], its line breaks escaped.
+    pub fn path<'a>(&self, file: &'a str) -> std::borrow::Cow<'a, str> {
+        no_breaks(if self.full_paths {
+            file
+        } else {
+            crate::names::short_path(file)
+        })
+    }
+}
 
 /// Text renderers write to any `fmt::Write`; this one passes it on to an `io::Write` (standard output,
 /// a file) as it goes, instead of building the whole text first. The first I/O error is kept for

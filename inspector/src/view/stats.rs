@@ -14,6 +14,9 @@ use crate::model::{
 /// The header, then each count, biggest first.
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
     super::text::header(out, dump);
+    let polled: Vec<u64> = dump.threads.iter().filter_map(|t| t.polling).collect();
+    let labels = super::labels::labels_for(dump, &polled);
+    super::threads::starved(out, dump, &labels, super::Style::default());
     let tasks = |n: usize| if n == 1 { "task" } else { "tasks" };
     stuck(out, &st.stuck);
     let _ = writeln!(

@@ -17,23 +17,7 @@ use crate::view::{Dur, id_ranges, no_breaks, write_number};
 
 pub use crate::view::labels::task_label;
 
-/// How text is written.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Style {
-    /// Source paths as DWARF has them, instead of from the crate's directory (see [`short_path`]).
-    pub full_paths: bool,
-}
-
-impl Style {
-    /// `file` as printed: shortened unless [`Style::full_paths`], its line breaks escaped.
-    pub fn path<'a>(&self, file: &'a str) -> std::borrow::Cow<'a, str> {
-        no_breaks(if self.full_paths {
-            file
-        } else {
-            short_path(file)
-        })
-    }
-}
+pub use crate::view::Style;
 
 /// One task's section of a dump (header, spawn line, chain, edges, delegates), as `dump` prints it:
 /// the live view's detail pane says the same things in the same words.
@@ -109,6 +93,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
     header(out, dump);
     let labels = labels_of(dump);
+    super::threads::starved(out, dump, &labels, style);
     super::deadlocks::write(out, dump, &labels);
     // Each section is written into a buffer, then passed on whole: one write of a few hundred bytes
     // instead of dozens of small ones through `out` (which escapes and buffers each).
@@ -130,9 +115,15 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
         None => {
             for t in &dump.tasks {
                 task(&mut section, t, &labels, style, &mut scratch);
+                if t.state == State::Running {
+                    super::threads::task_thread(&mut section, dump, t, style);
+                }
                 pass_on(&mut section);
             }
         }
+    }
+    if style.threads {
+        super::threads::section(out, dump, &labels, style);
     }
     if dump.tasks.is_empty() {
         let _ = out.write_str(
@@ -399,12 +390,11 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     let _ = out.write_str(" · ");
     let _ = out.write_str(state_word(t.state));
     if let Some(th) = &t.thread {
-        let _ = write!(
-            out,
-            " on thread {} (tid {})",
-            no_breaks(th.name.as_deref().unwrap_or("?")),
-            th.tid
-        );
+        let _ = match &th.name {
+            Some(name) => write!(out, " on thread {} (tid {})", no_breaks(name), th.tid),
+            // A core keeps no thread names.
+            None => write!(out, " on thread {}", th.tid),
+        };
     }
     match (t.state_age_ns, t.polls, t.busy_ns, t.wakes) {
         (Some(age), Some(polls), Some(busy), Some(wakes)) => {

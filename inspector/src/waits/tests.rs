@@ -106,6 +106,7 @@ fn targets() -> Reading {
     Reading {
         locals: Wanted::None,
         targets: true,
+        threads: false,
     }
 }
 
@@ -148,6 +149,7 @@ fn locals_read_only_for_their_guards_are_dropped_unless_asked_for() {
     let all = Reading {
         locals: Wanted::All,
         targets: true,
+        threads: false,
     };
     resolve_every(&mut dump, &all);
     assert_eq!(dump.tasks[0].frames[0].locals.len(), 1);

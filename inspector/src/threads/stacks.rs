@@ -1,0 +1,231 @@
+//! The threads stage: what every thread of the process is doing, read from its stack and its
+//! system call. Each thread that is not running (or every one, held stopped or in a core) is walked
+//! by its call frame information, its frames named (`symbols`) and read by the rules of
+//! `blocking`: its role, whether it waits for work or is blocked, in what, and inside the poll of
+//! which task. A runtime whose every worker is blocked inside a poll while tasks wait is said once.
+//!
+//! The task a worker polls is told by the code: the frame of `tokio::runtime::task::raw::poll`
+//! on its stack is the one monomorphised for the task's future type, whose address tokio keeps in
+//! the task's vtable. Where more running tasks than one share that type, the stack is searched for
+//! the task's address, as the poll keeps it; where that does not single one out, none is named.
+//!
+//! A running thread is listed as running, unread: its stack moves under any read.
+
+use std::path::PathBuf;
+
+use asyncdump_walker::Memory;
+
+use super::blocking;
+use super::registers::Thread;
+use super::symbols::Symbols;
+use super::unwind::{self, Frame, MAX_FRAMES, Mapping, Modules};
+use crate::model::threads::{Blocking, Doing, NativeFrame, Starved, ThreadRole, ThreadView};
+use crate::model::{Dump, State};
+
+/// What the stage reads a process's threads from.
+pub struct Sources<'a> {
+    pub mem: &'a dyn Memory,
+    pub mappings: &'a [Mapping],
+    /// The threads whose registers are known: not running, held stopped, or a core's.
+    pub threads: &'a [Thread],
+    /// The other threads, running: their ids and names.
+    pub running: Vec<(u32, Option<String>)>,
+    /// The executable as the mappings name it, and its debug file where one was given.
+    pub exe: Option<PathBuf>,
+    pub debug_file: Option<PathBuf>,
+    /// A descriptor of the process, described (a socket's ends), where it can be.
+    pub what_fd: &'a dyn Fn(i32) -> Option<String>,
+}
+
+/// Whether the stage has anything to say of `dump`: every thread was asked for, or a task is
+/// running (its worker may be blocked inside its poll).
+pub fn wanted(dump: &Dump, every_thread: bool) -> bool {
+    every_thread || dump.tasks.iter().any(|t| t.state == State::Running)
+}
+
+/// Fills `dump.threads`, the running tasks' threads and `dump.starved` from `src`.
+pub fn read(dump: &mut Dump, src: &Sources<'_>) {
+    let mut modules = Modules::new(src.mappings);
+    let mem = &super::PageCache::new(src.mem);
+    mem.fetch(src.threads.iter().flat_map(|t| stack_top(t.regs.sp)));
+    let mut symbols = Symbols::new(src.exe.clone(), src.debug_file.clone());
+    let read_word = |at: u64| mem.read_word(at);
+    let mut views = Vec::new();
+    for t in src.threads {
+        let walked = unwind::walk(mem, &mut modules, t.regs);
+        let frames = name_frames(&walked, &modules, &mut symbols);
+        let mut doing = blocking::doing(t.syscall.as_ref(), &frames, &read_word, src.what_fd);
+        if let Doing::Blocked {
+            on: Blocking::Lock {
+                addr, static_name, ..
+            },
+        } = &mut doing
+        {
+            *static_name = (src.exe.as_deref())
+                .and_then(|exe| Some((exe, modules.base_of(exe)?)))
+                .and_then(|(exe, base)| symbols.static_at(exe, base, *addr));
+        }
+        let polling = polled_task(dump, mem, &walked, &modules, &mut symbols);
+        views.push(ThreadView {
+            tid: t.tid,
+            name: t.name.clone(),
+            role: blocking::role(&frames),
+            doing,
+            polling,
+            unwind_stopped: stopped_at(&walked, &frames),
+            frames,
+        });
+    }
+    views.extend(src.running.iter().map(|(tid, name)| ThreadView {
+        tid: *tid,
+        name: name.clone(),
+        role: ThreadRole::Other,
+        doing: Doing::Running,
+        polling: None,
+        frames: Vec::new(),
+        unwind_stopped: None,
+    }));
+    views.sort_by_key(|v| v.tid);
+    for v in &views {
+        let Some(task) = (dump.tasks.iter_mut()).find(|t| Some(t.id) == v.polling) else {
+            continue;
+        };
+        task.thread.get_or_insert(crate::model::Thread {
+            tid: v.tid,
+            name: v.name.clone(),
+        });
+    }
+    dump.starved = starved(dump, &views);
+    dump.threads = views;
+}
+
+/// The pages of a stack's top, read before the walks in one batch.
+fn stack_top(sp: u64) -> impl Iterator<Item = u64> {
+    const PAGE: u64 = 4096;
+    (0..4).map(move |k| sp / PAGE * PAGE + k * PAGE)
+}
+
+/// The walked frames named, each with the calls inlined at it, innermost first.
+fn name_frames(walked: &[Frame], modules: &Modules, symbols: &mut Symbols) -> Vec<NativeFrame> {
+    let mut out = Vec::new();
+    for f in walked {
+        match modules.file_at(f.pc) {
+            Some((path, base)) => {
+                let path = path.to_owned();
+                out.extend(symbols.frames(&path, base, f.pc));
+            }
+            None => out.push(NativeFrame {
+                function: format!("?? at {:#x}", f.pc).into(),
+                file: None,
+                line: 0,
+                inlined: false,
+                library: None,
+                own: false,
+            }),
+        }
+    }
+    out
+}
+
+/// Where and why the walk stopped short of the outermost frame, if it did.
+fn stopped_at(walked: &[Frame], frames: &[NativeFrame]) -> Option<String> {
+    let last = walked.last()?;
+    let at = frames.last().map_or("??", |f| &f.function);
+    if walked.len() == MAX_FRAMES {
+        return Some(format!("cut at {MAX_FRAMES} frames, in {at}"));
+    }
+    last.cfa.is_none().then(|| {
+        format!(
+            "stopped at {at} ({:#x}): no frame information there, or the stack above could not be read",
+            last.pc
+        )
+    })
+}
+
+/// Most bytes of a stack searched for a task's address.
+const SEARCHED: u64 = 64 << 10;
+/// How far into a task's allocation a pointer may point and still be taken as the task's.
+const INTO_TASK: u64 = 256;
+
+/// The running task whose poll is on the stack `walked`, by the function of its frames: the poll
+/// function of the task's type, and where several running tasks share it, the one whose address
+/// the stack holds (alone).
+fn polled_task(
+    dump: &Dump,
+    mem: &dyn Memory,
+    walked: &[Frame],
+    modules: &Modules,
+    symbols: &mut Symbols,
+) -> Option<u64> {
+    let running: Vec<_> = (dump.tasks.iter())
+        .filter(|t| t.state == State::Running)
+        .filter_map(|t| Some((t.id, t.tokio_task?)))
+        .collect();
+    if running.is_empty() {
+        return None;
+    }
+    // Innermost first: a task polled inside another's poll (a nested runtime) is the one running.
+    for f in walked {
+        let Some((path, base)) = modules.file_at(f.pc) else {
+            continue;
+        };
+        let path = path.to_owned();
+        let Some(start) = symbols.function_start(&path, base, f.pc) else {
+            continue;
+        };
+        let of_type: Vec<_> = running.iter().filter(|(_, t)| t.poll_fn == start).collect();
+        match of_type.as_slice() {
+            [] => continue,
+            [(id, _)] => return Some(*id),
+            several => {
+                let top = f.cfa.unwrap_or(f.sp).max(f.sp);
+                let words = stack_words(mem, walked[0].sp, top);
+                let held: Vec<u64> = (several.iter())
+                    .filter(|(_, t)| {
+                        let task = t.header..t.header.saturating_add(INTO_TASK);
+                        words.iter().any(|w| task.contains(w))
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                return (held.len() == 1).then(|| held[0]);
+            }
+        }
+    }
+    None
+}
+
+/// The words of the stack from `sp` to `top` (at most [`SEARCHED`] bytes).
+fn stack_words(mem: &dyn Memory, sp: u64, top: u64) -> Vec<u64> {
+    let len = top.saturating_sub(sp).min(SEARCHED) as usize;
+    let Some(bytes) = mem.read_vec(sp & !7, len) else {
+        return Vec::new();
+    };
+    (bytes.chunks_exact(8))
+        .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()))
+        .collect()
+}
+
+/// The multi-thread runtimes' workers, when every one is blocked inside a poll while tasks are
+/// ready and not polled. Workers are counted together: the stacks do not say whose runtime a
+/// worker serves.
+fn starved(dump: &Dump, views: &[ThreadView]) -> Vec<Starved> {
+    let workers: Vec<&ThreadView> = (views.iter())
+        .filter(|v| v.role == ThreadRole::Worker)
+        .collect();
+    let blocked = (workers.iter())
+        .filter(|v| matches!(v.doing, Doing::Blocked { .. }) && blocking::in_task_poll(&v.frames))
+        .count();
+    // The blocking pool's queued closures wait for its threads, not for a worker.
+    let ready = (dump.tasks.iter())
+        .filter(|t| t.state == State::Scheduled && !t.tokio_task.is_some_and(|k| k.pool))
+        .count();
+    if workers.is_empty() || blocked < workers.len() || ready == 0 {
+        return Vec::new();
+    }
+    vec![Starved {
+        flavor: "multi_thread".into(),
+        workers: workers.len(),
+        blocked,
+        ready,
+    }]
+}
