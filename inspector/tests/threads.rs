@@ -1,5 +1,6 @@
 //! What the threads do: a worker blocked in synchronous code inside a task is named with the task,
-//! the blocking call and the program's line that made it; std mutexes by their statics; a runtime
+//! the blocking call and the program's line that made it; std mutexes by their statics, their
+//! holders by the guards' locals, and wait cycles through tasks and threads as deadlocks; a runtime
 //! whose every worker is blocked is said once; `--threads` lists every thread. Live, held stopped,
 //! and from a core, on a program that links nothing of ours.
 
@@ -21,7 +22,7 @@ fn at(needle: &str) -> String {
 fn assert_workers_blocked(text: &str) {
     assert!(
         text.contains(
-            "STARVED runtime multi_thread: 3 of 3 workers blocked inside a poll; 5 tasks ready and not polled"
+            "STARVED runtime multi_thread: 4 of 4 workers blocked inside a poll; 5 tasks ready and not polled"
         ),
         "{text}"
     );
@@ -62,6 +63,43 @@ fn assert_workers_blocked(text: &str) {
         evict.contains("blocked in std::sync::Mutex blocked_workers::USERS @ 0x"),
         "{evict}"
     );
+    assert_deadlocks(text);
+}
+
+/// The two wait cycles, first in the dump: two tasks on two std mutexes, and a task with a thread
+/// of the program's own; each lock's holder named by the guard's local.
+fn assert_deadlocks(text: &str) {
+    let cycles: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("DEADLOCK cycle: "))
+        .collect();
+    assert_eq!(cycles.len(), 2, "{text}");
+    let tasks = cycles
+        .iter()
+        .find(|c| !c.contains("thread"))
+        .expect("a cycle of tasks");
+    assert!(tasks.matches("tokio task ").count() == 3, "{tasks}");
+    let mixed = cycles
+        .iter()
+        .find(|c| c.contains("thread "))
+        .expect("a cycle with a thread");
+    assert!(mixed.contains("tokio task "), "{mixed}");
+    for held in [
+        "held by tokio task",
+        "(`orders` in blocked_workers::cache::evict",
+        "(`users` in blocked_workers::cache::refresh",
+        "(`journal` in blocked_workers::journal::append",
+        "(`ledger` in blocked_workers::journal::audit)",
+    ] {
+        assert!(text.contains(held), "no {held}:\n{text}");
+    }
+    assert!(
+        text.contains(&format!(
+            " waits in blocked_workers::journal::audit at {} for std::sync::Mutex @ 0x",
+            at("let n = JOURNAL.lock().unwrap().len() as u64;")
+        )),
+        "{text}"
+    );
 }
 
 #[test]
@@ -76,14 +114,14 @@ fn workers_blocked_in_synchronous_code_inside_tasks_are_named_with_the_call_and_
         .skip(1)
         .take_while(|l| l.starts_with("  thread "))
         .collect();
-    assert_eq!(starved.len(), 3, "{text}");
+    assert_eq!(starved.len(), 4, "{text}");
     assert!(
         starved.iter().all(|l| l.contains(" polls tokio task ")),
         "{text}"
     );
     let stats = asyncdump_ok(&["dump", &fx.pid.to_string(), "--stats"]);
     assert!(
-        stats.contains("STARVED runtime multi_thread: 3 of 3 workers blocked inside a poll"),
+        stats.contains("STARVED runtime multi_thread: 4 of 4 workers blocked inside a poll"),
         "{stats}"
     );
 }
@@ -96,7 +134,7 @@ fn every_thread_is_listed_with_its_role_and_its_own_frames() {
     let workers = threads
         .lines()
         .filter(|l| l.contains(" · runtime worker · blocked in "));
-    assert_eq!(workers.count(), 3, "{threads}");
+    assert_eq!(workers.count(), 4, "{threads}");
     // `main`'s `block_on` waits for the report: parked, its own frame named.
     assert!(
         threads.contains(&format!(
@@ -135,19 +173,18 @@ fn the_json_document_has_every_thread_what_it_is_blocked_in_and_the_task_it_poll
     ]))
     .unwrap();
     let threads = doc["threads"].as_array().expect("threads");
-    let locks: Vec<&str> = (threads.iter())
+    let mut locks: Vec<&str> = (threads.iter())
         .filter(|t| t["doing"]["on"]["what"] == "lock")
         .filter_map(|t| t["doing"]["on"]["static_name"].as_str())
         .collect();
-    assert_eq!(locks.len(), 2, "{threads:?}");
-    assert!(
-        locks.contains(&"blocked_workers::ORDERS") && locks.contains(&"blocked_workers::USERS")
-    );
+    locks.sort_unstable();
+    let statics = ["JOURNAL", "LEDGER", "ORDERS", "USERS"].map(|s| format!("blocked_workers::{s}"));
+    assert_eq!(locks, statics, "the statics the threads wait for");
     let polling: Vec<u64> = threads
         .iter()
         .filter_map(|t| t["polling"].as_u64())
         .collect();
-    assert_eq!(polling.len(), 3, "{threads:?}");
+    assert_eq!(polling.len(), 4, "the tasks the workers poll");
     let running: Vec<u64> = (doc["tasks"].as_array().unwrap().iter())
         .filter(|t| t["state"] == "running")
         .map(|t| t["id"].as_u64().unwrap())

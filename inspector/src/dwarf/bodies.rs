@@ -8,8 +8,8 @@
 //! range where it is so. Optimised code inlines: a local of an inlined function names that function
 //! (the inlined call's origin), and its name and type come from its abstract origin, read when its
 //! unit ends. Once every type is known, [`Bodies::finish`] keeps those whose type's name mentions
-//! `tokio::sync::`, itself or through the members of a structure (a closure's captures), and names
-//! them.
+//! `tokio::sync::` or is a std `MutexGuard`, itself or through the members of a structure (a
+//! closure's captures), and names them.
 
 use gimli::{AttributeValue, constants};
 
@@ -318,8 +318,8 @@ impl Bodies {
     }
 }
 
-/// Whether the type at `die` names a `tokio::sync` type, or (for a structure, `depth` levels down)
-/// one of its members' types does.
+/// Whether the type at `die` names a `tokio::sync` type or is a std `MutexGuard`, or (for a
+/// structure, `depth` levels down) one of its members' types does.
 fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bool>) -> bool {
     if let Some(&m) = memo.get(&die) {
         return m;
@@ -330,7 +330,8 @@ fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bo
     };
     let nodes = &debug.nodes;
     let n = &nodes[i];
-    let mut found = qualified(nodes, i).contains("tokio::sync::");
+    let name = qualified(nodes, i);
+    let mut found = name.contains("tokio::sync::") || is_std_mutex_guard(&name);
     if !found && depth > 0 && n.tag == constants::DW_TAG_structure_type {
         found = (n.children.iter())
             .map(|&c| &nodes[c])
@@ -340,6 +341,16 @@ fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bo
     }
     memo.insert(die, found);
     found
+}
+
+/// Whether `name` is the standard library's `MutexGuard` (either of its paths).
+pub(crate) fn is_std_mutex_guard(name: &str) -> bool {
+    [
+        "std::sync::poison::mutex::MutexGuard<",
+        "std::sync::mutex::MutexGuard<",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 fn name_of(entry: &Entry<'_>) -> Name {

@@ -285,6 +285,9 @@ impl State {
 
 /// Added to tokio's id to key a task the agent has no record of (see [`TaskView::id`]).
 pub const TOKIO_ONLY: u64 = 1 << 62;
+/// Added to a thread's id to key, in the wait graph, a thread that waits or holds outside any
+/// task's poll.
+pub const THREAD: u64 = 1 << 61;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thread {

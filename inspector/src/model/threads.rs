@@ -58,6 +58,9 @@ pub enum Doing {
     Stopped,
 }
 
+/// What a std `Mutex` a thread waits for or a guard holds is called.
+pub const STD_MUTEX: &str = "std::sync::Mutex";
+
 /// What a blocked thread waits for, said as the program spelled it where the stack tells.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "what", rename_all = "snake_case")]

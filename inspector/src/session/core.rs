@@ -109,8 +109,8 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         decoding,
         &mut ChainCache::one_off().reading(options.reading.clone()),
     );
-    read_values(&mut dump, &core, &planned.decoder, &options.reading);
     read_stacks(&mut dump, &core, (named, exe), &options.reading);
+    read_values(&mut dump, &core, &planned.decoder, &options.reading);
     Ok(dump)
 }
 

@@ -135,8 +135,8 @@ impl MemorySession {
         }
         let mem = self.reader.memory();
         let held = frozen.as_ref();
-        let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         super::read_stacks(&mut dump, mem, &self.reading, held);
+        let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
         super::after_values(&mut dump, &threads, &read, &self.reading);
         if frozen.is_some() {

@@ -281,8 +281,10 @@ fn read_values(
         Some(agent) => agent,
         None => &outside,
     };
-    let threads = add_thread_locals(dump, mem, plan, reading, None);
+    // What the threads are blocked in first: a thread waiting for a std lock is a reason to look
+    // for its holder among the threads' locals.
     read_stacks(dump, mem, reading, None);
+    let threads = add_thread_locals(dump, mem, plan, reading, None);
     let read = crate::values::read_locals(dump, &plan.values, mem, now);
     after_values(dump, &threads, &read, reading);
     agent.is_some_and(|agent| agent.through_agent())

@@ -178,7 +178,7 @@ const RULES: &[(&str, Says)] = &[
     ),
 ];
 
-const MUTEX: &str = "std::sync::Mutex";
+const MUTEX: &str = crate::model::threads::STD_MUTEX;
 const CONDVAR: &str = "std::sync::Condvar";
 
 /// What the rules say of a function named `function` (demangled), if anything.

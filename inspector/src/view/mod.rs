@@ -277,11 +277,13 @@ impl std::fmt::Display for TaskId {
 
 impl TaskId {
     pub(crate) fn write_to<W: std::fmt::Write + ?Sized>(&self, out: &mut W) -> std::fmt::Result {
-        match self.0 & crate::model::TOKIO_ONLY {
-            0 => out.write_str("task ")?,
+        use crate::model::{THREAD, TOKIO_ONLY};
+        match (self.0 & TOKIO_ONLY, self.0 & THREAD) {
+            (0, 0) => out.write_str("task ")?,
+            (0, _) => out.write_str("thread ")?,
             _ => out.write_str("tokio task ")?,
         }
-        write_number(out, self.0 & !crate::model::TOKIO_ONLY)
+        write_number(out, self.0 & !(TOKIO_ONLY | THREAD))
     }
 }
 

@@ -13,9 +13,10 @@ mod tests;
 
 use std::sync::Arc;
 
+use crate::model::threads::{Blocking, Doing, STD_MUTEX, ThreadView};
 use crate::model::values::{Local, Reading, ThreadLocal, Value, WaitKind, WaitOn};
 use crate::model::waits::{Held, Holder, StaticHolder, ThreadHolder, WaitEdge, WaitsFor, cycles};
-use crate::model::{Dump, FastMap, FrameInfo, FrameNode, Loc, TaskView, any_frame};
+use crate::model::{Dump, FastMap, FrameInfo, FrameNode, Loc, THREAD, TaskView, any_frame};
 
 /// Finds holders and waits in `dump` (whose values are read) and sets its wait graph and deadlocks.
 /// The frames of `tasks` (by place in the dump, in order: those with a local, or a leaf waiting for
@@ -42,6 +43,7 @@ pub fn resolve(dump: &mut Dump, reading: &Reading, tasks: &[usize]) {
     for w in waits {
         edges.extend(w.settle(&held, &others));
     }
+    edges.extend(thread_waits(&dump.threads, &held, &others));
     // Sorted stably: a task's waits before its `oneshot` receives, as they were found.
     edges.extend(oneshots);
     edges.sort_by_key(|e| (e.from, e.to));
@@ -55,7 +57,77 @@ pub fn resolve(dump: &mut Dump, reading: &Reading, tasks: &[usize]) {
 /// receive): where none does, no static or thread need be looked at for one.
 pub fn any_holdable_wait(dump: &Dump) -> bool {
     let holdable = |n: &FrameNode| n.waits_on.as_ref().is_some_and(|w| w.kind.may_be_held());
-    dump.tasks.iter().any(|t| any_frame(&t.frames, &holdable))
+    dump.threads.iter().any(|t| std_lock_wait(t).is_some())
+        || dump.tasks.iter().any(|t| any_frame(&t.frames, &holdable))
+}
+
+/// The std mutex thread `t` is blocked on, by its futex word, if it is.
+fn std_lock_wait(t: &ThreadView) -> Option<u64> {
+    match &t.doing {
+        Doing::Blocked {
+            on: Blocking::Lock { kind, addr, .. },
+        } if **kind == *STD_MUTEX => Some(*addr),
+        _ => None,
+    }
+}
+
+/// Where a thread is in the wait graph: as the task whose poll it is blocked in, else as itself.
+fn thread_node(t: &ThreadView) -> u64 {
+    t.polling.unwrap_or(THREAD | u64::from(t.tid))
+}
+
+/// The edges from the threads blocked on a std mutex to whoever holds it: a task's frame, or a
+/// local of a function on a thread's stack (that thread as the task it polls, if it polls one).
+/// A holder that is the waiter itself (a leftover of a guard let go) is no edge.
+fn thread_waits(
+    threads: &[ThreadView],
+    held: &FastMap<(Role, u64), Vec<Holder>>,
+    others: &Others,
+) -> Vec<WaitEdge> {
+    let node_of: FastMap<u32, u64> = threads.iter().map(|t| (t.tid, thread_node(t))).collect();
+    let mut out = Vec::new();
+    for t in threads {
+        let Some(addr) = std_lock_wait(t) else {
+            continue;
+        };
+        let from = thread_node(t);
+        let own = t.frames.iter().find(|f| f.own);
+        let waits_in = own.map(|f| f.function.clone());
+        let waits_at = own.and_then(|f| {
+            Some(Loc {
+                file: f.file.clone()?,
+                line: f.line,
+                column: 0,
+            })
+        });
+        let from_threads = (others
+            .threads
+            .get(&(Role::Lock, addr))
+            .into_iter()
+            .flatten())
+        .map(|h| Holder {
+            task: node_of
+                .get(&h.tid)
+                .copied()
+                .unwrap_or(THREAD | u64::from(h.tid)),
+            frame: h.function.as_str().into(),
+            at: h.declared.clone(),
+            held: h.held.clone(),
+        });
+        let holders =
+            (held.get(&(Role::Lock, addr)).into_iter().flatten().cloned()).chain(from_threads);
+        for holder in holders.filter(|h| h.task != from) {
+            out.push(WaitEdge {
+                from,
+                to: holder.task,
+                waits_in: waits_in.clone(),
+                waits_at: waits_at.clone(),
+                any_of: false,
+                on: WaitsFor::Lock { holder },
+            });
+        }
+    }
+    out
 }
 
 /// What a frame can hold that a wait is for: a lock, or a channel's sender or receiver.

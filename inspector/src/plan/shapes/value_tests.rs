@@ -460,6 +460,29 @@ fn a_lock_guard_is_the_semaphore_of_the_lock_it_points_at() {
 }
 
 #[test]
+fn a_std_mutex_guard_is_the_futex_word_of_the_mutex_it_points_at() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let u32_ = t.base("core::sync::atomic::AtomicU32", 4);
+    let sys = t.structure("std::sys::sync::mutex::futex::Mutex", 4);
+    t.member(sys, "futex", 0, u32_);
+    let mutex = t.structure("std::sync::poison::mutex::Mutex<u64>", 16);
+    t.member(mutex, "inner", 0, sys)
+        .member(mutex, "data", 8, u64_);
+    let ptr = t.pointer("&std::sync::poison::mutex::Mutex<u64>", mutex);
+    let guard = t.structure("std::sync::poison::mutex::MutexGuard<u64>", 16);
+    t.member(guard, "lock", 0, ptr);
+    let p = planned(t, guard);
+    let want = Shape::Guard {
+        ptr: 0,
+        sem: 0,
+        lock: "std::sync::Mutex".into(),
+        write: false,
+    };
+    assert_eq!((p.rule, p.shape()), ("std mutex guard", &want));
+}
+
+#[test]
 fn an_owned_write_guard_reaches_its_rwlock_through_the_arc() {
     let mut t = Types::new();
     let (u64_, _) = words(&mut t);

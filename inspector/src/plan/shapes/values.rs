@@ -47,6 +47,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &INSTANT,
     &SOCKET,
     &GUARD,
+    &STD_GUARD,
     &ENDPOINT,
     &POINTER,
     &FAT_POINTER,
@@ -221,6 +222,24 @@ const GUARD: ValueRule = ValueRule {
             sem: u32::try_from(sem).ok()?,
             lock: lock.into(),
             write,
+        })
+    },
+};
+
+/// The standard library's `MutexGuard`: the lock it holds, as the address of the futex word a
+/// thread waiting for the lock sleeps on (the system mutex inside the `Mutex`), through the guard's
+/// `lock` reference.
+const STD_GUARD: ValueRule = ValueRule {
+    name: "std mutex guard",
+    matches: |t| crate::dwarf::is_std_mutex_guard(&t.name),
+    shape: |b, t| {
+        let (ptr, to) = b.pointer_to(t.die, "lock")?;
+        let futex = b.offset_of_type(to, "std::sys::sync::mutex::futex::Mutex", 3)?;
+        Some(Shape::Guard {
+            ptr: u32::try_from(ptr).ok()?,
+            sem: u32::try_from(futex).ok()?,
+            lock: crate::model::threads::STD_MUTEX.into(),
+            write: false,
         })
     },
 };
