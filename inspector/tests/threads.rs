@@ -22,7 +22,7 @@ fn at(needle: &str) -> String {
 fn assert_workers_blocked(text: &str) {
     assert!(
         text.contains(
-            "STARVED runtime multi_thread: 4 of 4 workers blocked inside a poll; 5 tasks ready and not polled"
+            "STARVED runtime multi_thread: 4 of 4 workers blocked or busy inside a poll; 5 tasks ready and not polled"
         ),
         "{text}"
     );
@@ -121,7 +121,8 @@ fn workers_blocked_in_synchronous_code_inside_tasks_are_named_with_the_call_and_
     );
     let stats = asyncdump_ok(&["dump", &fx.pid.to_string(), "--stats"]);
     assert!(
-        stats.contains("STARVED runtime multi_thread: 4 of 4 workers blocked inside a poll"),
+        stats
+            .contains("STARVED runtime multi_thread: 4 of 4 workers blocked or busy inside a poll"),
         "{stats}"
     );
 }
@@ -220,4 +221,27 @@ fn held_stopped_and_from_a_core_the_same_workers_are_blocked_in_the_same_calls()
     let text = asyncdump_ok(&["dump", "--core", core.to_str().unwrap(), "--all"]);
     assert!(text.contains("read from core file"), "{text}");
     assert_workers_blocked(&text);
+}
+
+#[test]
+fn a_worker_spinning_in_a_task_is_read_held_stopped_down_to_the_loop() {
+    let fx = Fixture::start("blocked_workers", &["--spin"]);
+    let text = starved_dump(&fx, &["--stop", "--all"]);
+    let start = text
+        .find("(blocked_workers::reports::render_pdf) · running on thread")
+        .unwrap_or_else(|| panic!("{text}"));
+    let end = text[start..].find("\n\n").map_or(text.len(), |e| start + e);
+    let report = &text[start..end];
+    assert!(
+        report.contains(
+            "  running its own code (held stopped outside any system call) ← blocked_workers::reports::spin at "
+        ),
+        "{report}"
+    );
+    // Without --stop its stack moves: the thread is running, unread.
+    let live = crate::support::asyncdump_ok(&["dump", &fx.pid.to_string(), "--threads"]);
+    assert!(
+        live.contains(" · running (its stack was not read: run with --stop)"),
+        "{live}"
+    );
 }

@@ -448,3 +448,26 @@ fn watch_shows_the_values_asked_for_in_the_detail_pane_and_only_those() {
         tmux.keys("q");
     }
 }
+
+#[test]
+fn watch_marks_a_starved_runtime_and_shows_what_a_running_tasks_thread_is_blocked_in() {
+    let fx = Fixture::start("blocked_workers", &[]);
+    let tmux = Tmux::sized(
+        &format!("{} watch {}", env!("CARGO_BIN_EXE_asyncdump"), fx.pid),
+        240,
+        50,
+    );
+    tmux.until_within(
+        Duration::from_secs(20),
+        "the header says the runtime is starved",
+        |s| s.contains("STARVED: 4 of 4 workers blocked, 5 ready"),
+    );
+    // Select the report's task (`/` searches) and read its detail pane.
+    tmux.keys("/");
+    tmux.text("render_pdf");
+    tmux.keys("Enter");
+    tmux.until("the detail pane names the blocking call", |s| {
+        s.contains("blocked in std::thread::sleep (asked for ")
+    });
+    tmux.keys("q");
+}

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use gimli::RunTimeEndian;
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment};
 use rustc_hash::FxHashMap;
 
 use super::{Debug, DwarfError};
@@ -485,43 +485,100 @@ fn check_section_size<'a>(
 pub struct CodeSections {
     /// The virtual address the file gives its offset 0 (see [`Debug::vaddr_at_zero`]).
     pub vaddr_at_zero: u64,
-    /// Function symbols, `(address, size, name as mangled)`, sorted by address.
-    pub functions: Vec<(u64, u64, String)>,
-    /// Data symbols (the program's statics), the same way.
-    pub data: Vec<(u64, u64, String)>,
+    /// Function symbols.
+    pub functions: SymbolTable,
+    /// Data symbols (the program's statics).
+    pub data: SymbolTable,
     /// Its DWARF, where it or its debug file has some.
-    pub dwarf: Option<gimli::Dwarf<gimli::EndianRcSlice<RunTimeEndian>>>,
+    pub dwarf: Option<gimli::Dwarf<gimli::EndianArcSlice<RunTimeEndian>>>,
 }
 
-/// The names of the code of the file at `path`: its symbol tables (`.symtab`, else `.dynsym`) and
-/// the DWARF of `debug_file` when given, else its own, else its separate debug file's (found as
-/// [`Debug::load`] finds one, by build-id or debug link, checked to be of its build). `None` where
-/// the file cannot be read as an object file.
-pub fn code_sections(path: &Path, debug_file: Option<&Path>) -> Option<CodeSections> {
-    let cache = read(path).ok()?;
-    let obj = parse(path, &cache).ok()?;
-    let (mut functions, mut data) = (Vec::new(), Vec::new());
-    let symbols: Vec<_> = match obj.symbols().next() {
-        Some(_) => obj.symbols().collect(),
-        None => obj.dynamic_symbols().collect(),
+/// Symbols of one kind, sorted by address, their names (as mangled) in the file's string table.
+#[derive(Default)]
+pub struct SymbolTable {
+    /// `(address, size, name's offset in strings)`.
+    entries: Vec<(u64, u64, u32)>,
+    strings: Vec<u8>,
+}
+
+impl SymbolTable {
+    /// The symbol whose extent holds `vaddr` (one of size 0 holds only its own address): its start
+    /// and name.
+    pub fn at(&self, vaddr: u64) -> Option<(u64, &str)> {
+        let i = self
+            .entries
+            .partition_point(|e| e.0 <= vaddr)
+            .checked_sub(1)?;
+        let (start, size, name) = self.entries[i];
+        if vaddr - start >= size.max(1) {
+            return None;
+        }
+        let name = self.strings.get(name as usize..)?;
+        let end = memchr::memchr(0, name).unwrap_or(name.len());
+        Some((start, std::str::from_utf8(&name[..end]).ok()?))
+    }
+}
+
+/// `.symtab` (else `.dynsym`) read whole with its string table, in two reads, and parsed here: a
+/// symbol's name read one at a time through the file costs a read each.
+fn symbol_tables(obj: &Elf<'_>) -> (SymbolTable, SymbolTable) {
+    let (mut functions, mut data) = (SymbolTable::default(), SymbolTable::default());
+    let table = [(".symtab", ".strtab"), (".dynsym", ".dynstr")]
+        .into_iter()
+        .find_map(|(t, s)| Some((obj.section_by_name(t)?, obj.section_by_name(s)?)));
+    let Some((symtab, strtab)) = table else {
+        return (functions, data);
     };
-    for s in symbols
-        .iter()
-        .filter(|s| s.is_definition() && s.address() != 0)
-    {
-        let into = match s.kind() {
-            object::SymbolKind::Text => &mut functions,
-            object::SymbolKind::Data => &mut data,
+    let (Ok(syms), Ok(strings)) = (symtab.data(), strtab.data()) else {
+        return (functions, data);
+    };
+    let little = obj.is_little_endian();
+    let word = |b: &[u8]| -> u64 {
+        let b: [u8; 8] = b.try_into().unwrap_or_default();
+        if little {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        }
+    };
+    // Elf64_Sym: st_name (4), st_info (1), st_other (1), st_shndx (2), st_value (8), st_size (8).
+    for sym in syms.chunks_exact(24) {
+        let name: [u8; 4] = sym[0..4].try_into().unwrap_or_default();
+        let name = if little {
+            u32::from_le_bytes(name)
+        } else {
+            u32::from_be_bytes(name)
+        };
+        let shndx = if little {
+            u16::from_le_bytes([sym[6], sym[7]])
+        } else {
+            u16::from_be_bytes([sym[6], sym[7]])
+        };
+        let (addr, size) = (word(&sym[8..16]), word(&sym[16..24]));
+        let into = match sym[4] & 0xf {
+            2 => &mut functions, // STT_FUNC
+            1 => &mut data,      // STT_OBJECT
             _ => continue,
         };
-        if let Ok(name) = s.name()
-            && !name.is_empty()
-        {
-            into.push((s.address(), s.size(), name.to_owned()));
+        if shndx != 0 && addr != 0 && name != 0 {
+            into.entries.push((addr, size, name));
         }
     }
-    functions.sort_unstable();
-    data.sort_unstable();
+    for t in [&mut functions, &mut data] {
+        t.entries.sort_unstable();
+        t.strings = strings.to_vec();
+    }
+    (functions, data)
+}
+
+/// The names of the code of the file at `path`: its symbol tables (`.symtab`, else `.dynsym`) and,
+/// with `lines`, the DWARF of `debug_file` when given, else its own, else its separate debug
+/// file's (found as [`Debug::load`] finds one, by build-id or debug link, checked to be of its
+/// build). `None` where the file cannot be read as an object file.
+pub fn code_sections(path: &Path, debug_file: Option<&Path>, lines: bool) -> Option<CodeSections> {
+    let cache = read(path).ok()?;
+    let obj = parse(path, &cache).ok()?;
+    let (functions, data) = symbol_tables(&obj);
     let with_dwarf = |at: &Path, o: &Elf<'_>| {
         let has = o
             .section_by_name(".debug_info")
@@ -537,6 +594,7 @@ pub fn code_sections(path: &Path, debug_file: Option<&Path>) -> Option<CodeSecti
         same.then(|| with_dwarf(candidate, &dobj)).flatten()
     };
     let dwarf = match debug_file {
+        _ if !lines => None,
         Some(debug) => of_this_build(debug),
         None => with_dwarf(path, &obj)
             .or_else(|| (debug_file_candidates(path, &obj).iter()).find_map(|c| of_this_build(c))),
@@ -554,21 +612,38 @@ pub fn code_sections(path: &Path, debug_file: Option<&Path>) -> Option<CodeSecti
 fn code_dwarf(
     path: &Path,
     obj: &Elf<'_>,
-) -> Option<gimli::Dwarf<gimli::EndianRcSlice<RunTimeEndian>>> {
+) -> Option<gimli::Dwarf<gimli::EndianArcSlice<RunTimeEndian>>> {
     let endian = if obj.is_little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
     };
+    use gimli::SectionId as S;
+    // What naming code needs: units, their functions, inlined calls and line programs.
+    const NEEDED: &[S] = &[
+        S::DebugInfo,
+        S::DebugAbbrev,
+        S::DebugLine,
+        S::DebugLineStr,
+        S::DebugStr,
+        S::DebugStrOffsets,
+        S::DebugAddr,
+        S::DebugRanges,
+        S::DebugRngLists,
+        S::DebugAranges,
+    ];
     let load = |id: gimli::SectionId| -> Result<_, ()> {
-        let bytes: std::rc::Rc<[u8]> = match obj.section_by_name(id.name()) {
+        let section = obj
+            .section_by_name(id.name())
+            .filter(|_| NEEDED.contains(&id));
+        let bytes: std::sync::Arc<[u8]> = match section {
             Some(s) => {
                 check_section_size(path, id.name(), &s).map_err(drop)?;
                 s.uncompressed_data().map_err(drop)?.into()
             }
-            None => std::rc::Rc::from([]),
+            None => std::sync::Arc::from([]),
         };
-        Ok(gimli::EndianRcSlice::new(bytes, endian))
+        Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
     gimli::Dwarf::load(load).ok()
 }

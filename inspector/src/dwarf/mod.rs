@@ -22,7 +22,9 @@ pub(crate) mod synthetic;
 
 pub use bodies::FrameVar;
 pub(crate) use bodies::is_std_mutex_guard;
-pub use load::{CodeSections, build_id, code_sections, hex, links_tokio_runtime, load_bias};
+pub use load::{
+    CodeSections, SymbolTable, build_id, code_sections, hex, links_tokio_runtime, load_bias,
+};
 pub use locations::{FrameBase, Location, Place};
 
 use std::path::PathBuf;

@@ -136,11 +136,11 @@ fn read_stacks(
         mappings: &mappings,
         threads: &core.threads,
         running: Vec::new(),
-        exe: Some(exe.to_owned()),
-        debug_file: dump.decoding.debug_file.as_ref().map(Into::into),
         what_fd: &|_| None,
     };
-    stacks::read(dump, &src);
+    let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
+    let mut symbols = crate::threads::symbols::Symbols::new(Some(exe.to_owned()), debug_file);
+    stacks::read(dump, &src, &mut symbols);
 }
 
 /// Reads what `dump`'s frames carry unread from `core`, with the statics and the threads' locals

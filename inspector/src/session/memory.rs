@@ -31,6 +31,8 @@ pub(super) struct MemorySession {
     chains: ChainCache,
     /// What a snapshot reads after its chains.
     reading: crate::model::values::Reading,
+    /// The names of the process's code, loaded once for its threads' stacks.
+    symbols: Option<crate::threads::symbols::Symbols>,
 }
 
 impl MemorySession {
@@ -83,6 +85,7 @@ impl MemorySession {
             every: None,
             chains: ChainCache::one_off().reading(options.reading.clone()),
             reading: options.reading.clone(),
+            symbols: None,
         }))
     }
 
@@ -135,7 +138,7 @@ impl MemorySession {
         }
         let mem = self.reader.memory();
         let held = frozen.as_ref();
-        super::read_stacks(&mut dump, mem, &self.reading, held);
+        super::read_stacks(&mut dump, mem, &self.reading, held, &mut self.symbols);
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
         super::after_values(&mut dump, &threads, &read, &self.reading);

@@ -25,6 +25,7 @@ use crate::error::TargetError;
 use crate::model::values::Reading;
 use crate::model::{DecodingInfo, Dump};
 use crate::plan::Plan;
+use crate::threads::symbols::Symbols;
 
 pub mod core;
 mod memory;
@@ -102,6 +103,9 @@ struct AgentSession {
     live: Option<Live>,
     /// What a snapshot reads after its chains.
     reading: Reading,
+    /// The names of the process's code, loaded once for its threads' stacks and kept for the
+    /// snapshots after.
+    symbols: Option<Symbols>,
     /// While subscribed: a second connection for those reads, opened at the first update that
     /// needs it (the subscribed one carries updates only).
     reader: Option<Client>,
@@ -267,6 +271,7 @@ fn read_values(
     plan: &Plan,
     reading: &Reading,
     dump: &mut Dump,
+    symbols: &mut Option<Symbols>,
 ) -> bool {
     let pid = dump.process.pid;
     let now = Some(dump.snapshot.now_ns);
@@ -283,7 +288,7 @@ fn read_values(
     };
     // What the threads are blocked in first: a thread waiting for a std lock is a reason to look
     // for its holder among the threads' locals.
-    read_stacks(dump, mem, reading, None);
+    read_stacks(dump, mem, reading, None, symbols);
     let threads = add_thread_locals(dump, mem, plan, reading, None);
     let read = crate::values::read_locals(dump, &plan.values, mem, now);
     after_values(dump, &threads, &read, reading);
@@ -363,6 +368,7 @@ impl AgentSession {
             decoding,
             live: None,
             reading: options.reading.clone(),
+            symbols: None,
             reader: None,
         })
     }
@@ -397,7 +403,13 @@ impl AgentSession {
             &mut ChainCache::one_off().reading(self.reading.clone()),
         );
         if let Some(plan) = &self.decoder {
-            read_values(Some(&mut self.client), plan, &self.reading, &mut dump);
+            read_values(
+                Some(&mut self.client),
+                plan,
+                &self.reading,
+                &mut dump,
+                &mut self.symbols,
+            );
         }
         Ok(dump)
     }
@@ -478,8 +490,13 @@ impl AgentSession {
                     self.reader = self.client.reconnect().ok();
                 }
                 // Without a second connection (the agent's slots are taken), from outside.
-                let through_agent =
-                    read_values(self.reader.as_mut(), plan, &self.reading, &mut dump);
+                let through_agent = read_values(
+                    self.reader.as_mut(),
+                    plan,
+                    &self.reading,
+                    &mut dump,
+                    &mut self.symbols,
+                );
                 if !through_agent {
                     self.reader = None;
                 }
@@ -609,6 +626,7 @@ pub(crate) fn read_stacks(
     mem: &dyn asyncdump_walker::Memory,
     reading: &Reading,
     held: Option<&crate::agentless::freeze::Frozen>,
+    symbols: &mut Option<Symbols>,
 ) {
     use crate::threads::{registers, stacks};
     let every = reading.threads;
@@ -629,12 +647,17 @@ pub(crate) fn read_stacks(
         mappings: &registers::mappings(&maps),
         threads: &threads,
         running,
-        exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
-        // The file the chains' DWARF came from, checked again to be of this build.
-        debug_file: dump.decoding.debug_file.as_ref().map(Into::into),
         what_fd: &what_fd,
     };
-    stacks::read(dump, &src);
+    let symbols = symbols.get_or_insert_with(|| {
+        // The file the chains' DWARF came from, checked again to be of this build.
+        let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
+        Symbols::new(
+            std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+            debug_file,
+        )
+    });
+    stacks::read(dump, &src, symbols);
 }
 
 /// A socket as a thread's blocked line says it: `tcp 127.0.0.1:80 ← 10.0.0.2:5123`.

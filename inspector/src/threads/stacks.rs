@@ -11,8 +11,6 @@
 //!
 //! A running thread is listed as running, unread: its stack moves under any read.
 
-use std::path::PathBuf;
-
 use asyncdump_walker::Memory;
 
 use super::blocking;
@@ -30,9 +28,6 @@ pub struct Sources<'a> {
     pub threads: &'a [Thread],
     /// The other threads, running: their ids and names.
     pub running: Vec<(u32, Option<String>)>,
-    /// The executable as the mappings name it, and its debug file where one was given.
-    pub exe: Option<PathBuf>,
-    pub debug_file: Option<PathBuf>,
     /// A descriptor of the process, described (a socket's ends), where it can be.
     pub what_fd: &'a dyn Fn(i32) -> Option<String>,
 }
@@ -43,17 +38,17 @@ pub fn wanted(dump: &Dump, every_thread: bool) -> bool {
     every_thread || dump.tasks.iter().any(|t| t.state == State::Running)
 }
 
-/// Fills `dump.threads`, the running tasks' threads and `dump.starved` from `src`.
-pub fn read(dump: &mut Dump, src: &Sources<'_>) {
+/// Fills `dump.threads`, the running tasks' threads and `dump.starved` from `src`, its code named by
+/// `symbols` (kept by a session from one snapshot to the next).
+pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
     let mut modules = Modules::new(src.mappings);
     let mem = &super::PageCache::new(src.mem);
     mem.fetch(src.threads.iter().flat_map(|t| stack_top(t.regs.sp)));
-    let mut symbols = Symbols::new(src.exe.clone(), src.debug_file.clone());
     let read_word = |at: u64| mem.read_word(at);
     let mut views = Vec::new();
     for t in src.threads {
         let walked = unwind::walk(mem, &mut modules, t.regs);
-        let frames = name_frames(&walked, &modules, &mut symbols);
+        let frames = name_frames(&walked, &modules, symbols);
         let mut doing = blocking::doing(t.syscall.as_ref(), &frames, &read_word, src.what_fd);
         if let Doing::Blocked {
             on: Blocking::Lock {
@@ -61,11 +56,9 @@ pub fn read(dump: &mut Dump, src: &Sources<'_>) {
             },
         } = &mut doing
         {
-            *static_name = (src.exe.as_deref())
-                .and_then(|exe| Some((exe, modules.base_of(exe)?)))
-                .and_then(|(exe, base)| symbols.static_at(exe, base, *addr));
+            *static_name = symbols.static_in_exe(&modules, *addr);
         }
-        let polling = polled_task(dump, mem, &walked, &modules, &mut symbols);
+        let polling = polled_task(dump, mem, &walked, &modules, symbols);
         views.push(ThreadView {
             tid: t.tid,
             name: t.name.clone(),
@@ -205,15 +198,20 @@ fn stack_words(mem: &dyn Memory, sp: u64, top: u64) -> Vec<u64> {
         .collect()
 }
 
-/// The multi-thread runtimes' workers, when every one is blocked inside a poll while tasks are
-/// ready and not polled. Workers are counted together: the stacks do not say whose runtime a
+/// The multi-thread runtimes' workers, when every one is blocked (or, held stopped, busy) inside a
+/// poll while tasks are ready and not polled. Workers are counted together: the stacks do not say whose runtime a
 /// worker serves.
 fn starved(dump: &Dump, views: &[ThreadView]) -> Vec<Starved> {
     let workers: Vec<&ThreadView> = (views.iter())
         .filter(|v| v.role == ThreadRole::Worker)
         .collect();
+    // Held stopped outside a system call inside a poll, a worker is busy in it: as stuck to the
+    // runtime as one blocked.
     let blocked = (workers.iter())
-        .filter(|v| matches!(v.doing, Doing::Blocked { .. }) && blocking::in_task_poll(&v.frames))
+        .filter(|v| {
+            matches!(v.doing, Doing::Blocked { .. } | Doing::Stopped)
+                && blocking::in_task_poll(&v.frames)
+        })
         .count();
     // The blocking pool's queued closures wait for its threads, not for a worker.
     let ready = (dump.tasks.iter())

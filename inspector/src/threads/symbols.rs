@@ -3,18 +3,19 @@
 //! debug file), else the symbol table's name; and the static a data address lies in.
 //!
 //! Each file is read once, on first use, and only for the threads whose stacks are shown: a dump
-//! that shows no native stack reads none.
+//! that shows no native stack reads none. Only the executable's DWARF is read; a shared library's
+//! frames are named by its symbol table.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gimli::{EndianRcSlice, RunTimeEndian};
+use gimli::{EndianArcSlice, RunTimeEndian};
 
 use crate::dwarf::CodeSections;
 use crate::model::FastMap;
 use crate::model::threads::NativeFrame;
 
-type Lines = addr2line::Context<EndianRcSlice<RunTimeEndian>>;
+type Lines = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
 
 /// The names of the files of one process, each loaded on first use.
 pub struct Symbols {
@@ -48,7 +49,10 @@ impl Symbols {
             let debug = (self.exe.as_deref() == Some(path))
                 .then_some(self.debug_file.as_deref())
                 .flatten();
-            let named = crate::dwarf::code_sections(path, debug).map(|mut sections| {
+            // A library's frames are named by its symbols: its lines are not the program's, and
+            // its debug info (a distribution's, compressed) would cost a dump more than all else.
+            let exe = self.exe.as_deref() == Some(path);
+            let named = crate::dwarf::code_sections(path, debug, exe).map(|mut sections| {
                 let lines = sections
                     .dwarf
                     .take()
@@ -90,7 +94,7 @@ impl Symbols {
             .map(|l| dwarf_frames(l, vaddr))
             .unwrap_or_default();
         if out.is_empty() {
-            let name = symbol_at(&named.sections.functions, vaddr)
+            let name = (named.sections.functions.at(vaddr))
                 .map_or_else(|| "??".into(), |(_, name)| demangled(name));
             return vec![unnamed(name)];
         }
@@ -110,8 +114,16 @@ impl Symbols {
         let named = self.named(path)?;
         let at_zero = named.sections.vaddr_at_zero;
         let vaddr = pc.wrapping_sub(base).wrapping_add(at_zero);
-        let (start, _) = symbol_at(&named.sections.functions, vaddr)?;
+        let (start, _) = named.sections.functions.at(vaddr)?;
         Some(start.wrapping_sub(at_zero).wrapping_add(base))
+    }
+
+    /// The static of the executable that data address `addr` lies in, demangled, where the
+    /// executable is among `modules`.
+    pub fn static_in_exe(&mut self, modules: &super::Modules, addr: u64) -> Option<Arc<str>> {
+        let exe = self.exe.clone()?;
+        let base = modules.base_of(&exe)?;
+        self.static_at(&exe, base, addr)
     }
 
     /// The static data address `addr` lies in, by the symbol table of the file at `path` mapped at
@@ -121,16 +133,12 @@ impl Symbols {
         let vaddr = addr
             .wrapping_sub(base)
             .wrapping_add(named.sections.vaddr_at_zero);
-        symbol_at(&named.sections.data, vaddr).map(|(_, name)| demangled(name))
+        named
+            .sections
+            .data
+            .at(vaddr)
+            .map(|(_, name)| demangled(name))
     }
-}
-
-/// The symbol of `symbols` (sorted by address) whose extent holds `vaddr`; one of size 0 holds only
-/// its own address. Its start and name.
-fn symbol_at(symbols: &[(u64, u64, String)], vaddr: u64) -> Option<(u64, &str)> {
-    let i = symbols.partition_point(|s| s.0 <= vaddr).checked_sub(1)?;
-    let (start, size, name) = &symbols[i];
-    (vaddr - start < (*size).max(1)).then_some((*start, name.as_str()))
 }
 
 /// A symbol's name as a reader knows it: demangled, without its hash.
@@ -193,21 +201,6 @@ fn dwarf_frames(lines: &Lines, vaddr: u64) -> Vec<NativeFrame> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_symbol_holds_the_addresses_of_its_extent_only() {
-        let symbols = vec![
-            (0x1000, 0x10, "a".to_owned()),
-            (0x1010, 0, "marker".to_owned()),
-            (0x1020, 0x20, "b".to_owned()),
-        ];
-        assert_eq!(symbol_at(&symbols, 0x1005), Some((0x1000, "a")));
-        assert_eq!(symbol_at(&symbols, 0x1010), Some((0x1010, "marker")));
-        assert_eq!(symbol_at(&symbols, 0x1011), None, "past a marker");
-        assert_eq!(symbol_at(&symbols, 0x103f), Some((0x1020, "b")));
-        assert_eq!(symbol_at(&symbols, 0x1040), None);
-        assert_eq!(symbol_at(&symbols, 0xfff), None);
-    }
 
     #[test]
     fn this_test_binarys_own_code_is_named_with_its_file_and_line() {

@@ -28,6 +28,9 @@ pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, sty
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.sender_held_by));
     mentioned(&t.frames, &t.awaits_tasks, &mut ids);
     task(out, t, &labels_for(dump, &ids), style, &mut String::new());
+    if t.state == State::Running {
+        super::threads::task_thread(out, dump, t, style);
+    }
 }
 
 /// Adds the tasks `frames` and `root` await to `ids`. Iterative: chains may be deep.

@@ -21,7 +21,7 @@ pub(crate) fn starved<W: Write + ?Sized>(
     for s in &dump.starved {
         let _ = writeln!(
             out,
-            "STARVED runtime {}: {} of {} workers blocked inside a poll; {} {} ready and not polled",
+            "STARVED runtime {}: {} of {} workers blocked or busy inside a poll; {} {} ready and not polled",
             s.flavor,
             s.blocked,
             s.workers,
@@ -73,7 +73,7 @@ fn blocked_line<W: Write + ?Sized>(out: &mut W, t: &ThreadView, style: Style) {
             let _ = out.write_str("running (its stack was not read: run with --stop)");
         }
         Doing::Stopped => {
-            let _ = out.write_str("stopped outside a system call");
+            let _ = out.write_str("running its own code (held stopped outside any system call)");
         }
     }
     if let Some(f) = t.frames.iter().find(|f| f.own) {

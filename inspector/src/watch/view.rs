@@ -348,6 +348,13 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
             "DEADLOCK: {deadlocked} tasks in {cycles} wait {what}"
         ));
     }
+    // Every worker blocked inside a poll: nothing else of the runtime's runs.
+    for st in app.dump().map_or(&[][..], |d| &d.starved[..]) {
+        parts.push(format!(
+            "STARVED: {} of {} workers blocked, {} ready",
+            st.blocked, st.workers, st.ready
+        ));
+    }
     if stuck > 0 {
         parts.push(format!(
             "{stuck} STUCK over {}",
