@@ -658,6 +658,9 @@ pub(crate) fn read_stacks(
         )
     });
     stacks::read(dump, &src, symbols);
+    if held.is_none() {
+        stacks::forget_moved(dump, &crate::threads::moved(pid, &threads));
+    }
 }
 
 /// A socket as a thread's blocked line says it: `tcp 127.0.0.1:80 ← 10.0.0.2:5123`.

@@ -60,10 +60,7 @@ pub fn add_locals(
     // A walk reads a word at a time; through an agent each read is an exchange.
     let mem = &PageCache::new(mem);
     // The top of every stack at once, in one batch: where every walk starts.
-    let tops: Vec<u64> = (threads.iter())
-        .flat_map(|t| (0..STACK_TOP / PAGE).map(move |k| t.regs.sp / PAGE * PAGE + k * PAGE))
-        .collect();
-    mem.fetch(tops.into_iter());
+    mem.fetch(threads.iter().flat_map(|t| stack_top(t.regs.sp)));
     for t in threads {
         for f in unwind::walk(mem, &mut modules, t.regs) {
             let mut here: Vec<&FrameLocalPlan> = (locals.iter())
@@ -231,17 +228,28 @@ impl Memory for PageCache<'_> {
     }
 }
 
+/// The pages of a stack's top, from its pointer `sp`: read for every thread in one batch before the
+/// walks, which most often stay within them.
+pub(crate) fn stack_top(sp: u64) -> impl Iterator<Item = u64> {
+    (0..STACK_TOP / PAGE).map(move |k| sp / PAGE * PAGE + k * PAGE)
+}
+
 /// Drops what was read from the stacks of `threads` that moved while it was read (live `pid`).
 pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
     if dump.on_threads.is_empty() {
         return;
     }
+    let moved = moved(pid, threads);
+    dump.on_threads.retain(|l| !moved.contains(&l.tid));
+}
+
+/// The threads of `threads` (of live `pid`) that are no longer where they were read.
+pub fn moved(pid: u32, threads: &[Thread]) -> Vec<u32> {
     let still = registers::still_there(pid, threads);
-    let moved: Vec<u32> = (threads.iter().zip(still))
+    (threads.iter().zip(still))
         .filter(|(_, s)| !s)
         .map(|(t, _)| t.tid)
-        .collect();
-    dump.on_threads.retain(|l| !moved.contains(&l.tid));
+        .collect()
 }
 
 #[cfg(test)]

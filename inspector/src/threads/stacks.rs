@@ -9,7 +9,8 @@
 //! the task's vtable. Where more running tasks than one share that type, the stack is searched for
 //! the task's address, as the poll keeps it; where that does not single one out, none is named.
 //!
-//! A running thread is listed as running, unread: its stack moves under any read.
+//! A running thread is listed as running, unread: its stack moves under any read. So is one read
+//! live that left its system call while it was read ([`forget_moved`]): never a torn stack.
 
 use asyncdump_walker::Memory;
 
@@ -43,7 +44,7 @@ pub fn wanted(dump: &Dump, every_thread: bool) -> bool {
 pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
     let mut modules = Modules::new(src.mappings);
     let mem = &super::PageCache::new(src.mem);
-    mem.fetch(src.threads.iter().flat_map(|t| stack_top(t.regs.sp)));
+    mem.fetch(src.threads.iter().flat_map(|t| super::stack_top(t.regs.sp)));
     let read_word = |at: u64| mem.read_word(at);
     let mut views = Vec::new();
     for t in src.threads {
@@ -92,10 +93,23 @@ pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
     dump.threads = views;
 }
 
-/// The pages of a stack's top, read before the walks in one batch.
-fn stack_top(sp: u64) -> impl Iterator<Item = u64> {
-    const PAGE: u64 = 4096;
-    (0..4).map(move |k| sp / PAGE * PAGE + k * PAGE)
+/// Takes back what was read of the threads `moved` (live, they left the place they were read in
+/// while their stacks were read: what was read may be torn): each is listed as running, unread, no
+/// task is said to run on it, and the starved runtime is told again without it.
+pub fn forget_moved(dump: &mut Dump, moved: &[u32]) {
+    if moved.is_empty() {
+        return;
+    }
+    for v in dump.threads.iter_mut().filter(|v| moved.contains(&v.tid)) {
+        let polled = v.polling.take();
+        if let Some(task) = (dump.tasks.iter_mut()).find(|t| Some(t.id) == polled) {
+            task.thread = task.thread.take().filter(|th| th.tid != v.tid);
+        }
+        v.doing = Doing::Running;
+        v.frames.clear();
+        v.unwind_stopped = None;
+    }
+    dump.starved = starved(dump, &dump.threads);
 }
 
 /// The walked frames named, each with the calls inlined at it, innermost first.
@@ -226,4 +240,57 @@ fn starved(dump: &Dump, views: &[ThreadView]) -> Vec<Starved> {
         blocked,
         ready,
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{edge_snapshot, handshake};
+
+    /// A worker blocked inside the poll of task `polling`.
+    fn worker(tid: u32, polling: u64) -> ThreadView {
+        ThreadView {
+            tid,
+            name: None,
+            role: ThreadRole::Worker,
+            doing: Doing::Blocked {
+                on: Blocking::Sleep { asked_ns: None },
+            },
+            polling: Some(polling),
+            frames: vec![NativeFrame {
+                function: "tokio::runtime::task::raw::poll".into(),
+                file: None,
+                line: 0,
+                inlined: false,
+                library: None,
+                own: false,
+            }],
+            unwind_stopped: None,
+        }
+    }
+
+    #[test]
+    fn a_thread_that_moved_while_it_was_read_is_running_unread_and_runs_no_task() {
+        let mut dump = Dump::build(&handshake(), &edge_snapshot(&[]), 0);
+        let polled = dump.tasks[0].id;
+        dump.tasks[0].state = State::Running;
+        dump.tasks[0].thread = Some(crate::model::Thread { tid: 7, name: None });
+        dump.tasks[1].state = State::Scheduled;
+        dump.threads = vec![worker(7, polled)];
+        dump.starved = starved(&dump, &dump.threads);
+        assert_eq!(
+            dump.starved.len(),
+            1,
+            "its one worker blocked, a task ready"
+        );
+        forget_moved(&mut dump, &[7]);
+        let t = &dump.threads[0];
+        assert_eq!(t.doing, Doing::Running);
+        assert!(t.frames.is_empty() && t.polling.is_none());
+        assert_eq!(dump.tasks[0].thread, None);
+        assert!(
+            dump.starved.is_empty(),
+            "a worker not known to be blocked starves nothing"
+        );
+    }
 }
