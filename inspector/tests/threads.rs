@@ -64,6 +64,21 @@ fn assert_workers_blocked(text: &str) {
         "{evict}"
     );
     assert_deadlocks(text);
+    // The `current_thread` runtime on a thread of its own, blocked by its one task.
+    let current = (text.lines())
+        .position(|l| l.starts_with("STARVED runtime current_thread: "))
+        .unwrap_or_else(|| panic!("no starved current_thread runtime:\n{text}"));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[current],
+        "STARVED runtime current_thread: its one thread blocked or busy inside a poll; 2 tasks ready and not polled"
+    );
+    assert!(
+        lines[current + 1].contains("blocked in std::thread::sleep (")
+            && lines[current + 1].contains("← blocked_workers::feeds::poll_feed::{{closure}} at "),
+        "{}",
+        lines[current + 1]
+    );
 }
 
 /// The two wait cycles, first in the dump: two tasks on two std mutexes, and a task with a thread
@@ -185,7 +200,7 @@ fn the_json_document_has_every_thread_what_it_is_blocked_in_and_the_task_it_poll
         .iter()
         .filter_map(|t| t["polling"].as_u64())
         .collect();
-    assert_eq!(polling.len(), 4, "the tasks the workers poll");
+    assert_eq!(polling.len(), 5, "the tasks the threads poll");
     let running: Vec<u64> = (doc["tasks"].as_array().unwrap().iter())
         .filter(|t| t["state"] == "running")
         .map(|t| t["id"].as_u64().unwrap())
@@ -208,6 +223,8 @@ fn the_json_document_has_every_thread_what_it_is_blocked_in_and_the_task_it_poll
                 .starts_with("blocked_workers::reports::render_pdf")
     }));
     assert_eq!(doc["starved"][0]["ready"], 5);
+    assert_eq!(doc["starved"][1]["flavor"], "current_thread");
+    assert_eq!(doc["starved"][1]["ready"], 2);
 }
 
 #[test]

@@ -29,8 +29,8 @@ pub(super) struct Listed<'a> {
     bits: StateBits,
     /// The snapshot's time, on the agent's monotonic clock.
     now_ns: u64,
-    /// The headers of the blocking pool's tasks.
-    pool: rustc_hash::FxHashSet<u64>,
+    /// The runtime (its place in the snapshot's and the dump's list) each task header is in.
+    runtime_of: FastMap<u64, u32>,
 }
 
 /// Which task holds the `Sender` of each oneshot channel a walk found one of, by channel address:
@@ -60,9 +60,8 @@ impl<'a> Listed<'a> {
             refs: TaskRefs::default(),
             by_agent: FastMap::default(),
             now_ns: snap.now_ns,
-            pool: (snap.runtimes.iter())
-                .filter(|r| r.flavor == Some(RuntimeFlavor::Blocking))
-                .flat_map(|r| r.tasks.iter().map(|t| t.header))
+            runtime_of: (snap.runtimes.iter().enumerate())
+                .flat_map(|(i, r)| r.tasks.iter().map(move |t| (t.header, i as u32)))
                 .collect(),
             bits: decoder
                 .and_then(|d| d.walk.runtime.as_ref())
@@ -122,7 +121,7 @@ impl<'a> Listed<'a> {
             view.tokio_task = Some(crate::model::TokioTask {
                 header: t.header,
                 poll_fn: t.poll_fn,
-                pool: self.pool.contains(&t.header),
+                runtime: self.runtime_of.get(&t.header).copied().unwrap_or(u32::MAX),
             });
             view.unchanged_ns = self.unchanged_ns(t);
             if view.state == State::Idle && self.state(t.state) == State::Scheduled {
@@ -211,7 +210,7 @@ impl<'a> Listed<'a> {
             tokio_task: Some(crate::model::TokioTask {
                 header: t.header,
                 poll_fn: t.poll_fn,
-                pool: self.pool.contains(&t.header),
+                runtime: self.runtime_of.get(&t.header).copied().unwrap_or(u32::MAX),
             }),
         };
         if live {

@@ -262,8 +262,8 @@ pub struct TokioTask {
     pub header: u64,
     /// Its type's poll function (`tokio::runtime::task::raw::poll::<T, S>`).
     pub poll_fn: u64,
-    /// A blocking pool's closure, not a runtime's task.
-    pub pool: bool,
+    /// The runtime it is in: its place in [`Dump::runtimes`].
+    pub runtime: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

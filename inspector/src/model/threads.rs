@@ -120,13 +120,16 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// A runtime none of whose workers can poll: every one is blocked inside a poll.
+/// A runtime none of whose workers can poll: every one is blocked (or busy) inside a poll.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Starved {
     /// The runtime's flavor as the dump's runtimes say it.
     pub flavor: String,
     pub workers: usize,
     pub blocked: usize,
-    /// Tasks woken (or never polled) and waiting for a worker.
+    /// Tasks of its own woken (or never polled) and waiting for a worker.
     pub ready: usize,
+    /// Its workers' thread ids: a `current_thread` runtime's one is the thread of its `block_on`.
+    #[serde(default)]
+    pub threads: Vec<u32>,
 }

@@ -212,34 +212,62 @@ fn stack_words(mem: &dyn Memory, sp: u64, top: u64) -> Vec<u64> {
         .collect()
 }
 
-/// The multi-thread runtimes' workers, when every one is blocked (or, held stopped, busy) inside a
-/// poll while tasks are ready and not polled. Workers are counted together: the stacks do not say whose runtime a
-/// worker serves.
+/// Runtimes whose workers are all blocked (or, held stopped, busy) inside a poll while tasks of
+/// their own are ready and not polled: the multi-thread runtimes' workers counted together (the
+/// stacks do not say whose runtime an idle worker serves), and each `current_thread` runtime whose
+/// one thread is inside the poll of one of its tasks.
 fn starved(dump: &Dump, views: &[ThreadView]) -> Vec<Starved> {
+    let flavor = |i: u32| {
+        dump.runtimes
+            .get(i as usize)
+            .and_then(|r| r.flavor.as_deref())
+    };
+    let ready = |of: &dyn Fn(u32) -> bool| {
+        (dump.tasks.iter())
+            .filter(|t| t.state == State::Scheduled && t.tokio_task.is_some_and(|k| of(k.runtime)))
+            .count()
+    };
+    let stuck = |v: &ThreadView| {
+        matches!(v.doing, Doing::Blocked { .. } | Doing::Stopped)
+            && blocking::in_task_poll(&v.frames)
+    };
+    let mut out = Vec::new();
     let workers: Vec<&ThreadView> = (views.iter())
         .filter(|v| v.role == ThreadRole::Worker)
         .collect();
-    // Held stopped outside a system call inside a poll, a worker is busy in it: as stuck to the
-    // runtime as one blocked.
-    let blocked = (workers.iter())
-        .filter(|v| {
-            matches!(v.doing, Doing::Blocked { .. } | Doing::Stopped)
-                && blocking::in_task_poll(&v.frames)
-        })
-        .count();
-    // The blocking pool's queued closures wait for its threads, not for a worker.
-    let ready = (dump.tasks.iter())
-        .filter(|t| t.state == State::Scheduled && !t.tokio_task.is_some_and(|k| k.pool))
-        .count();
-    if workers.is_empty() || blocked < workers.len() || ready == 0 {
-        return Vec::new();
+    let ready_multi = ready(&|r| flavor(r) == Some("multi_thread"));
+    if !workers.is_empty() && workers.iter().all(|v| stuck(v)) && ready_multi > 0 {
+        out.push(Starved {
+            flavor: "multi_thread".into(),
+            workers: workers.len(),
+            blocked: workers.len(),
+            ready: ready_multi,
+            threads: workers.iter().map(|v| v.tid).collect(),
+        });
     }
-    vec![Starved {
-        flavor: "multi_thread".into(),
-        workers: workers.len(),
-        blocked,
-        ready,
-    }]
+    for v in views
+        .iter()
+        .filter(|v| v.role == ThreadRole::BlockOn && stuck(v))
+    {
+        let runtime = v
+            .polling
+            .and_then(|id| dump.task(id)?.tokio_task)
+            .map(|k| k.runtime);
+        let Some(runtime) = runtime.filter(|&r| flavor(r) == Some("current_thread")) else {
+            continue;
+        };
+        let ready = ready(&|r| r == runtime);
+        if ready > 0 {
+            out.push(Starved {
+                flavor: "current_thread".into(),
+                workers: 1,
+                blocked: 1,
+                ready,
+                threads: vec![v.tid],
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -272,10 +300,24 @@ mod tests {
     #[test]
     fn a_thread_that_moved_while_it_was_read_is_running_unread_and_runs_no_task() {
         let mut dump = Dump::build(&handshake(), &edge_snapshot(&[]), 0);
+        dump.runtimes = vec![crate::model::RuntimeView {
+            flavor: Some("multi_thread".into()),
+            found_by: crate::model::FoundBy::Census,
+            alive: Some(2),
+            listed: 2,
+            skipped: 0,
+            not_listed: None,
+        }];
+        let in_runtime = Some(crate::model::TokioTask {
+            header: 0x1000,
+            poll_fn: 0x2000,
+            runtime: 0,
+        });
         let polled = dump.tasks[0].id;
         dump.tasks[0].state = State::Running;
         dump.tasks[0].thread = Some(crate::model::Thread { tid: 7, name: None });
         dump.tasks[1].state = State::Scheduled;
+        dump.tasks[1].tokio_task = in_runtime;
         dump.threads = vec![worker(7, polled)];
         dump.starved = starved(&dump, &dump.threads);
         assert_eq!(

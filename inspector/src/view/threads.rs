@@ -19,16 +19,17 @@ pub(crate) fn starved<W: Write + ?Sized>(
     style: Style,
 ) {
     for s in &dump.starved {
+        let workers = match s.workers {
+            1 => "its one thread".to_owned(),
+            n => format!("{} of {n} workers", s.blocked),
+        };
+        let tasks = if s.ready == 1 { "task" } else { "tasks" };
         let _ = writeln!(
             out,
-            "STARVED runtime {}: {} of {} workers blocked or busy inside a poll; {} {} ready and not polled",
-            s.flavor,
-            s.blocked,
-            s.workers,
-            s.ready,
-            if s.ready == 1 { "task" } else { "tasks" }
+            "STARVED runtime {}: {workers} blocked or busy inside a poll; {} {tasks} ready and not polled",
+            s.flavor, s.ready,
         );
-        for t in dump.threads.iter().filter(|t| t.role == ThreadRole::Worker) {
+        for t in dump.threads.iter().filter(|t| s.threads.contains(&t.tid)) {
             let _ = write!(out, "  thread {} ", t.tid);
             if let Some(task) = t.polling {
                 let _ = write!(out, "polls {}, ", labels.of(task));
