@@ -12,7 +12,10 @@ fn a_saved_dump_prints_as_the_live_one_did_and_reads_back_to_the_same_document()
     assert!(out.status.success(), "{out:?}");
     assert!(out.stdout.is_empty(), "the document goes to the file");
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("wrote 2 tasks of pid"), "{said}");
+    assert!(
+        said.contains("wrote 2 tasks and 1 thread's own future of pid"),
+        "{said}"
+    );
     let from = file.to_str().unwrap();
     let saved = std::fs::read_to_string(&file).unwrap();
     assert_eq!(

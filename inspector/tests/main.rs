@@ -5,6 +5,7 @@ mod support;
 mod access;
 pub mod agentless;
 mod axum_service;
+mod block_on;
 mod collections;
 mod containment;
 pub mod cores;

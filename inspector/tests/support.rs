@@ -105,6 +105,44 @@ pub fn actix_service_bin() -> PathBuf {
     .clone()
 }
 
+/// The fixtures' test binary `name` (`fixtures/tests/NAME.rs`: tests that hang, ignored by
+/// `cargo test`), built once per test run; cargo names it with a hash, which its build says.
+pub fn fixture_test_bin(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = built.iter().find(|(n, _)| n == name) {
+        return path.clone();
+    }
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["test", "-q", "--no-run", "--message-format=json"])
+        .args(["-p", "asyncdump-fixtures", "--test", name]);
+    if bin_dir().ends_with("release") {
+        cmd.arg("--release");
+    }
+    let out = cmd
+        .current_dir(workspace())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run cargo test --no-run for the fixtures' tests");
+    assert!(
+        out.status.success(),
+        "building fixtures/tests/{name}.rs failed"
+    );
+    let path = (String::from_utf8_lossy(&out.stdout).lines())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| {
+            let of_it = m["target"]["name"] == name && m["target"]["kind"][0] == "test";
+            of_it
+                .then(|| m["executable"].as_str().map(PathBuf::from))
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("cargo named no executable for fixtures/tests/{name}.rs"));
+    built.push((name.to_owned(), path.clone()));
+    path
+}
+
 /// Builds `fixtures/CRATE`, a workspace of its own, into the target directory's `DIR`.
 fn separate_workspace_bin(krate: &str, dir: &str, rustflags: Option<&str>, bin: &str) -> PathBuf {
     let target = bin_dir().parent().unwrap().join(dir);
@@ -363,6 +401,13 @@ pub fn succeeded(out: Output, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The tasks of a JSON dump, without the threads' own futures (their `block_on`'s) it also lists.
+pub fn tasks_of(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
+    (doc["tasks"].as_array().expect("a list of tasks").iter())
+        .filter(|t| t.get("block_on").is_none())
+        .collect()
 }
 
 pub fn dump_json(pid: u32, extra: &[&str]) -> serde_json::Value {

@@ -192,7 +192,7 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
     let doc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(saved[0].path()).unwrap()).unwrap();
     assert_eq!(doc["format"], "asyncdump-dump");
-    assert_eq!(doc["tasks"].as_array().map(Vec::len), Some(2));
+    assert_eq!(crate::support::tasks_of(&doc).len(), 2);
     assert_eq!(doc["deadlocks"], serde_json::json!([[1, 2]]));
     tmux.keys("?");
     tmux.until("? lists the keys", |s| s.contains("keys (any key closes)"));
@@ -469,5 +469,29 @@ fn watch_marks_a_starved_runtime_and_shows_what_a_running_tasks_thread_is_blocke
     tmux.until("the detail pane names the blocking call", |s| {
         s.contains("blocked in std::thread::sleep (asked for ")
     });
+    tmux.keys("q");
+}
+
+#[test]
+fn watch_lists_the_futures_threads_block_on_with_their_chains() {
+    let fx = Fixture::start("block_on_main", &[]);
+    let tmux = Tmux::sized(
+        &format!("{} watch {}", env!("CARGO_BIN_EXE_asyncdump"), fx.pid),
+        240,
+        50,
+    );
+    tmux.until_within(
+        Duration::from_secs(20),
+        "main's future is listed as its thread's",
+        |s| s.contains(&format!("thread {}", fx.pid)),
+    );
+    // Select it (`/` searches) and read its chain in the detail pane.
+    tmux.keys("/");
+    tmux.text("supervise");
+    tmux.keys("Enter");
+    tmux.until(
+        "the detail pane shows main's chain to the JoinHandle",
+        |s| s.contains("block_on_main::supervise") && s.contains("JoinHandle<u32>"),
+    );
     tmux.keys("q");
 }

@@ -66,7 +66,7 @@ impl ChainCache {
 
     /// Whether chains built with this cache are for a live view: kept for later dumps, searchable, and
     /// with stable frame ids.
-    pub(super) fn live(&self) -> bool {
+    pub(crate) fn live(&self) -> bool {
         !self.one_off
     }
 

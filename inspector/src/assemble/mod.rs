@@ -23,6 +23,7 @@ use crate::plan::Plan;
 
 mod chains;
 mod runtime;
+mod threads;
 pub use chains::ChainCache;
 use chains::{Chain, ChainKey};
 
@@ -317,6 +318,7 @@ fn snapshot_info(snap: &Snapshot, round_trip_ns: u64, tasks: &[TaskView]) -> Sna
         running: count(State::Running),
         completed: count(State::Completed),
         tasks_spawned: snap.stats.tasks_spawned,
+        block_ons: 0,
         stopped: None,
     }
 }
@@ -410,6 +412,7 @@ fn task_view(
         decode_note: chain.decode_note,
         searched: chain.searched,
         tokio_task: None,
+        block_on: None,
     };
     if fresh && live {
         view.searched = view.search_text();

@@ -15,8 +15,8 @@ use asyncdump_protocol::{RuntimeFlavor, RuntimeSource, RuntimeTask, Snapshot, St
 use crate::decode::TaskRefs;
 use crate::model::values::Reading;
 use crate::model::{
-    AwaitedBy, CaptureView, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, Source, State,
-    TOKIO_ONLY, TaskView,
+    AwaitedBy, DecodingInfo, FastMap, FoundBy, FrameNode, RuntimeView, Source, State, TOKIO_ONLY,
+    TaskView,
 };
 use crate::plan::Plan;
 
@@ -180,38 +180,18 @@ impl<'a> Listed<'a> {
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
         let root_type = shown_root(root_type, &frames);
         let mut view = TaskView {
-            id: key,
-            agent_id: None,
             tokio_id: Some(t.id),
-            name: None,
-            derived_name: None,
-            state,
-            thread: None,
-            state_age_ns: None,
             unchanged_ns: self.unchanged_ns(t),
-            age_ns: None,
-            polls: None,
-            busy_ns: None,
-            wakes: None,
-            last_wake_ago_ns: None,
-            spawned_at: None,
-            root_type,
-            capture: match state {
-                State::Running => CaptureView::Unavailable,
-                _ => CaptureView::Fresh,
-            },
             frames: frames.into(),
             awaits_tasks,
-            awaited_by: None,
-            delegate: None,
             decoded_delegates: decoded_delegates.into(),
             decode_note: decode_note.map(Arc::from),
-            searched: Arc::from(""),
             tokio_task: Some(crate::model::TokioTask {
                 header: t.header,
                 poll_fn: t.poll_fn,
                 runtime: self.runtime_of.get(&t.header).copied().unwrap_or(u32::MAX),
             }),
+            ..TaskView::decoded(key, state, root_type)
         };
         if live {
             view.searched = view.search_text();
@@ -403,7 +383,7 @@ fn join_set_path(frames: &[FrameNode]) -> Result<Option<Vec<usize>>, ()> {
 
 /// Names from the root down to the frame that awaits task `key` (the awaiting leaf itself left out),
 /// or `None` if no frame does.
-fn path_to(frames: &[FrameNode], key: u64) -> Option<Vec<String>> {
+pub(super) fn path_to(frames: &[FrameNode], key: u64) -> Option<Vec<String>> {
     for f in frames {
         if f.awaits_tasks.contains(&key) {
             return Some(match f.meta.source {

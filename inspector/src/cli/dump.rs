@@ -75,7 +75,7 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
         file::write_atomically(path, doc.as_bytes(), file::SNAPSHOT_MODE)?;
         eprintln!(
             "asyncdump: wrote {} of pid {} to {}",
-            tasks(dump.tasks.len()),
+            tasks(&dump.tasks),
             dump.process.pid,
             path.display()
         );
@@ -127,7 +127,7 @@ fn flame_graph(
     file::write_atomically(path, &svg, 0o666)?;
     eprintln!(
         "asyncdump: drew the chains of {} of pid {} to {}",
-        tasks(dump.tasks.len()),
+        tasks(&dump.tasks),
         dump.process.pid,
         path.display()
     );
@@ -135,9 +135,16 @@ fn flame_graph(
 }
 
 /// `1 task`, `2 tasks`.
-fn tasks(n: usize) -> String {
-    match n {
+/// `3 tasks`, and the threads' own futures (their `block_on`'s) among `tasks` after them.
+fn tasks(tasks: &[asyncdump::model::TaskView]) -> String {
+    let threads = tasks.iter().filter(|t| t.block_on.is_some()).count();
+    let counted = match tasks.len() - threads {
         1 => "1 task".to_owned(),
         n => format!("{n} tasks"),
+    };
+    match threads {
+        0 => counted,
+        1 => format!("{counted} and 1 thread's own future"),
+        n => format!("{counted} and {n} threads' own futures"),
     }
 }

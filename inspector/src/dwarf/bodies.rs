@@ -9,7 +9,8 @@
 //! (the inlined call's origin), and its name and type come from its abstract origin, read when its
 //! unit ends. Once every type is known, [`Bodies::finish`] keeps those whose type's name mentions
 //! `tokio::sync::` or is a std `MutexGuard`, itself or through the members of a structure (a
-//! closure's captures), and names them.
+//! closure's captures), and names them; and, apart, the `Pin<&mut F>` locals of `block_on`
+//! functions: where an executor keeps the future it runs ([`is_block_on`]).
 
 use gimli::{AttributeValue, constants};
 
@@ -270,13 +271,15 @@ impl Bodies {
         }
     }
 
-    /// The locals whose type may hold a guard, a permit or a channel's end, named; sorted by scope.
+    /// The locals whose type may hold a guard, a permit or a channel's end, named; then the
+    /// futures pinned by a `block_on` (see [`is_block_on`]); each sorted by scope.
     pub(super) fn finish(
         self,
         debug: &Debug,
         strings: &gimli::DebugStr<Reader<'_>>,
-    ) -> Vec<FrameVar> {
+    ) -> (Vec<FrameVar>, Vec<FrameVar>) {
         let mut memo = FastMap::default();
+        let mut pins = FastMap::default();
         let text = |n: &Name| match n {
             Name::Str(o) => strings
                 .get_str(*o)
@@ -285,36 +288,47 @@ impl Bodies {
             Name::Own(s) => s.to_string(),
             Name::None => String::new(),
         };
-        let mut out: Vec<FrameVar> = (self.candidates.iter())
-            .filter_map(|c| Some((c, c.ty?)))
-            .filter(|&(_, ty)| mentions_sync(debug, ty, 3, &mut memo))
-            .map(|(c, ty)| {
-                let inlined = c.inlined.and_then(|d| self.by_die.get(&d));
-                let mut f = &self.functions[*inlined.unwrap_or(&c.function) as usize];
-                // A definition out of line names itself by its declaration.
-                if let Some(d) = f.declared.and_then(|d| self.by_die.get(&d)) {
-                    f = &self.functions[*d as usize];
+        let function = |c: &Candidate| {
+            let inlined = c.inlined.and_then(|d| self.by_die.get(&d));
+            let mut f = &self.functions[*inlined.unwrap_or(&c.function) as usize];
+            // A definition out of line names itself by its declaration.
+            if let Some(d) = f.declared.and_then(|d| self.by_die.get(&d)) {
+                f = &self.functions[*d as usize];
+            }
+            let own = text(&f.name);
+            match f.parent.map(|p| qualified(&debug.nodes, p)) {
+                Some(path) if !path.is_empty() => format!("{path}::{own}"),
+                _ => own,
+            }
+        };
+        let var = |c: &Candidate, ty: u64, function: String| {
+            let files = debug.files.get(c.unit);
+            FrameVar {
+                function,
+                name: text(&c.name),
+                scope: c.scope,
+                location: c.location.clone(),
+                depth: c.depth,
+                ty,
+                file: c.file.and_then(|i| files?.get(i as usize).cloned()),
+                line: c.line,
+            }
+        };
+        let mut holding = Vec::new();
+        let mut pinned = Vec::new();
+        for (c, ty) in (self.candidates.iter()).filter_map(|c| Some((c, c.ty?))) {
+            if mentions_sync(debug, ty, 3, &mut memo) {
+                holding.push(var(c, ty, function(c)));
+            } else if *(pins.entry(ty)).or_insert_with(|| pinned_mut(debug, ty).is_some()) {
+                let f = function(c);
+                if is_block_on(&f) {
+                    pinned.push(var(c, ty, f));
                 }
-                let own = text(&f.name);
-                let function = match f.parent.map(|p| qualified(&debug.nodes, p)) {
-                    Some(path) if !path.is_empty() => format!("{path}::{own}"),
-                    _ => own,
-                };
-                let files = debug.files.get(c.unit);
-                FrameVar {
-                    function,
-                    name: text(&c.name),
-                    scope: c.scope,
-                    location: c.location.clone(),
-                    depth: c.depth,
-                    ty,
-                    file: c.file.and_then(|i| files?.get(i as usize).cloned()),
-                    line: c.line,
-                }
-            })
-            .collect();
-        out.sort_by_key(|v| v.scope);
-        out
+            }
+        }
+        holding.sort_by_key(|v| v.scope);
+        pinned.sort_by_key(|v| v.scope);
+        (holding, pinned)
     }
 }
 
@@ -341,6 +355,37 @@ fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bo
     }
     memo.insert(die, found);
     found
+}
+
+/// The type a `Pin<&mut T>` at `die` points to: `T`'s DIE. `None` for any other type.
+pub(crate) fn pinned_mut(debug: &Debug, die: u64) -> Option<u64> {
+    let i = debug.by_offset.get(&die)?;
+    let nodes = &debug.nodes;
+    if !qualified(nodes, i).starts_with("core::pin::Pin<&mut ") {
+        return None;
+    }
+    let member = (nodes[i].children.iter())
+        .map(|&c| &nodes[c])
+        .find(|c| c.tag == constants::DW_TAG_member)?;
+    let pointer = &nodes[debug.by_offset.get(&member.type_ref?)?];
+    match pointer.tag {
+        constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type => pointer.type_ref,
+        _ => None,
+    }
+}
+
+/// Whether function `name` (qualified, as DWARF names it) is a `block_on`, or a closure in one:
+/// where an executor keeps the future it runs to its end pinned on its thread's stack
+/// (`tokio::runtime::park::CachedParkThread::block_on<F>`, `futures_executor::local_pool::block_on<F>`,
+/// `pollster::block_on<F>`, current_thread's `CoreGuard::block_on::{{closure}}<F>`).
+pub(crate) fn is_block_on(name: &str) -> bool {
+    let plain = crate::names::path_of(name);
+    let mut segments = plain.rsplit("::");
+    match segments.next() {
+        Some("block_on") => true,
+        Some("{{closure}}") => segments.next() == Some("block_on"),
+        _ => false,
+    }
 }
 
 /// Whether `name` is the standard library's `MutexGuard` (either of its paths).

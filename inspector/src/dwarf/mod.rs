@@ -21,7 +21,7 @@ mod parse;
 pub(crate) mod synthetic;
 
 pub use bodies::FrameVar;
-pub(crate) use bodies::is_std_mutex_guard;
+pub(crate) use bodies::{is_std_mutex_guard, pinned_mut};
 pub use load::{
     CodeSections, SymbolTable, build_id, code_sections, hex, links_tokio_runtime, load_bias,
 };
@@ -219,6 +219,9 @@ pub struct Debug {
     pub(crate) vtables: Vec<(u64, u64)>,
     /// The locals of function bodies that may hold a guard, a permit or a channel's end, by scope.
     pub(crate) frame_vars: Vec<FrameVar>,
+    /// The futures `block_on`s keep pinned on their threads' stacks (their `Pin<&mut F>` locals), by
+    /// scope.
+    pub(crate) pinned_futures: Vec<FrameVar>,
     /// Of the executable: its writable data as the file has it, before the program runs (see
     /// [`Debug::initial`]).
     pub(crate) initial: Vec<InitialData>,

@@ -65,9 +65,10 @@ impl Debug {
             files: table.files,
             vtables,
             frame_vars: Vec::new(),
+            pinned_futures: Vec::new(),
             initial: Vec::new(),
         };
-        debug.frame_vars = bodies.finish(&debug, &dwarf.debug_str);
+        (debug.frame_vars, debug.pinned_futures) = bodies.finish(&debug, &dwarf.debug_str);
         Ok(debug)
     }
 }

@@ -252,6 +252,7 @@ impl Types {
             files: vec![vec!["src/main.rs".into()]],
             vtables: Vec::new(),
             frame_vars: Vec::new(),
+            pinned_futures: Vec::new(),
             initial: self.initial,
         }
     }

@@ -167,9 +167,17 @@ pub struct SnapshotInfo {
     pub running: usize,
     pub completed: usize,
     pub tasks_spawned: u64,
+    /// Threads whose own future (a `block_on`'s) the dump has, besides its tasks: not counted among
+    /// them.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub block_ons: usize,
     /// With `--stop`: how long the process's threads were held stopped for this snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StoppedView>,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How a snapshot taken with every thread stopped held them.
@@ -253,6 +261,10 @@ pub struct TaskView {
     /// tells, from a thread's stack, that the thread is inside its poll. Not written.
     #[serde(skip)]
     pub(crate) tokio_task: Option<TokioTask>,
+    /// For a thread's own future (keyed [`THREAD`] and its id): the `block_on` that runs it, as its
+    /// user calls it (`tokio::runtime::Runtime::block_on`, `futures::executor::block_on`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_on: Option<Arc<str>>,
 }
 
 /// A task as its tokio runtime keeps it.
@@ -744,6 +756,43 @@ pub(crate) fn assign_frame_ids(frames: &mut [FrameNode]) {
 }
 
 impl TaskView {
+    /// A task only its decoded chain tells of (a listed task without the agent's record, a
+    /// thread's own future): key `id`, in `state` (frames unavailable when running), with no
+    /// agent's timings, name, spawn site or delegate, and no edges yet.
+    pub(crate) fn decoded(id: u64, state: State, root_type: Arc<str>) -> TaskView {
+        TaskView {
+            id,
+            agent_id: None,
+            tokio_id: None,
+            name: None,
+            derived_name: None,
+            state,
+            thread: None,
+            state_age_ns: None,
+            unchanged_ns: None,
+            age_ns: None,
+            polls: None,
+            busy_ns: None,
+            wakes: None,
+            last_wake_ago_ns: None,
+            spawned_at: None,
+            root_type,
+            capture: match state {
+                State::Running => CaptureView::Unavailable,
+                _ => CaptureView::Fresh,
+            },
+            frames: Arc::default(),
+            awaits_tasks: Vec::new(),
+            awaited_by: None,
+            delegate: None,
+            decoded_delegates: Arc::default(),
+            decode_note: None,
+            searched: Arc::from(""),
+            tokio_task: None,
+            block_on: None,
+        }
+    }
+
     /// How long the task has been waiting as it is: the agent's time in its state when the agent
     /// times it, else the lower bound of [`TaskView::unchanged_ns`]; `true` when it is that bound.
     pub fn waiting_ns(&self) -> Option<(u64, bool)> {

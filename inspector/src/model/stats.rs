@@ -29,6 +29,10 @@ pub struct Stats {
     pub by_await: Vec<Count>,
     /// How long each has been suspended.
     pub ages: Vec<AgeBucket>,
+    /// The threads' own futures (their `block_on`'s), not counted above: each by the leaf that
+    /// matters, as tasks are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads_by_leaf: Vec<Count>,
 }
 
 /// What no task of the dump can end: its wait cycles, and the waits for a lock held in a future
@@ -114,17 +118,23 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
         .collect();
     let mut unknown_age = 0;
     let mut suspended = 0;
+    let mut threads = Tally::default();
     for t in tasks.iter().filter(|t| t.state.suspended()) {
-        suspended += 1;
-        root.add(base_name(&display_name(&t.root_type)));
         let s = summary(&t.frames);
-        match s {
+        let tally = |leaf: &mut Tally| match s {
             Some(s) => match s.leaf.waits_on.as_ref().and_then(|w| what_for(&w.kind)) {
                 Some(what) => leaf.add(&format!("{} ({what})", base_name(&s.leaf.meta.name))),
                 None => leaf.add(base_name(&s.leaf.meta.name)),
             },
             None => leaf.add(NO_CHAIN),
+        };
+        if t.block_on.is_some() {
+            tally(&mut threads);
+            continue;
         }
+        suspended += 1;
+        root.add(base_name(&display_name(&t.root_type)));
+        tally(&mut leaf);
         let own = s
             .and_then(|s| s.own)
             .and_then(|f| f.meta.suspended_at.as_ref());
@@ -158,6 +168,7 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
         by_root: root.sorted(),
         by_await: await_at.sorted(),
         ages,
+        threads_by_leaf: threads.sorted(),
     }
 }
 

@@ -76,6 +76,9 @@ pub enum Blocking {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         static_name: Option<Arc<str>>,
     },
+    /// Parked in a `block_on` called inside a poll (`futures::executor::block_on` in a task): it
+    /// waits for its own future, which the dump shows as its thread's.
+    BlockOn { api: Arc<str> },
     /// A sleep of the thread itself (`std::thread::sleep`), with the time it asked for.
     Sleep {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,5 +8,5 @@ mod types;
 pub use closures::closure_named;
 pub use paths::{in_unit, short_path};
 pub use types::{
-    ARGS_MAX, NAME_MAX, base_name, brief, display_name, matching_close, short, short_type,
+    ARGS_MAX, NAME_MAX, base_name, brief, display_name, matching_close, path_of, short, short_type,
 };

@@ -232,6 +232,50 @@ pub fn base_name(name: &str) -> &str {
     name
 }
 
+/// A function's path without generic arguments: `<T<U> as Trait>::f` is `T::f`, `a::B<T>::f` and
+/// `a::f::<T>` are `a::B::f` and `a::f`.
+pub fn path_of(function: &str) -> String {
+    let mut s = function;
+    let mut owned;
+    if let Some(inner) = s.strip_prefix('<')
+        && let Some(close) = matching_close(inner)
+    {
+        let (qualified, rest) = (&inner[..close], &inner[close + 1..]);
+        let self_type = match top_level_as(qualified) {
+            Some(at) => &qualified[..at],
+            None => qualified,
+        };
+        owned = format!("{self_type}{rest}");
+        s = &owned;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut depth = 0usize;
+    for c in s.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    owned = out.replace("::::", "::");
+    owned.trim_end_matches("::").to_owned()
+}
+
+/// Where ` as ` is in `s` outside any generic arguments.
+fn top_level_as(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            ' ' if depth == 0 && s[i..].starts_with(" as ") => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The index in `s` of the `>` that closes a `<` opened just before `s`.
 pub fn matching_close(s: &str) -> Option<usize> {
     let mut depth = 1usize;

@@ -142,6 +142,25 @@ pub struct Plan {
     /// The locals of function bodies that may hold a lock guard or a channel's end, by scope.
     #[serde(default)]
     pub frame_locals: Vec<values::FrameLocalPlan>,
+    /// The futures `block_on`s keep pinned on their threads' stacks, by scope.
+    #[serde(default)]
+    pub block_ons: Vec<BlockOnPlan>,
+}
+
+/// Where a `block_on` keeps the future it runs: its `Pin<&mut F>` local, where it is over which
+/// code (a thread whose frame is there runs `F`), and the plan type of `F`, walked at the address
+/// the local holds, as a task's future is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockOnPlan {
+    /// The `block_on` function (or the closure in it) the local is in.
+    pub function: Arc<str>,
+    /// The code addresses where the local is at `location`, `[start, end)`.
+    pub scope: (u64, u64),
+    pub location: crate::dwarf::Location,
+    /// The plan type of `F`.
+    pub ty: u32,
+    /// `F`'s name.
+    pub future: Arc<str>,
 }
 
 impl Plan {
@@ -174,6 +193,18 @@ impl Plan {
             Some(Err(why)) => (None, FastMap::default(), Some(why)),
             None => (None, FastMap::default(), None),
         };
+        let block_ons = (debug.pinned_futures.iter())
+            .filter_map(|v| {
+                let future = crate::dwarf::pinned_mut(debug, v.ty)?;
+                Some(BlockOnPlan {
+                    function: v.function.as_str().into(),
+                    scope: v.scope,
+                    location: v.location.clone(),
+                    ty: b.ty(future),
+                    future: debug.qualified_name(future).into(),
+                })
+            })
+            .collect();
         let statics = b.holding_statics();
         let frame_locals = b.holding_frame_locals();
         let values = values::ValueTypes::new(b.values.types);
@@ -207,6 +238,7 @@ impl Plan {
             targets: b.values.targets,
             statics,
             frame_locals,
+            block_ons,
         }
     }
 
@@ -256,6 +288,10 @@ impl Plan {
         for l in &mut self.frame_locals {
             moved(&mut l.scope.0);
             moved(&mut l.scope.1);
+        }
+        for b in &mut self.block_ons {
+            moved(&mut b.scope.0);
+            moved(&mut b.scope.1);
         }
     }
 

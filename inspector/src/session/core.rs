@@ -40,17 +40,7 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         path: path.to_owned(),
         why,
     };
-    let Some((named, base)) = core.executable() else {
-        let why = match core.notes_cut {
-            true => {
-                "it is cut off before its notes (truncated?), which say which executable its process ran and where"
-            }
-            false => {
-                "it does not say which executable its process ran, or where (no NT_FILE or NT_AUXV note)"
-            }
-        };
-        return Err(cannot(why.into()));
-    };
+    let (named, base) = executable(&core).map_err(|why| cannot(why.into()))?;
     let exe = exe.unwrap_or(named);
     if !exe.exists() {
         return Err(cannot(format!(
@@ -109,38 +99,72 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
         decoding,
         &mut ChainCache::one_off().reading(options.reading.clone()),
     );
-    read_stacks(&mut dump, &core, (named, exe), &options.reading);
+    read_threads(
+        &mut dump,
+        &core,
+        (named, exe),
+        &planned.decoder,
+        &options.reading,
+    );
     read_values(&mut dump, &core, &planned.decoder, &options.reading);
     Ok(dump)
 }
 
-/// What every thread of the core's process was doing (see `crate::threads::stacks`), its executable
-/// read from `exe` where the core names it `named`.
+/// The executable the core's process ran, and where it was loaded; or why the core does not say.
+fn executable(core: &CoreFile) -> Result<(&Path, u64), &'static str> {
+    core.executable().ok_or(match core.notes_cut {
+        true => {
+            "it is cut off before its notes (truncated?), which say which executable its process ran and where"
+        }
+        false => {
+            "it does not say which executable its process ran, or where (no NT_FILE or NT_AUXV note)"
+        }
+    })
+}
+
+/// What the threads of the core's process ran and were doing: the futures of their `block_on`s,
+/// and their stacks (see `crate::threads`), its executable read from `exe` where the core names
+/// it `named`.
+fn read_threads(
+    dump: &mut Dump,
+    core: &CoreFile,
+    (named, exe): (&Path, &Path),
+    plan: &Plan,
+    reading: &Reading,
+) {
+    let mut mappings = core.mapped.clone();
+    for m in mappings.iter_mut().filter(|m| m.path == named) {
+        m.path = exe.to_owned();
+    }
+    let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
+    let mut symbols = crate::threads::symbols::Symbols::new(Some(exe.to_owned()), debug_file);
+    let roots = crate::threads::block_on::find(core, &mappings, &core.threads, plan, &mut symbols);
+    dump.add_thread_futures(&roots, plan, reading, false);
+    read_stacks(dump, core, &mappings, reading, &mut symbols);
+}
+
+/// What every thread of the core's process was doing (see `crate::threads::stacks`), its files
+/// read where `mappings` say (the executable where the user put it).
 fn read_stacks(
     dump: &mut Dump,
     core: &CoreFile,
-    (named, exe): (&std::path::Path, &std::path::Path),
+    mappings: &[crate::threads::Mapping],
     reading: &Reading,
+    symbols: &mut crate::threads::symbols::Symbols,
 ) {
     use crate::threads::stacks;
     if !(reading.threads || reading.targets) || !stacks::wanted(dump, reading.threads) {
         return;
     }
-    let mut mappings = core.mapped.clone();
-    for m in mappings.iter_mut().filter(|m| m.path == named) {
-        m.path = exe.to_owned();
-    }
     // A core keeps no descriptor table.
     let src = stacks::Sources {
         mem: core,
-        mappings: &mappings,
+        mappings,
         threads: &core.threads,
         running: Vec::new(),
         what_fd: &|_| None,
     };
-    let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
-    let mut symbols = crate::threads::symbols::Symbols::new(Some(exe.to_owned()), debug_file);
-    stacks::read(dump, &src, &mut symbols);
+    stacks::read(dump, &src, symbols);
 }
 
 /// Reads what `dump`'s frames carry unread from `core`, with the statics and the threads' locals

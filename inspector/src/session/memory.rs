@@ -118,6 +118,7 @@ impl MemorySession {
         // thread let go may be between leaving its system call and entering it again).
         let snap = snap?;
         let threads_read = self.reading.targets && !self.decoder.frame_locals.is_empty()
+            || !self.decoder.block_ons.is_empty()
             || self.reading.threads
             || self.reading.targets && self.any_running(&snap);
         let (mut frozen, mut stopped) = match self.reading.locals.any() || threads_read {
@@ -138,6 +139,15 @@ impl MemorySession {
         }
         let mem = self.reader.memory();
         let held = frozen.as_ref();
+        let reading = (&self.reading, self.chains.live());
+        super::add_block_ons(
+            &mut dump,
+            mem,
+            &self.decoder,
+            reading,
+            held,
+            &mut self.symbols,
+        );
         super::read_stacks(&mut dump, mem, &self.reading, held, &mut self.symbols);
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);

@@ -269,7 +269,7 @@ impl Session {
 fn read_values(
     client: Option<&mut Client>,
     plan: &Plan,
-    reading: &Reading,
+    (reading, live): (&Reading, bool),
     dump: &mut Dump,
     symbols: &mut Option<Symbols>,
 ) -> bool {
@@ -286,6 +286,7 @@ fn read_values(
         Some(agent) => agent,
         None => &outside,
     };
+    add_block_ons(dump, mem, plan, (reading, live), None, symbols);
     // What the threads are blocked in first: a thread waiting for a std lock is a reason to look
     // for its holder among the threads' locals.
     read_stacks(dump, mem, reading, None, symbols);
@@ -406,7 +407,7 @@ impl AgentSession {
             read_values(
                 Some(&mut self.client),
                 plan,
-                &self.reading,
+                (&self.reading, false),
                 &mut dump,
                 &mut self.symbols,
             );
@@ -483,9 +484,17 @@ impl AgentSession {
             applied.bytes = self.client.last_reply_bytes;
             let mut dump = dump;
             let reads = self.reading.targets || self.reading.locals.any();
+            let pid = dump.process.pid;
+            if let Some(plan) = self.decoder.as_ref().filter(|_| !reads)
+                && crate::attach::memory::readable_from_outside(pid)
+            {
+                // Nothing else to read: the threads' own futures still are, from outside.
+                let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
+                let reading = (&self.reading, true);
+                add_block_ons(&mut dump, &mem, plan, reading, None, &mut self.symbols);
+            }
             if let Some(plan) = self.decoder.as_ref().filter(|_| reads) {
                 // A second connection, only where the kernel lets us read nothing ourselves.
-                let pid = dump.process.pid;
                 if self.reader.is_none() && !crate::attach::memory::readable_from_outside(pid) {
                     self.reader = self.client.reconnect().ok();
                 }
@@ -493,7 +502,7 @@ impl AgentSession {
                 let through_agent = read_values(
                     self.reader.as_mut(),
                     plan,
-                    &self.reading,
+                    (&self.reading, true),
                     &mut dump,
                     &mut self.symbols,
                 );
@@ -649,18 +658,53 @@ pub(crate) fn read_stacks(
         running,
         what_fd: &what_fd,
     };
-    let symbols = symbols.get_or_insert_with(|| {
+    stacks::read(dump, &src, symbols_of(dump, symbols));
+    if held.is_none() {
+        stacks::forget_moved(dump, &crate::threads::moved(pid, &threads));
+    }
+}
+
+/// The names of `dump`'s live process's code, loaded once per session.
+fn symbols_of<'s>(dump: &Dump, symbols: &'s mut Option<Symbols>) -> &'s mut Symbols {
+    symbols.get_or_insert_with(|| {
         // The file the chains' DWARF came from, checked again to be of this build.
         let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
+        let pid = dump.process.pid;
         Symbols::new(
             std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
             debug_file,
         )
-    });
-    stacks::read(dump, &src, symbols);
-    if held.is_none() {
-        stacks::forget_moved(dump, &crate::threads::moved(pid, &threads));
+    })
+}
+
+/// Adds to `dump` the futures its live process's threads run through a `block_on` (see
+/// [`crate::threads::block_on`]): from the threads `held` stopped, or those not running, read
+/// through `mem`. One whose thread ran while it was read is named, not shown torn.
+pub(crate) fn add_block_ons(
+    dump: &mut Dump,
+    mem: &dyn asyncdump_walker::Memory,
+    plan: &Plan,
+    (reading, live): (&Reading, bool),
+    held: Option<&crate::agentless::freeze::Frozen>,
+    symbols: &mut Option<Symbols>,
+) {
+    use crate::threads::{block_on, registers};
+    if plan.block_ons.is_empty() {
+        return;
     }
+    let pid = dump.process.pid;
+    let threads = match held {
+        Some(frozen) => registers::held(pid, frozen.registers()),
+        None => registers::live(pid),
+    };
+    let maps = crate::attach::procfs::maps(pid).unwrap_or_default();
+    let mappings = registers::mappings(&maps);
+    let symbols = symbols_of(dump, symbols);
+    let mut roots = block_on::find(mem, &mappings, &threads, plan, symbols);
+    if held.is_none() {
+        block_on::forget_moved(&mut roots, &crate::threads::moved(pid, &threads));
+    }
+    dump.add_thread_futures(&roots, plan, reading, live);
 }
 
 /// A socket as a thread's blocked line says it: `tcp 127.0.0.1:80 ← 10.0.0.2:5123`.

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::model::threads::{Blocking, Doing, NativeFrame, ThreadRole};
+use crate::names::path_of;
 
 use super::registers::Syscall;
 
@@ -35,6 +36,10 @@ const RULES: &[(&str, Says)] = &[
     ),
     (
         "tokio::runtime::scheduler::current_thread::CurrentThread::block_on",
+        Says::BlockOn("tokio::runtime::Runtime::block_on"),
+    ),
+    (
+        "tokio::runtime::scheduler::current_thread::CoreGuard::block_on",
         Says::BlockOn("tokio::runtime::Runtime::block_on"),
     ),
     (
@@ -189,50 +194,6 @@ pub fn says(function: &str) -> Option<Says> {
         .map(|&(_, says)| says)
 }
 
-/// A function's path without generic arguments: `<T<U> as Trait>::f` is `T::f`, `a::B<T>::f` and
-/// `a::f::<T>` are `a::B::f` and `a::f`.
-pub fn path_of(function: &str) -> String {
-    let mut s = function;
-    let mut owned;
-    if let Some(inner) = s.strip_prefix('<')
-        && let Some(close) = crate::names::matching_close(inner)
-    {
-        let (qualified, rest) = (&inner[..close], &inner[close + 1..]);
-        let self_type = match top_level_as(qualified) {
-            Some(at) => &qualified[..at],
-            None => qualified,
-        };
-        owned = format!("{self_type}{rest}");
-        s = &owned;
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut depth = 0usize;
-    for c in s.chars() {
-        match c {
-            '<' => depth += 1,
-            '>' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-    }
-    owned = out.replace("::::", "::");
-    owned.trim_end_matches("::").to_owned()
-}
-
-/// Where ` as ` is in `s` outside any generic arguments.
-fn top_level_as(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, c) in s.char_indices() {
-        match c {
-            '<' => depth += 1,
-            '>' => depth = depth.saturating_sub(1),
-            ' ' if depth == 0 && s[i..].starts_with(" as ") => return Some(i),
-            _ => {}
-        }
-    }
-    None
-}
-
 /// What a thread's frames (innermost first) make it to the runtimes: a worker wherever a worker's
 /// loop is on its stack, else the thread of a `block_on`, else a blocking pool thread.
 pub fn role(frames: &[NativeFrame]) -> ThreadRole {
@@ -287,7 +248,7 @@ pub fn doing(
     };
     let decides = frames.iter().position(|f| context(f).is_some());
     // The outermost blocking API below the deciding frame: the one the program called.
-    let mut api = (frames[..decides.unwrap_or(frames.len())].iter())
+    let api = (frames[..decides.unwrap_or(frames.len())].iter())
         .rev()
         .find_map(|f| match says(&f.function) {
             Some(Says::Api(name)) => Some(name),
@@ -299,14 +260,22 @@ pub fn doing(
         if !nested_in_poll(&frames[d..]) {
             return Doing::Parked;
         }
-        // The runtime nested in the program's code names the call.
-        api = (frames[d..].iter())
-            .take_while(|f| !f.own)
-            .find_map(|f| match says(&f.function) {
-                Some(Says::BlockOn(name)) => Some(name),
-                _ => None,
-            })
-            .or(api);
+        // The runtime nested in the program's code names the call: a `block_on` parked there
+        // waits for its own future, which is shown as its thread's.
+        let nested =
+            (frames[d..].iter())
+                .take_while(|f| !f.own)
+                .find_map(|f| match says(&f.function) {
+                    Some(Says::BlockOn(name)) => Some(name),
+                    _ => None,
+                });
+        if let Some(api) = nested {
+            return Doing::Blocked {
+                on: Blocking::BlockOn {
+                    api: Arc::from(api),
+                },
+            };
+        }
     }
     Doing::Blocked {
         on: blocking(call, api, read_word, what_fd),
@@ -320,6 +289,48 @@ fn nested_in_poll(outer: &[NativeFrame]) -> bool {
         return false;
     };
     (outer[own..].iter()).any(|f| context(f) == Some(Context::Poll))
+}
+
+/// Where an executor parks its thread between two polls of the future it runs, below the rules'
+/// own (`Parks`): the standard library's thread parking and the locks and condition variables it
+/// parks with.
+const PARKING: &[&str] = &[
+    "std::thread::park",
+    "std::thread::functions::park",
+    "std::thread::Thread::park",
+    "std::thread::thread::Thread::park",
+    "std::sys::sync::thread_parking::",
+    "std::sys::pal::unix::futex::",
+    "std::sys::sync::condvar::",
+    "std::sync::condvar::Condvar::wait",
+    "std::sync::poison::condvar::Condvar::wait",
+    "std::sys::sync::mutex::",
+    "std::sync::poison::mutex::Mutex::lock",
+    "std::sync::mutex::Mutex::lock",
+    "parking_lot_core::",
+    "tokio::runtime::context::",
+    "tokio::runtime::scheduler::current_thread::",
+    "tokio::runtime::scheduler::inject::",
+    "tokio::runtime::signal::",
+    "tokio::runtime::process::",
+    "tokio::loom::",
+    "mio::poll::",
+    "mio::sys::",
+    "pollster::Signal::",
+    "std::thread::local::LocalKey::",
+    "core::ops::function::",
+];
+
+/// Whether a function inside a `block_on`'s frame is its executor between two polls of its future
+/// (parking, or polling one of its runtime's tasks, or the `block_on` itself), not that future's
+/// poll: its future can be read as it was left.
+pub fn between_polls(function: &str) -> bool {
+    let path = path_of(function);
+    let said = says(function);
+    matches!(
+        said,
+        Some(Says::Parks | Says::PollsTask | Says::BlockOn(_) | Says::Worker)
+    ) || PARKING.iter().any(|p| path.starts_with(p))
 }
 
 /// Whether the frames (innermost first) are inside the poll of a tokio task, as a worker is when
@@ -663,6 +674,10 @@ mod tests {
             "tokio::sync::oneshot::Receiver<T>::blocking_recv",
             Says::Api("tokio::sync::oneshot::Receiver::blocking_recv"),
         ),
+        (
+            "tokio::runtime::scheduler::current_thread::CoreGuard::block_on::{{closure}}<F>",
+            Says::BlockOn("tokio::runtime::Runtime::block_on"),
+        ),
     ];
 
     #[test]
@@ -793,7 +808,7 @@ mod tests {
         ];
         let got = doing(Some(&futex(0x40)), &bridged, &no_memory, &no_fd);
         assert!(
-            matches!(&got, Doing::Blocked { on: Blocking::Lock { kind, .. } } if &**kind == "tokio::runtime::Runtime::block_on"),
+            matches!(&got, Doing::Blocked { on: Blocking::BlockOn { api } } if &**api == "tokio::runtime::Runtime::block_on"),
             "{got:?}"
         );
         let nested = [
@@ -808,10 +823,41 @@ mod tests {
         ];
         let got = doing(Some(&futex(0x10)), &nested, &no_memory, &no_fd);
         assert!(
-            matches!(&got, Doing::Blocked { on: Blocking::Lock { kind, .. } } if &**kind == "futures::executor::block_on"),
+            matches!(&got, Doing::Blocked { on: Blocking::BlockOn { api } } if &**api == "futures::executor::block_on"),
             "{got:?}"
         );
         assert_eq!(doing(None, &nested, &no_memory, &no_fd), Doing::Stopped);
+    }
+
+    #[test]
+    fn a_block_ons_future_is_between_polls_while_only_its_executor_is_inside_it() {
+        // Each executor's parking, below its `block_on`, as the symbol table names it.
+        for parked in [
+            "tokio::runtime::park::CachedParkThread::park",
+            "tokio::runtime::park::Inner::park",
+            "std::sys::sync::condvar::futex::Condvar::wait",
+            "std::sync::poison::condvar::Condvar::wait<()>",
+            "tokio::runtime::scheduler::current_thread::Context::park",
+            "tokio::runtime::io::driver::Driver::turn",
+            "mio::poll::Poll::poll",
+            "futures_executor::local_pool::run_executor::{{closure}}<T,F>",
+            "std::thread::park",
+            "std::thread::local::LocalKey<T>::with<F,R>",
+            "pollster::Signal::wait",
+            // A task of the `block_on`'s own runtime polled on its thread (current_thread).
+            "tokio::runtime::task::raw::poll<T,S>",
+        ] {
+            assert!(between_polls(parked), "{parked}");
+        }
+        // The future's own poll: the program's code, or the standard library it blocks in.
+        for polling in [
+            "app::main::{{closure}}",
+            "tokio::task::coop::budget<R,F>",
+            "std::thread::sleep",
+            "<core::pin::Pin<P> as core::future::future::Future>::poll",
+        ] {
+            assert!(!between_polls(polling), "{polling}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! narrower scope) first. Across threads nothing tells the leftover from the holder: where more
 //! are found than there can be, the wait line says so.
 
+pub mod block_on;
 pub mod blocking;
 pub mod registers;
 pub mod stacks;
@@ -126,6 +127,27 @@ fn place(
     let addr = REGISTER_BYTES_AT + REGISTER_BYTES_STRIDE * dump.register_bytes.len() as u64;
     dump.register_bytes.push((addr, bytes));
     Some(addr)
+}
+
+/// The word a local of 8 bytes at `location` holds in frame `f` (a pointer): read from memory, or
+/// from the frame's registers where it is kept in them. `None` where what it needs is not known.
+pub(crate) fn word_of(mem: &dyn Memory, f: &Frame, location: &Location) -> Option<u64> {
+    let base = |b: FrameBase| match b {
+        FrameBase::Sp => Some(f.sp),
+        FrameBase::Cfa => f.cfa,
+        FrameBase::Fp => f.fp(),
+    };
+    let reg = |r: u16| f.register(r);
+    let mut bytes = Vec::with_capacity(8);
+    match location {
+        &Location::Whole(at) => piece(&mut bytes, mem, at, 8, reg, base)?,
+        Location::Pieces(pieces) => {
+            for &(len, at) in pieces.iter() {
+                piece(&mut bytes, mem, at, len, reg, base)?;
+            }
+        }
+    }
+    Some(u64::from_ne_bytes(bytes.get(..8)?.try_into().ok()?))
 }
 
 /// Adds `len` bytes of a value from `at` to `bytes`: a register's or a constant's low bytes, or

@@ -19,7 +19,7 @@ use super::registers::Thread;
 use super::symbols::Symbols;
 use super::unwind::{self, Frame, MAX_FRAMES, Mapping, Modules};
 use crate::model::threads::{Blocking, Doing, NativeFrame, Starved, ThreadRole, ThreadView};
-use crate::model::{Dump, State};
+use crate::model::{Dump, State, THREAD};
 
 /// What the stage reads a process's threads from.
 pub struct Sources<'a> {
@@ -80,8 +80,17 @@ pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
         unwind_stopped: None,
     }));
     views.sort_by_key(|v| v.tid);
+    // A thread inside the poll of its own future (a `block_on`'s) polls that.
+    for v in views.iter_mut().filter(|v| v.polling.is_none()) {
+        let own = THREAD | u64::from(v.tid);
+        if dump.task(own).is_some_and(|t| t.state == State::Running) {
+            v.polling = Some(own);
+        }
+    }
     for v in &views {
-        let Some(task) = (dump.tasks.iter_mut()).find(|t| Some(t.id) == v.polling) else {
+        let Some(task) =
+            (dump.tasks.iter_mut()).find(|t| Some(t.id) == v.polling && t.block_on.is_none())
+        else {
             continue;
         };
         task.thread.get_or_insert(crate::model::Thread {

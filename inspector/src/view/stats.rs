@@ -42,6 +42,15 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
         }
         let _ = writeln!(out);
     }
+    let threads: usize = st.threads_by_leaf.iter().map(|c| c.tasks).sum();
+    if threads > 0 {
+        let whose = match threads {
+            1 => "thread's own future (its block_on's)",
+            _ => "threads' own futures (their block_on's)",
+        };
+        let _ = writeln!(out, "\n{threads} {whose}, by what each waits on:");
+        counts(out, &st.threads_by_leaf);
+    }
 }
 
 /// What no task can end, first: the deadlocks and futurelocks `dump` tells one by one.

@@ -78,6 +78,7 @@ fn group<W: Write + ?Sized>(
     let root = Root {
         ty: &g.root_type,
         defined_at: None,
+        run_by: None,
     };
     spawned(out, g.spawned_at.as_deref(), None, root, None, style);
     frames(out, &g.frames, &g.awaits_tasks, labels, style, scratch);
@@ -194,7 +195,7 @@ pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
         census(out, c);
     }
     decoding(out, &d.decoding);
-    let _ = writeln!(out, "showing {} of {} tasks", d.tasks.len(), s.tasks_total);
+    showing(out, d);
     // What a task without the agent's record lacks, said once rather than on each.
     let plain = d.tasks.iter().filter(|t| t.agent_id.is_none()).count();
     if p.read_from != ReadFrom::Agent {
@@ -335,6 +336,22 @@ fn decoding<W: Write + ?Sized>(out: &mut W, dec: &DecodingInfo) {
     }
 }
 
+/// `showing 3 of 5 tasks`, and the threads' own futures (their `block_on`'s) shown.
+fn showing<W: Write + ?Sized>(out: &mut W, d: &Dump) {
+    let threads = d.tasks.iter().filter(|t| t.block_on.is_some()).count();
+    let _ = write!(
+        out,
+        "showing {} of {} tasks",
+        d.tasks.len() - threads,
+        d.snapshot.tasks_total
+    );
+    let _ = match threads {
+        0 => writeln!(out),
+        1 => writeln!(out, ", and 1 thread's future (its block_on's)"),
+        n => writeln!(out, ", and {n} threads' futures (their block_on's)"),
+    };
+}
+
 /// A task's state in the words `dump` prints it with (also the live view's).
 pub fn state_word(s: State) -> &'static str {
     match s {
@@ -365,6 +382,7 @@ fn task<W: Write + ?Sized>(
     let root = Root {
         ty: &t.root_type,
         defined_at: t.spawned_at.is_none().then(|| defined_at(t)).flatten(),
+        run_by: t.block_on.as_deref(),
     };
     spawned(
         out,
@@ -385,6 +403,9 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     // The header and spawn lines are written piece by piece, as every task has them: through the
     // formatting machinery they were a quarter of a text dump's instructions at 100,000 tasks.
     let _ = labels.of(t.id).write_to(out);
+    if t.block_on.is_some() {
+        let _ = out.write_str(" · block_on");
+    }
     if let Some(derived) = t.derived_name.as_deref() {
         let _ = out.write_str(" (");
         let _ = out.write_str(&short(&no_breaks(derived)));
@@ -547,6 +568,8 @@ fn waker_maker(clone: &str) -> &str {
 struct Root<'a> {
     ty: &'a str,
     defined_at: Option<&'a Loc>,
+    /// The `block_on` a thread's own future is run by.
+    run_by: Option<&'a str>,
 }
 
 /// Where a task without a spawn site has its root future written: its first frame's own location,
@@ -587,6 +610,11 @@ fn spawned<W: Write + ?Sized>(
     if let Some(id) = tokio_id {
         let _ = out.write_str("tokio task ");
         let _ = write_number(out, id);
+        let _ = out.write_str(" · ");
+    }
+    if let Some(by) = root.run_by {
+        let _ = out.write_str("run by ");
+        let _ = out.write_str(&no_breaks(by));
         let _ = out.write_str(" · ");
     }
     // Spelled as the frames spell state machines (`f`, `f::{async block#1}`), not as DWARF does.

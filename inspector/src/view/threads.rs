@@ -103,6 +103,9 @@ fn blocking<W: Write + ?Sized>(out: &mut W, on: &Blocking) {
             Some(target) => write!(out, "{call} on fd {fd} ({})", no_breaks(target)),
             None => write!(out, "{call} on fd {fd}"),
         },
+        Blocking::BlockOn { api } => {
+            write!(out, "{api}, waiting for its future (shown as its thread's)")
+        }
         Blocking::Child { call } => write!(out, "{call}, waiting for a child process"),
         Blocking::Syscall { call } => write!(out, "{call}"),
     };

@@ -149,6 +149,32 @@ struct Found<'a> {
     names: FastMap<*const FrameInfo, Arc<str>>,
 }
 
+/// The locks a task's `frames` hold twice, once where they are polled and once in a future they
+/// keep unpolled, where only one can hold it (a mutex, a lock held to write): the unpolled one is
+/// what a move left behind (an argument of an async fn moved into the future it awaits keeps its
+/// bytes in the state machine), and is not told. Their addresses.
+fn moved_from(frames: &[FrameNode]) -> Vec<u64> {
+    let (mut polled, mut unpolled) = (Vec::new(), Vec::new());
+    let mut stack: Vec<&FrameNode> = frames.iter().collect();
+    while let Some(f) = stack.pop() {
+        if !f.locals.is_empty() {
+            let exclusive = |h: &Held| role(h) == Role::Lock && (&*h.lock == "Mutex" || h.write);
+            for h in holds_in(&f.locals, &f.walked_within)
+                .iter()
+                .filter(|h| exclusive(h))
+            {
+                match h.polled {
+                    true => polled.push(h.addr),
+                    false => unpolled.push(h.addr),
+                }
+            }
+        }
+        stack.extend(f.children.iter());
+    }
+    unpolled.retain(|a| polled.contains(a));
+    unpolled
+}
+
 /// A leaf's wait for what a frame may hold, until every holder is known.
 struct Wait<'a> {
     task: u64,
@@ -165,8 +191,9 @@ impl<'a> Found<'a> {
     /// Task `t`'s frames; the locals read only for their guards are dropped.
     fn task(&mut self, t: &'a mut TaskView, reading: &Reading) {
         let task = t.id;
+        let stale = moved_from(&t.frames);
         let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
-        self.frames(frames, None, task, reading);
+        self.frames(frames, None, (task, &stale), reading);
     }
 
     /// `nodes` and the frames below them, in pre-order; `own` is the innermost frame of the
@@ -175,7 +202,7 @@ impl<'a> Found<'a> {
         &mut self,
         nodes: &'a mut [FrameNode],
         own: Option<&'a FrameInfo>,
-        task: u64,
+        (task, stale): (u64, &[u64]),
         reading: &Reading,
     ) {
         for n in nodes {
@@ -191,6 +218,7 @@ impl<'a> Found<'a> {
             let meta: &'a FrameInfo = meta;
             if !locals.is_empty() {
                 *holds = holds_in(locals, walked_within);
+                holds.retain(|h| h.polled || !stale.contains(&h.addr));
                 for h in holds.iter() {
                     let holder = Holder {
                         task,
@@ -217,7 +245,7 @@ impl<'a> Found<'a> {
                 self.waits.push(wait);
             }
             let own = if meta.is_own_code() { Some(meta) } else { own };
-            self.frames(children, own, task, reading);
+            self.frames(children, own, (task, stale), reading);
         }
     }
 

@@ -194,6 +194,28 @@ fn a_guard_in_a_future_the_walk_went_into_is_that_futures_to_show() {
 }
 
 #[test]
+fn a_mutex_held_where_polled_is_not_held_again_by_what_a_move_left_in_an_unpolled_future() {
+    // `run_until(future)` moved `future` (whose captures hold the guard) into the future it
+    // awaits; the argument's old bytes stay in its state machine, unpolled, naming the same guard.
+    let mut outer = frame("app::run_until", 22, Vec::new());
+    outer.locals = vec![local("future", guard(0xa, Some(0x100)), 13)];
+    let mut inner = frame("app::main::{async block#0}", 30, vec![]);
+    inner.locals = vec![local("held", guard(0xa, None), 12)];
+    outer.children = vec![inner];
+    let mut dump = dump_with(vec![
+        vec![outer],
+        vec![frame("app::read", 40, vec![waiting_for(0xa)])],
+    ]);
+    resolve_every(&mut dump, &targets());
+    let outer = &dump.tasks[0].frames[0];
+    assert!(outer.holds.is_empty(), "{:?}", outer.holds);
+    assert_eq!(outer.children[0].holds.len(), 1);
+    assert_eq!(dump.waits.len(), 1);
+    assert!(!dump.waits[0].is_futurelock() && dump.waits[0].to == 1);
+    // Alone, the unpolled future's guard is a futurelock still (see the spec above).
+}
+
+#[test]
 fn a_guard_behind_a_shared_pointer_is_not_held_by_the_frame() {
     let mut f = frame("app::peek", 22, Vec::new());
     let shared = Value::Pointer {

@@ -188,7 +188,7 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
             Column::Task => match (t.agent_id, t.tokio_id) {
                 (Some(id), _) => id.to_string(),
                 (None, Some(id)) => format!("tokio {id}"),
-                (None, None) => t.id.to_string(),
+                (None, None) => crate::view::TaskId(t.id).to_string(),
             },
             // A name from the chain reads as in `dump`: in parentheses.
             Column::Name => match (&t.name, &t.derived_name) {
