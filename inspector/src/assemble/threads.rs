@@ -87,14 +87,20 @@ fn view(r: &Root, decoder: &Plan, refs: &TaskRefs, reading: &Reading, live: bool
     if live {
         crate::model::assign_frame_ids(&mut frames);
     }
-    let root_type: Arc<str> = Arc::from(crate::names::display_name(&r.future).as_str());
+    // A `Pin<&mut dyn Future>` (what `#[tokio::test]` runs) says less than the future behind it.
+    let root_type: Arc<str> = match frames.first() {
+        Some(f) if r.future.contains("dyn core::future::future::Future") => {
+            Arc::from(f.meta.name.as_str())
+        }
+        _ => Arc::from(crate::names::display_name(&r.future).as_str()),
+    };
     let name = r.thread.as_deref().map(Arc::from);
     let derived = match name {
         Some(_) => None,
         None => Some(Arc::from(&*derived_name(&frames, &root_type))),
     };
-    let block_on = match crate::threads::blocking::says(&r.function) {
-        Some(crate::threads::blocking::Says::BlockOn(api)) => Arc::from(api),
+    let block_on = match crate::names::code::says(&r.function) {
+        Some(crate::names::code::Says::BlockOn(api)) => Arc::from(api),
         _ => Arc::from(crate::names::path_of(&r.function).as_str()),
     };
     let mut view = TaskView {

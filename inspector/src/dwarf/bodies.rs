@@ -48,6 +48,8 @@ enum Name {
 #[derive(Debug)]
 struct Function {
     name: Name,
+    /// Its code, out of line, where it has any.
+    ranges: Vec<(u64, u64)>,
     /// The namespace node the function is declared in.
     parent: Option<usize>,
     /// The DIE of its declaration, for a definition that names none itself (`DW_AT_specification`).
@@ -105,6 +107,8 @@ pub(super) struct Bodies {
     by_die: FastMap<u64, u32>,
     candidates: Vec<Candidate>,
     open: Option<Open>,
+    /// The code of tokio's task polls (`raw::poll<T, S>`), which `parse` keeps as nodes.
+    task_polls: Vec<(u64, u64)>,
 }
 
 type Entry<'a> = gimli::DebuggingInformationEntry<Reader<'a>>;
@@ -134,12 +138,13 @@ impl Bodies {
         // A definition out of line names its declaration, or the abstract function it is a copy of.
         let declared = die_ref(entry.attr_value(constants::DW_AT_specification), at.base)
             .or_else(|| die_ref(entry.attr_value(constants::DW_AT_abstract_origin), at.base));
+        let ranges = code_ranges(at, entry);
         self.functions.push(Function {
             name: name_of(entry),
+            ranges: ranges.clone(),
             parent,
             declared,
         });
-        let ranges = code_ranges(at, entry);
         if ranges.is_empty() {
             return;
         }
@@ -157,6 +162,12 @@ impl Bodies {
                 inlined: None,
             }],
         });
+    }
+
+    /// A task poll function (`tokio::runtime::task::raw::poll<T, S>`), whose body `parse` does
+    /// not skip: its code, for [`Bodies::executor_code`].
+    pub(super) fn task_poll(&mut self, at: &At<'_, '_>, entry: &Entry<'_>) {
+        self.task_polls.extend(code_ranges(at, entry));
     }
 
     /// One DIE inside the body begun last (`depth` below it).
@@ -269,6 +280,53 @@ impl Bodies {
             (c.ty, c.file, c.line) = (c.ty.or(o.ty), c.file.or(o.file), c.line.or(o.line));
             c.origin = None;
         }
+    }
+
+    /// The code of the functions [`crate::names::code`] names an executor's own (between two
+    /// polls of a `block_on`'s future) or a task's poll, out of line: `[start, end)`, and whether it
+    /// polls a task; sorted. Only the crates the rules name are looked at.
+    pub(super) fn executor_code(
+        &self,
+        debug: &Debug,
+        strings: &gimli::DebugStr<Reader<'_>>,
+    ) -> Vec<(u64, u64, bool)> {
+        use crate::names::code::{Says, between_polls, may_say, says};
+        let mut paths: FastMap<usize, Option<String>> = FastMap::default();
+        let mut out = Vec::new();
+        for f in self.functions.iter().filter(|f| !f.ranges.is_empty()) {
+            let mut named = f;
+            if let Some(d) = f.declared.and_then(|d| self.by_die.get(&d)) {
+                named = &self.functions[*d as usize];
+            }
+            let Some(parent) = named.parent else {
+                continue;
+            };
+            let path = paths.entry(parent).or_insert_with(|| {
+                let path = qualified(&debug.nodes, parent);
+                may_say(&path).then_some(path)
+            });
+            let Some(path) = path else {
+                continue;
+            };
+            let own = match &named.name {
+                Name::Str(o) => strings
+                    .get_str(*o)
+                    .map(|s| s.to_string_lossy().into_owned()),
+                Name::Own(s) => Ok(s.to_string()),
+                Name::None => continue,
+            };
+            let Ok(own) = own else {
+                continue;
+            };
+            let function = format!("{path}::{own}");
+            let polls = says(&function) == Some(Says::PollsTask);
+            if polls || between_polls(&function) {
+                out.extend(f.ranges.iter().map(|&(lo, hi)| (lo, hi, polls)));
+            }
+        }
+        out.extend(self.task_polls.iter().map(|&(lo, hi)| (lo, hi, true)));
+        out.sort_unstable();
+        out
     }
 
     /// The locals whose type may hold a guard, a permit or a channel's end, named; then the

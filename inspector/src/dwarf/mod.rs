@@ -222,6 +222,9 @@ pub struct Debug {
     /// The futures `block_on`s keep pinned on their threads' stacks (their `Pin<&mut F>` locals), by
     /// scope.
     pub(crate) pinned_futures: Vec<FrameVar>,
+    /// The code of an executor's own functions and of tasks' polls (`true`), out of line, sorted
+    /// (see `Bodies::executor_code`).
+    pub(crate) executor_code: Vec<(u64, u64, bool)>,
     /// Of the executable: its writable data as the file has it, before the program runs (see
     /// [`Debug::initial`]).
     pub(crate) initial: Vec<InitialData>,

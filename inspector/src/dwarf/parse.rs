@@ -66,8 +66,10 @@ impl Debug {
             vtables,
             frame_vars: Vec::new(),
             pinned_futures: Vec::new(),
+            executor_code: Vec::new(),
             initial: Vec::new(),
         };
+        debug.executor_code = bodies.executor_code(&debug, &dwarf.debug_str);
         (debug.frame_vars, debug.pinned_futures) = bodies.finish(&debug, &dwarf.debug_str);
         Ok(debug)
     }
@@ -157,6 +159,9 @@ impl Table {
                 dwarf.attr_string(unit, value).ok()
             };
             let marks = self.marks(entry, &stack, &string);
+            if marks.task_poll {
+                self.bodies.task_poll(&at, entry);
+            }
             if entry.tag() == constants::DW_TAG_subprogram
                 && !(marks.anchor || marks.task_poll || marks.wake_clone)
             {

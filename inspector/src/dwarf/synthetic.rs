@@ -253,6 +253,7 @@ impl Types {
             vtables: Vec::new(),
             frame_vars: Vec::new(),
             pinned_futures: Vec::new(),
+            executor_code: Vec::new(),
             initial: self.initial,
         }
     }

@@ -59,7 +59,7 @@ pub enum Doing {
 }
 
 /// What a std `Mutex` a thread waits for or a guard holds is called.
-pub const STD_MUTEX: &str = "std::sync::Mutex";
+pub const STD_MUTEX: &str = crate::names::code::STD_MUTEX;
 
 /// What a blocked thread waits for, said as the program spelled it where the stack tells.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

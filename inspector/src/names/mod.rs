@@ -1,7 +1,9 @@
 //! Names as people read them, in one place: type and frame names (`types`), futures made from
-//! closures (`closures`) and source paths (`paths`). Every stage that shows or compares a name asks here; nothing here knows a stage.
+//! closures (`closures`), source paths (`paths`), and what a function's path says of its code
+//! (`code`). Every stage that shows or compares a name asks here; nothing here knows a stage.
 
 mod closures;
+pub mod code;
 mod paths;
 mod types;
 

@@ -145,6 +145,11 @@ pub struct Plan {
     /// The futures `block_on`s keep pinned on their threads' stacks, by scope.
     #[serde(default)]
     pub block_ons: Vec<BlockOnPlan>,
+    /// The code of an executor's own functions, between two polls of a `block_on`'s future, and
+    /// (`true`) of tasks' polls: `[start, end)`, out of line, sorted. A thread whose frames inside
+    /// a `block_on` are all here is not polling that future.
+    #[serde(default)]
+    pub executor_code: Vec<(u64, u64, bool)>,
 }
 
 /// Where a `block_on` keeps the future it runs: its `Pin<&mut F>` local, where it is over which
@@ -239,6 +244,7 @@ impl Plan {
             statics,
             frame_locals,
             block_ons,
+            executor_code: debug.executor_code.clone(),
         }
     }
 
@@ -293,6 +299,19 @@ impl Plan {
             moved(&mut b.scope.0);
             moved(&mut b.scope.1);
         }
+        for (start, end, _) in &mut self.executor_code {
+            moved(start);
+            moved(end);
+        }
+    }
+
+    /// What the code at `pc` is to a `block_on`: `Some(true)` a task's poll, `Some(false)` its
+    /// executor's own, `None` neither (as far as the plan knows: code out of line only).
+    pub fn executor_code_at(&self, pc: u64) -> Option<bool> {
+        let code = &self.executor_code;
+        let i = code.partition_point(|c| c.0 <= pc).checked_sub(1)?;
+        let (_, end, polls) = code[i];
+        (pc < end).then_some(polls)
     }
 
     /// The clone function of the waker vtable at `vtable`, if the binary has one there.

@@ -136,10 +136,10 @@ fn read_threads(
     for m in mappings.iter_mut().filter(|m| m.path == named) {
         m.path = exe.to_owned();
     }
+    let roots = crate::threads::block_on::find(core, &mappings, &core.threads, plan, Some(exe));
+    dump.add_thread_futures(&roots, plan, reading, false);
     let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
     let mut symbols = crate::threads::symbols::Symbols::new(Some(exe.to_owned()), debug_file);
-    let roots = crate::threads::block_on::find(core, &mappings, &core.threads, plan, &mut symbols);
-    dump.add_thread_futures(&roots, plan, reading, false);
     read_stacks(dump, core, &mappings, reading, &mut symbols);
 }
 

@@ -140,14 +140,7 @@ impl MemorySession {
         let mem = self.reader.memory();
         let held = frozen.as_ref();
         let reading = (&self.reading, self.chains.live());
-        super::add_block_ons(
-            &mut dump,
-            mem,
-            &self.decoder,
-            reading,
-            held,
-            &mut self.symbols,
-        );
+        super::add_block_ons(&mut dump, mem, &self.decoder, reading, held);
         super::read_stacks(&mut dump, mem, &self.reading, held, &mut self.symbols);
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);

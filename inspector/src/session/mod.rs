@@ -286,7 +286,7 @@ fn read_values(
         Some(agent) => agent,
         None => &outside,
     };
-    add_block_ons(dump, mem, plan, (reading, live), None, symbols);
+    add_block_ons(dump, mem, plan, (reading, live), None);
     // What the threads are blocked in first: a thread waiting for a std lock is a reason to look
     // for its holder among the threads' locals.
     read_stacks(dump, mem, reading, None, symbols);
@@ -491,7 +491,7 @@ impl AgentSession {
                 // Nothing else to read: the threads' own futures still are, from outside.
                 let mem = asyncdump_walker::ProcessMemory::of(pid as i32);
                 let reading = (&self.reading, true);
-                add_block_ons(&mut dump, &mem, plan, reading, None, &mut self.symbols);
+                add_block_ons(&mut dump, &mem, plan, reading, None);
             }
             if let Some(plan) = self.decoder.as_ref().filter(|_| reads) {
                 // A second connection, only where the kernel lets us read nothing ourselves.
@@ -686,7 +686,6 @@ pub(crate) fn add_block_ons(
     plan: &Plan,
     (reading, live): (&Reading, bool),
     held: Option<&crate::agentless::freeze::Frozen>,
-    symbols: &mut Option<Symbols>,
 ) {
     use crate::threads::{block_on, registers};
     if plan.block_ons.is_empty() {
@@ -699,8 +698,8 @@ pub(crate) fn add_block_ons(
     };
     let maps = crate::attach::procfs::maps(pid).unwrap_or_default();
     let mappings = registers::mappings(&maps);
-    let symbols = symbols_of(dump, symbols);
-    let mut roots = block_on::find(mem, &mappings, &threads, plan, symbols);
+    let exe = std::fs::read_link(crate::attach::procfs::exe(pid)).ok();
+    let mut roots = block_on::find(mem, &mappings, &threads, plan, exe.as_deref());
     if held.is_none() {
         block_on::forget_moved(&mut roots, &crate::threads::moved(pid, &threads));
     }

@@ -10,7 +10,12 @@
 //! that one and the thread's innermost are its executor's parking (or the poll of one of its
 //! runtime's tasks), the future is between two polls and is walked; where they are anything else,
 //! the future is being polled on that thread and is not walked (the threads stage says where its
-//! thread is blocked). Only the symbol table names those frames: this runs at every dump.
+//! thread is blocked). Those frames are told by their code's place alone, in the plan's ranges of
+//! the executors' functions (`Plan::executor_code`): this runs at every dump, and names nothing.
+//!
+//! A `block_on` deeper in its thread's stack than the top the stage reads (16 KiB: a parked
+//! executor's own frames fit in it many times) is not looked for; its future, which is then being
+//! polled on that thread anyway, is not shown.
 //!
 //! A thread with two `block_on`s on its stack (one inside the other's future) is shown by the inner
 //! one, which is the one running; the outer one is inside its poll.
@@ -20,7 +25,6 @@ use std::sync::Arc;
 use asyncdump_walker::{Memory, Walker};
 
 use super::registers::Thread;
-use super::symbols::Symbols;
 use super::unwind::{self, Frame, Mapping, Modules};
 use crate::plan::{BlockOnPlan, Plan};
 
@@ -49,23 +53,32 @@ pub enum Found {
 }
 
 /// The `block_on` futures on the stacks of `threads` (whose registers are known), read through
-/// `mem`, their executors' frames named by `symbols`' symbol tables.
+/// `mem`; `exe` is where the executable's code is mapped (the plan's addresses are there).
 pub fn find(
     mem: &dyn Memory,
     mappings: &[Mapping],
     threads: &[Thread],
     plan: &Plan,
-    symbols: &mut Symbols,
+    exe: Option<&std::path::Path>,
 ) -> Vec<Root> {
     if plan.block_ons.is_empty() || threads.is_empty() {
         return Vec::new();
     }
+    let of_exe = || mappings.iter().filter(|m| Some(m.path.as_path()) == exe);
+    let code =
+        of_exe().map(|m| m.start).min().unwrap_or(0)..of_exe().map(|m| m.end).max().unwrap_or(0);
     let mut modules = Modules::new(mappings);
     let mem = &super::PageCache::new(mem);
     mem.fetch(threads.iter().flat_map(|t| super::stack_top(t.regs.sp)));
+    let scopes = merged_scopes(plan);
     let mut walker = Walker::default();
     let mut out = Vec::new();
     for t in threads {
+        // Only a stack that holds a return address into a `block_on` is walked: most threads
+        // (a runtime's workers) have none, and a walk is the cost of this stage.
+        if !super::top_words(mem, t.regs.sp).any(|w| in_scope(&scopes, w.wrapping_sub(1))) {
+            continue;
+        }
         let walked = unwind::walk(mem, &mut modules, t.regs);
         let Some((at, b)) = innermost(&walked, &plan.block_ons) else {
             continue;
@@ -76,7 +89,7 @@ pub fn find(
                 crate::names::short(&b.function)
             )),
             Some(0) => Found::Missing("its pinned future's pointer is null".into()),
-            Some(_) if polled(&walked[..at], &modules, symbols) => Found::Polled,
+            Some(_) if polled(&walked[..at], &code, plan) => Found::Polled,
             Some(addr) => Found::Walked(walker.walk(mem, &plan.walk, b.ty, addr)),
         };
         out.push(Root {
@@ -99,6 +112,26 @@ pub fn forget_moved(roots: &mut [Root], moved: &[u32]) {
     }
 }
 
+/// Every `block_on`'s scope, merged where they overlap, sorted.
+fn merged_scopes(plan: &Plan) -> Vec<(u64, u64)> {
+    let mut scopes: Vec<(u64, u64)> = plan.block_ons.iter().map(|b| b.scope).collect();
+    scopes.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(scopes.len());
+    for (lo, hi) in scopes {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    merged
+}
+
+/// Whether code address `pc` is inside one of `scopes` (merged, sorted).
+fn in_scope(scopes: &[(u64, u64)], pc: u64) -> bool {
+    let i = scopes.partition_point(|s| s.0 <= pc);
+    i > 0 && pc < scopes[i - 1].1
+}
+
 /// The innermost frame of `walked` inside a `block_on`'s scope, and that `block_on`.
 fn innermost<'p>(walked: &[Frame], plans: &'p [BlockOnPlan]) -> Option<(usize, &'p BlockOnPlan)> {
     walked.iter().enumerate().find_map(|(i, f)| {
@@ -110,22 +143,17 @@ fn innermost<'p>(walked: &[Frame], plans: &'p [BlockOnPlan]) -> Option<(usize, &
 }
 
 /// Whether the frames `inner` (those inside a `block_on`'s frame, innermost first) are the poll of
-/// its future rather than its executor parking, or polling a task of its runtime: the executable's
-/// frames among them named by the symbol table (a library's, the C library's system call wrappers,
-/// say nothing).
-fn polled(inner: &[Frame], modules: &Modules, symbols: &mut Symbols) -> bool {
-    let exe = symbols.exe().map(ToOwned::to_owned);
-    inner.iter().any(|f| {
-        let Some((path, base)) = modules.file_at(f.pc) else {
-            return false;
-        };
-        if exe.as_deref() != Some(path) {
-            return false;
+/// its future rather than its executor parking, or polling a task of its runtime (the program's
+/// code inside that task's poll is the task's): each frame's code looked up in the plan's
+/// executor code, from the `block_on` in. Frames outside the executable (the C library's system
+/// call wrappers) say nothing.
+fn polled(inner: &[Frame], exe: &std::ops::Range<u64>, plan: &Plan) -> bool {
+    for f in inner.iter().rev().filter(|f| exe.contains(&f.pc)) {
+        match plan.executor_code_at(f.pc) {
+            Some(true) => return false,
+            Some(false) => continue,
+            None => return true,
         }
-        let path = path.to_owned();
-        match symbols.symbol(&path, base, f.pc) {
-            Some(name) => !super::blocking::between_polls(&name),
-            None => true,
-        }
-    })
+    }
+    false
 }

@@ -256,6 +256,27 @@ pub(crate) fn stack_top(sp: u64) -> impl Iterator<Item = u64> {
     (0..STACK_TOP / PAGE).map(move |k| sp / PAGE * PAGE + k * PAGE)
 }
 
+/// The words of a stack's top from its pointer `sp` (what [`stack_top`] fetched), as far as they
+/// can be read.
+pub(crate) fn top_words(mem: &PageCache<'_>, sp: u64) -> impl Iterator<Item = u64> {
+    let sp = sp & !7;
+    let end = sp / PAGE * PAGE + STACK_TOP;
+    let mut pages = Vec::new();
+    let mut at = sp;
+    while at < end {
+        let len = (PAGE - at % PAGE).min(end - at) as usize;
+        match mem.read_vec(at, len) {
+            Some(bytes) => pages.extend(bytes),
+            None => break,
+        }
+        at += len as u64;
+    }
+    let words: Vec<u64> = (pages.chunks_exact(8))
+        .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()))
+        .collect();
+    words.into_iter()
+}
+
 /// Drops what was read from the stacks of `threads` that moved while it was read (live `pid`).
 pub fn keep_unmoved(dump: &mut Dump, pid: u32, threads: &[Thread]) {
     if dump.on_threads.is_empty() {

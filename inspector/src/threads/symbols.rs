@@ -20,8 +20,6 @@ type Lines = addr2line::Context<EndianArcSlice<RunTimeEndian>>;
 /// The names of the files of one process, each loaded on first use.
 pub struct Symbols {
     files: FastMap<PathBuf, Option<Named>>,
-    /// Files whose symbol table alone was read (see [`Symbols::symbol`]).
-    tables: FastMap<PathBuf, Option<CodeSections>>,
     /// The executable, whose frames carry no library name, and its debug file when one was given.
     exe: Option<PathBuf>,
     debug_file: Option<PathBuf>,
@@ -41,7 +39,6 @@ impl Symbols {
     pub fn new(exe: Option<PathBuf>, debug_file: Option<PathBuf>) -> Symbols {
         Symbols {
             files: FastMap::default(),
-            tables: FastMap::default(),
             exe,
             debug_file,
         }
@@ -109,32 +106,6 @@ impl Symbols {
             f.library = library.clone();
         }
         out
-    }
-
-    /// The executable, as the process's mappings name it.
-    pub fn exe(&self) -> Option<&Path> {
-        self.exe.as_deref()
-    }
-
-    /// The function containing code address `pc` of the file at `path` (mapped as for
-    /// [`Symbols::frames`]), by the symbol table alone, demangled: what a dump of any process reads,
-    /// where the DWARF's names cost more than the rest of it.
-    pub fn symbol(&mut self, path: &Path, base: u64, pc: u64) -> Option<Arc<str>> {
-        let sections = match self.files.get(path) {
-            Some(Some(named)) => &named.sections,
-            _ => {
-                if !self.tables.contains_key(path) {
-                    let table = crate::dwarf::code_sections(path, None, false);
-                    self.tables.insert(path.to_owned(), table);
-                }
-                self.tables.get(path)?.as_ref()?
-            }
-        };
-        let vaddr = pc.wrapping_sub(base).wrapping_add(sections.vaddr_at_zero);
-        sections
-            .functions
-            .at(vaddr)
-            .map(|(_, name)| demangled(name))
     }
 
     /// Where the function containing code address `pc` starts, in the process (`base` as for
