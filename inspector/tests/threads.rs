@@ -140,6 +140,27 @@ fn workers_blocked_in_synchronous_code_inside_tasks_are_named_with_the_call_and_
             .contains("STARVED runtime multi_thread: 4 of 4 workers blocked or busy inside a poll"),
         "{stats}"
     );
+    // `main`'s future (`#[tokio::main]`) awaits the report's task; the `feeds` thread's, whose
+    // thread is inside the poll of one of its tasks, is between its own polls, awaiting that task.
+    for (thread, awaits) in [
+        (
+            format!("thread {} \"blocked_workers\"", fx.pid),
+            "JoinHandle<usize>",
+        ),
+        ("\"feeds\"".to_owned(), "JoinHandle<()>"),
+    ] {
+        let title = format!("{thread} · block_on · idle");
+        let at = text
+            .find(&title)
+            .unwrap_or_else(|| panic!("{title}:\n{text}"));
+        let future = &text[at..text[at..].find("\n\n").map_or(text.len(), |e| at + e)];
+        assert!(
+            future.contains(&format!(
+                "awaiting tokio::task::{awaits}\n      → awaits tokio task "
+            )),
+            "{future}"
+        );
+    }
 }
 
 #[test]

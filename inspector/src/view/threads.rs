@@ -151,6 +151,12 @@ pub(crate) fn section<W: Write + ?Sized>(
         if let Some(task) = t.polling {
             let _ = write!(out, " · polls {}", labels.of(task));
         }
+        let own = crate::model::THREAD | u64::from(t.tid);
+        if t.role == ThreadRole::BlockOn && !t.frames.is_empty() && dump.task(own).is_none() {
+            let _ = out.write_str(
+                " · its block_on's future not found: no place for it in the DWARF here (optimised out?), or its frame lies below the stack's top read",
+            );
+        }
         let _ = out.write_char('\n');
         stack(out, t, style);
     }
