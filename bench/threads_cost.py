@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What the threads stage costs a dump: two inspectors side by side, in one run, every run
 interleaved (OLD, NEW, OLD, NEW, ...), each with a plan cache of its own:
-  - `churn`, read without an agent, and a core of it: no task runs, so the stage does not run (the
-    target: at most 5 % more than OLD);
+  - `churn`, read without an agent, and a core of it: no task runs, so the stage does not run,
+    but `main`'s `block_on` future is read (the target: at most 5 % more than OLD);
   - `demo_service` through its agent, the same;
   - `no_agent`, whose blocking pool thread sleeps in a closure, and `blocked_workers`, whose four
     workers are blocked inside polls: the stage reads their stacks and names their frames (what
