@@ -375,9 +375,11 @@ impl Bodies {
         let mut holding = Vec::new();
         let mut pinned = Vec::new();
         for (c, ty) in (self.candidates.iter()).filter_map(|c| Some((c, c.ty?))) {
+            // A future may hold a lock guard or a channel's end: it is both.
             if mentions_sync(debug, ty, 3, &mut memo) {
                 holding.push(var(c, ty, function(c)));
-            } else if *(pins.entry(ty)).or_insert_with(|| pinned_mut(debug, ty).is_some()) {
+            }
+            if *(pins.entry(ty)).or_insert_with(|| pinned_mut(debug, ty).is_some()) {
                 let f = function(c);
                 if is_block_on(&f) {
                     pinned.push(var(c, ty, f));
@@ -439,9 +441,11 @@ pub(crate) fn pinned_mut(debug: &Debug, die: u64) -> Option<u64> {
 pub(crate) fn is_block_on(name: &str) -> bool {
     let plain = crate::names::path_of(name);
     let mut segments = plain.rsplit("::");
+    // A closure is `{{closure}}`, or in optimised code's DWARF `{closure#0}`.
+    let closure = |s: &str| s == "{{closure}}" || s.starts_with("{closure#");
     match segments.next() {
         Some("block_on") => true,
-        Some("{{closure}}") => segments.next() == Some("block_on"),
+        Some(s) if closure(s) => segments.find(|s| !closure(s)) == Some("block_on"),
         _ => false,
     }
 }
