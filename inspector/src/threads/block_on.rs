@@ -85,7 +85,7 @@ pub fn find(
         };
         let found = match super::word_of(mem, &walked[at], &b.location) {
             None => Found::Missing(format!(
-                "the DWARF gives {} no place for its future at this point of its code (optimised out?)",
+                "where {} keeps it could not be read here (a register only a stop reads, or memory that is not mapped)",
                 crate::names::short(&b.function)
             )),
             Some(0) => Found::Missing("its pinned future's pointer is null".into()),
