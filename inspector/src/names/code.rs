@@ -229,8 +229,12 @@ const PARKING: &[&str] = &[
 /// Whether a function in namespace `path` may be one a rule or [`between_polls`] names: its
 /// crate is one they name. Cheap, for the planner, which asks it of every function's namespace.
 pub fn may_say(path: &str) -> bool {
-    let root = |p: &str| p.split("::").next().unwrap_or("").to_owned();
-    let krate = root(path.trim_start_matches('<'));
+    let root = |p: &'static str| p.split("::").next().unwrap_or("");
+    let krate = path
+        .trim_start_matches('<')
+        .split("::")
+        .next()
+        .unwrap_or("");
     (RULES.iter().map(|r| r.0))
         .chain(PARKING.iter().copied())
         .any(|p| root(p) == krate)

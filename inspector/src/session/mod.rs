@@ -658,23 +658,18 @@ pub(crate) fn read_stacks(
         running,
         what_fd: &what_fd,
     };
-    stacks::read(dump, &src, symbols_of(dump, symbols));
-    if held.is_none() {
-        stacks::forget_moved(dump, &crate::threads::moved(pid, &threads));
-    }
-}
-
-/// The names of `dump`'s live process's code, loaded once per session.
-fn symbols_of<'s>(dump: &Dump, symbols: &'s mut Option<Symbols>) -> &'s mut Symbols {
-    symbols.get_or_insert_with(|| {
+    let symbols = symbols.get_or_insert_with(|| {
         // The file the chains' DWARF came from, checked again to be of this build.
         let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
-        let pid = dump.process.pid;
         Symbols::new(
             std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
             debug_file,
         )
-    })
+    });
+    stacks::read(dump, &src, symbols);
+    if held.is_none() {
+        stacks::forget_moved(dump, &crate::threads::moved(pid, &threads));
+    }
 }
 
 /// Adds to `dump` the futures its live process's threads run through a `block_on` (see
