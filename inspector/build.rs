@@ -1,37 +1,48 @@
-//! Stamps the binary with the commit it was built from, for `asyncdump --version`: `git describe` of
-//! the checkout (`unknown` outside one, as from a published crate), `-dirty` when files differ.
+//! Stamps the binary with the commit it was built from, for `asyncdump --version` (`unknown` outside
+//! a checkout, as from a published crate).
+//!
+//! The script runs again only when the checkout moves to another commit: it watches `HEAD`, the
+//! branch's loose ref and `packed-refs`, each only where it exists (cargo reruns a script on every
+//! build for a watched path that does not exist). It watches neither the index (`git status` rewrites
+//! it) nor the work tree, so the stamp names the commit and never claims the tree was clean.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn main() {
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// The files whose change means another commit: `HEAD` (in a worktree, its own), and the branch's
+/// ref in the common directory, loose or packed. Only those that exist.
+fn watched() -> Vec<PathBuf> {
+    let (Some(dir), Some(common)) = (
+        git(&["rev-parse", "--absolute-git-dir"]),
+        git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]),
+    ) else {
+        return Vec::new();
     };
-    let commit = git(&[
-        "describe",
-        "--always",
-        "--dirty",
-        "--abbrev=12",
-        "--exclude",
-        "*",
-    ])
-    .unwrap_or_else(|| "unknown".to_owned());
+    let mut files = vec![Path::new(&dir).join("HEAD")];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        files.push(Path::new(&common).join(branch));
+    }
+    files.push(Path::new(&common).join("packed-refs"));
+    files.retain(|f| f.is_file());
+    files
+}
+
+fn main() {
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=ASYNCDUMP_COMMIT={commit}");
-    // Built again when the checkout moves to another commit (or its index changes).
-    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
-        for file in ["HEAD", "index", "packed-refs"] {
-            println!("cargo:rerun-if-changed={dir}/{file}");
-        }
-        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={dir}/{head}");
-        }
+    for file in watched() {
+        println!("cargo:rerun-if-changed={}", file.display());
     }
     println!("cargo:rerun-if-changed=build.rs");
 }
