@@ -8,6 +8,41 @@ use asyncdump_protocol::{
 use crate::model::waits::{Held, Holder, WaitEdge, WaitsFor};
 use crate::model::{FrameNode, Loc};
 
+/// A runtime of `flavor`, found by the census, of four tasks all listed.
+pub(crate) fn runtime(flavor: &str) -> crate::model::RuntimeView {
+    crate::model::RuntimeView {
+        flavor: Some(flavor.into()),
+        found_by: crate::model::FoundBy::Census,
+        alive: Some(4),
+        listed: 4,
+        skipped: 0,
+        not_listed: None,
+    }
+}
+
+/// A runtime worker blocked (asleep) inside the poll of task `polling`.
+pub(crate) fn blocked_worker(tid: u32, polling: u64) -> crate::model::threads::ThreadView {
+    use crate::model::threads::{Blocking, Doing, NativeFrame, ThreadRole, ThreadView};
+    ThreadView {
+        tid,
+        name: None,
+        role: ThreadRole::Worker,
+        doing: Doing::Blocked {
+            on: Blocking::Sleep { asked_ns: None },
+        },
+        polling: Some(polling),
+        frames: vec![NativeFrame {
+            function: "tokio::runtime::task::raw::poll".into(),
+            file: None,
+            line: 0,
+            inlined: false,
+            library: None,
+            own: false,
+        }],
+        unwind_stopped: None,
+    }
+}
+
 /// A fresh directory for one spec's files, removed with them when this is dropped.
 pub(crate) fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new()

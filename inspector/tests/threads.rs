@@ -20,11 +20,12 @@ fn at(needle: &str) -> String {
 /// What every spec here expects of the dump's text: each running task's thread and what it is
 /// blocked in, and the starved runtime.
 fn assert_workers_blocked(text: &str) {
-    assert!(
-        text.contains(
-            "STARVED runtime multi_thread: 4 of 4 workers blocked or busy inside a poll; 5 tasks ready and not polled"
-        ),
-        "{text}"
+    let clock = !text.contains("read from core file");
+    assert_starved(
+        text,
+        "STARVED runtime multi_thread: 4 of 4 workers blocked or busy inside a poll",
+        "; 5 tasks ready and not polled",
+        clock,
     );
     let section = |root: &str| {
         let start = text
@@ -69,9 +70,11 @@ fn assert_workers_blocked(text: &str) {
         .position(|l| l.starts_with("STARVED runtime current_thread: "))
         .unwrap_or_else(|| panic!("no starved current_thread runtime:\n{text}"));
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
+    assert_starved(
         lines[current],
-        "STARVED runtime current_thread: its one thread blocked or busy inside a poll; 2 tasks ready and not polled"
+        "STARVED runtime current_thread: its one thread blocked or busy inside a poll",
+        "; 2 tasks ready and not polled",
+        clock,
     );
     assert!(
         lines[current + 1].contains("blocked in std::thread::sleep (")
@@ -79,6 +82,29 @@ fn assert_workers_blocked(text: &str) {
         "{}",
         lines[current + 1]
     );
+}
+
+/// The starved line `says … ends`, timed by its heartbeat's timer, overdue since before `ready`,
+/// where the dump has a clock (live, not from a core).
+fn assert_starved(text: &str, says: &str, ends: &str, clock: bool) {
+    let line = (text.lines())
+        .find(|l| l.starts_with(says))
+        .unwrap_or_else(|| panic!("no {says}:\n{text}"));
+    let timed = &line[says.len()..line.len() - ends.len()];
+    assert!(line.ends_with(ends), "{line}");
+    if !clock {
+        assert_eq!(timed, "", "a core keeps no clock");
+        return;
+    }
+    let overdue = (timed.strip_prefix(" for ≥ "))
+        .and_then(|t| t.strip_suffix(" (a timer that long overdue)"))
+        .unwrap_or_else(|| panic!("not timed by the heartbeat's timer: {line}"));
+    // As the dump writes durations: `51.20ms`, `3.48s`, `1m02s`, `1h00m`.
+    let at_least_50ms = match overdue.strip_suffix("ms") {
+        Some(ms) => ms.parse::<f64>().is_ok_and(|ms| ms >= 50.0),
+        None => !overdue.ends_with("µs") && !overdue.ends_with("ns"),
+    };
+    assert!(at_least_50ms, "{line}");
 }
 
 /// The two wait cycles, first in the dump: two tasks on two std mutexes, and a task with a thread

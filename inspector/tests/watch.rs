@@ -460,7 +460,13 @@ fn watch_marks_a_starved_runtime_and_shows_what_a_running_tasks_thread_is_blocke
     tmux.until_within(
         Duration::from_secs(20),
         "the header says the runtime is starved",
-        |s| s.contains("STARVED: 4 of 4 workers blocked, 5 ready"),
+        |s| {
+            // Timed by the heartbeat's timer, overdue since the workers blocked.
+            (s.lines()).any(|l| {
+                l.split_once("STARVED: 4 of 4 workers blocked for ≥ ")
+                    .is_some_and(|(_, rest)| rest.contains(", 5 ready"))
+            })
+        },
     );
     // Select the report's task (`/` searches) and read its detail pane.
     tmux.keys("/");

@@ -135,4 +135,32 @@ pub struct Starved {
     /// Its workers' thread ids: a `current_thread` runtime's one is the thread of its `block_on`.
     #[serde(default)]
     pub threads: Vec<u32>,
+    /// The `current_thread` runtime's index in the dump's runtimes; none for the multi-thread
+    /// runtimes, counted together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<u32>,
+    /// How long, at least, no worker has been free, and what says so; absent where nothing timed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<StarvedSince>,
+}
+
+/// A lower bound of how long a runtime has been starved: the longest of what its tasks tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StarvedSince {
+    pub ns: u64,
+    pub by: StarvedBy,
+}
+
+/// What a [`StarvedSince`] is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StarvedBy {
+    /// Every worker has been inside the poll of one task that long (the agent times polls; without
+    /// it, listings that saw the tasks running throughout).
+    Polls,
+    /// A ready task was woken that long ago and not polled since (the agent times it).
+    Woken,
+    /// A timer of its tasks is that much past its deadline and has not fired: no worker came to
+    /// the timers since.
+    Timer,
 }

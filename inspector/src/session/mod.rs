@@ -312,6 +312,7 @@ fn after_values(
     crate::values::describe_fds(dump, &read.fd_tasks, &socket_of);
     if reading.targets {
         crate::waits::resolve(dump, reading, &read.held_tasks);
+        crate::threads::starved::time(dump);
     }
 }
 

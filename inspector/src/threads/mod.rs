@@ -23,6 +23,7 @@ pub mod block_on;
 pub mod blocking;
 pub mod registers;
 pub mod stacks;
+pub mod starved;
 pub mod symbols;
 pub mod unwind;
 

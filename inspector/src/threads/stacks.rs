@@ -18,7 +18,7 @@ use super::blocking;
 use super::registers::Thread;
 use super::symbols::Symbols;
 use super::unwind::{self, Frame, MAX_FRAMES, Mapping, Modules};
-use crate::model::threads::{Blocking, Doing, NativeFrame, Starved, ThreadRole, ThreadView};
+use crate::model::threads::{Blocking, Doing, NativeFrame, ThreadRole, ThreadView};
 use crate::model::{Dump, State, THREAD};
 
 /// What the stage reads a process's threads from.
@@ -98,7 +98,7 @@ pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
             name: v.name.clone(),
         });
     }
-    dump.starved = starved(dump, &views);
+    dump.starved = super::starved::find(dump, &views);
     dump.threads = views;
 }
 
@@ -118,7 +118,7 @@ pub fn forget_moved(dump: &mut Dump, moved: &[u32]) {
         v.frames.clear();
         v.unwind_stopped = None;
     }
-    dump.starved = starved(dump, &dump.threads);
+    dump.starved = super::starved::find(dump, &dump.threads);
 }
 
 /// The walked frames named, each with the calls inlined at it, innermost first.
@@ -221,102 +221,15 @@ fn stack_words(mem: &dyn Memory, sp: u64, top: u64) -> Vec<u64> {
         .collect()
 }
 
-/// Runtimes whose workers are all blocked (or, held stopped, busy) inside a poll while tasks of
-/// their own are ready and not polled: the multi-thread runtimes' workers counted together (the
-/// stacks do not say whose runtime an idle worker serves), and each `current_thread` runtime whose
-/// one thread is inside the poll of one of its tasks.
-fn starved(dump: &Dump, views: &[ThreadView]) -> Vec<Starved> {
-    let flavor = |i: u32| {
-        dump.runtimes
-            .get(i as usize)
-            .and_then(|r| r.flavor.as_deref())
-    };
-    let ready = |of: &dyn Fn(u32) -> bool| {
-        (dump.tasks.iter())
-            .filter(|t| t.state == State::Scheduled && t.tokio_task.is_some_and(|k| of(k.runtime)))
-            .count()
-    };
-    let stuck = |v: &ThreadView| {
-        matches!(v.doing, Doing::Blocked { .. } | Doing::Stopped)
-            && blocking::in_task_poll(&v.frames)
-    };
-    let mut out = Vec::new();
-    let workers: Vec<&ThreadView> = (views.iter())
-        .filter(|v| v.role == ThreadRole::Worker)
-        .collect();
-    let ready_multi = ready(&|r| flavor(r) == Some("multi_thread"));
-    if !workers.is_empty() && workers.iter().all(|v| stuck(v)) && ready_multi > 0 {
-        out.push(Starved {
-            flavor: "multi_thread".into(),
-            workers: workers.len(),
-            blocked: workers.len(),
-            ready: ready_multi,
-            threads: workers.iter().map(|v| v.tid).collect(),
-        });
-    }
-    for v in views
-        .iter()
-        .filter(|v| v.role == ThreadRole::BlockOn && stuck(v))
-    {
-        let runtime = v
-            .polling
-            .and_then(|id| dump.task(id)?.tokio_task)
-            .map(|k| k.runtime);
-        let Some(runtime) = runtime.filter(|&r| flavor(r) == Some("current_thread")) else {
-            continue;
-        };
-        let ready = ready(&|r| r == runtime);
-        if ready > 0 {
-            out.push(Starved {
-                flavor: "current_thread".into(),
-                workers: 1,
-                blocked: 1,
-                ready,
-                threads: vec![v.tid],
-            });
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{edge_snapshot, handshake};
-
-    /// A worker blocked inside the poll of task `polling`.
-    fn worker(tid: u32, polling: u64) -> ThreadView {
-        ThreadView {
-            tid,
-            name: None,
-            role: ThreadRole::Worker,
-            doing: Doing::Blocked {
-                on: Blocking::Sleep { asked_ns: None },
-            },
-            polling: Some(polling),
-            frames: vec![NativeFrame {
-                function: "tokio::runtime::task::raw::poll".into(),
-                file: None,
-                line: 0,
-                inlined: false,
-                library: None,
-                own: false,
-            }],
-            unwind_stopped: None,
-        }
-    }
+    use crate::testing::{blocked_worker as worker, edge_snapshot, handshake, runtime};
 
     #[test]
     fn a_thread_that_moved_while_it_was_read_is_running_unread_and_runs_no_task() {
         let mut dump = Dump::build(&handshake(), &edge_snapshot(&[]), 0);
-        dump.runtimes = vec![crate::model::RuntimeView {
-            flavor: Some("multi_thread".into()),
-            found_by: crate::model::FoundBy::Census,
-            alive: Some(2),
-            listed: 2,
-            skipped: 0,
-            not_listed: None,
-        }];
+        dump.runtimes = vec![runtime("multi_thread")];
         let in_runtime = Some(crate::model::TokioTask {
             header: 0x1000,
             poll_fn: 0x2000,
@@ -328,7 +241,7 @@ mod tests {
         dump.tasks[1].state = State::Scheduled;
         dump.tasks[1].tokio_task = in_runtime;
         dump.threads = vec![worker(7, polled)];
-        dump.starved = starved(&dump, &dump.threads);
+        dump.starved = crate::threads::starved::find(&dump, &dump.threads);
         assert_eq!(
             dump.starved.len(),
             1,

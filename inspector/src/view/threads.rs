@@ -5,7 +5,9 @@
 
 use std::fmt::Write;
 
-use crate::model::threads::{Blocking, Doing, NativeFrame, ThreadRole, ThreadView};
+use crate::model::threads::{
+    Blocking, Doing, NativeFrame, StarvedBy, StarvedSince, ThreadRole, ThreadView,
+};
 use crate::model::{Dump, TaskView};
 use crate::view::labels::Labels;
 use crate::view::{Dur, Style, no_breaks};
@@ -26,8 +28,10 @@ pub(crate) fn starved<W: Write + ?Sized>(
         let tasks = if s.ready == 1 { "task" } else { "tasks" };
         let _ = writeln!(
             out,
-            "STARVED runtime {}: {workers} blocked or busy inside a poll; {} {tasks} ready and not polled",
-            s.flavor, s.ready,
+            "STARVED runtime {}: {workers} blocked or busy inside a poll{}; {} {tasks} ready and not polled",
+            s.flavor,
+            since(s.since),
+            s.ready,
         );
         for t in dump.threads.iter().filter(|t| s.threads.contains(&t.tid)) {
             let _ = write!(out, "  thread {} ", t.tid);
@@ -40,6 +44,19 @@ pub(crate) fn starved<W: Write + ?Sized>(
     }
     if !dump.starved.is_empty() {
         let _ = out.write_char('\n');
+    }
+}
+
+/// ` for ≥ 2.30s (a timer that long overdue)`: how long at least, and what says so.
+pub(crate) fn since(since: Option<StarvedSince>) -> String {
+    let Some(StarvedSince { ns, by }) = since else {
+        return String::new();
+    };
+    let d = Dur(ns);
+    match by {
+        StarvedBy::Polls => format!(" for ≥ {d} (each in its poll that long)"),
+        StarvedBy::Woken => format!(" for ≥ {d} (a task woken that long ago, not polled)"),
+        StarvedBy::Timer => format!(" for ≥ {d} (a timer that long overdue)"),
     }
 }
 

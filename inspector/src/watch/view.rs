@@ -350,9 +350,13 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
     }
     // Every worker blocked inside a poll: nothing else of the runtime's runs.
     for st in app.dump().map_or(&[][..], |d| &d.starved[..]) {
+        let since = st.since.map(|s| format!(" for ≥ {}", Dur(s.ns)));
         parts.push(format!(
-            "STARVED: {} of {} workers blocked, {} ready",
-            st.blocked, st.workers, st.ready
+            "STARVED: {} of {} workers blocked{}, {} ready",
+            st.blocked,
+            st.workers,
+            since.unwrap_or_default(),
+            st.ready
         ));
     }
     if stuck > 0 {
