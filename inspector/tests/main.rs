@@ -28,6 +28,7 @@ mod self_dumps;
 mod session;
 mod stopping;
 mod subscription;
+mod thread_locks;
 mod threads;
 mod untrusted_files;
 mod values;

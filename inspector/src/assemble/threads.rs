@@ -99,8 +99,11 @@ fn view(r: &Root, decoder: &Plan, refs: &TaskRefs, reading: &Reading, live: bool
         Some(_) => None,
         None => Some(Arc::from(&*derived_name(&frames, &root_type))),
     };
-    let block_on = match crate::names::code::says(&r.function) {
-        Some(crate::names::code::Says::BlockOn(api)) => Arc::from(api),
+    use crate::names::code::{Says, blocking_call_of, says};
+    let block_on = match (says(&r.function), blocking_call_of(&root_type)) {
+        // tokio's `block_on` running one of tokio's own futures: a `blocking_*` call.
+        (Some(Says::BlockOn(api)), Some(call)) if api.starts_with("tokio::") => Arc::from(call),
+        (Some(Says::BlockOn(api)), _) => Arc::from(api),
         _ => Arc::from(crate::names::path_of(&r.function).as_str()),
     };
     let mut view = TaskView {

@@ -392,7 +392,8 @@ impl Bodies {
     }
 }
 
-/// Whether the type at `die` names a `tokio::sync` type or is a std `MutexGuard`, or (for a
+/// Whether the type at `die` names a `tokio::sync` type or is a guard of another blocking lock
+/// ([`is_std_mutex_guard`], [`is_other_lock_guard`]), or (for a
 /// structure, `depth` levels down) one of its members' types does.
 fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bool>) -> bool {
     if let Some(&m) = memo.get(&die) {
@@ -405,7 +406,8 @@ fn mentions_sync(debug: &Debug, die: u64, depth: u32, memo: &mut FastMap<u64, bo
     let nodes = &debug.nodes;
     let n = &nodes[i];
     let name = qualified(nodes, i);
-    let mut found = name.contains("tokio::sync::") || is_std_mutex_guard(&name);
+    let mut found =
+        name.contains("tokio::sync::") || is_std_mutex_guard(&name) || is_other_lock_guard(&name);
     if !found && depth > 0 && n.tag == constants::DW_TAG_structure_type {
         found = (n.children.iter())
             .map(|&c| &nodes[c])
@@ -458,6 +460,19 @@ pub(crate) fn is_std_mutex_guard(name: &str) -> bool {
     ]
     .iter()
     .any(|p| name.starts_with(p))
+}
+
+/// Whether `name` is a guard of a blocking lock other than std's `Mutex` whose holders are found:
+/// std's `RwLock` guards, and `lock_api`'s over parking_lot's raw locks.
+pub(crate) fn is_other_lock_guard(name: &str) -> bool {
+    let std = ["std::sync::poison::rwlock::", "std::sync::rwlock::"];
+    let std_guard =
+        |rest: &str| rest.starts_with("RwLockReadGuard<") || rest.starts_with("RwLockWriteGuard<");
+    std.iter()
+        .any(|p| name.strip_prefix(p).is_some_and(std_guard))
+        || name
+            .strip_prefix("lock_api::")
+            .is_some_and(|rest| rest.contains("Guard<parking_lot::"))
 }
 
 fn name_of(entry: &Entry<'_>) -> Name {

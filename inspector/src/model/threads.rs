@@ -60,6 +60,11 @@ pub enum Doing {
 
 /// What a std `Mutex` a thread waits for or a guard holds is called.
 pub const STD_MUTEX: &str = crate::names::code::STD_MUTEX;
+/// The blocking locks other than std's `Mutex` whose holders are found, as [`Blocking::Lock`] and
+/// [`crate::model::waits::Held`] name them.
+pub const STD_RWLOCK: &str = crate::names::code::STD_RWLOCK;
+pub const PARKING_LOT_MUTEX: &str = crate::names::code::PARKING_LOT_MUTEX;
+pub const PARKING_LOT_RWLOCK: &str = crate::names::code::PARKING_LOT_RWLOCK;
 
 /// What a blocked thread waits for, said as the program spelled it where the stack tells.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,7 +75,10 @@ pub enum Blocking {
         /// `std::sync::Mutex`, `parking_lot::Mutex`, `tokio::sync::Mutex (blocking_lock)` …, from
         /// the frames; `futex` where they do not say.
         kind: Arc<str>,
-        /// The futex word's address: for the std and tokio locks, the lock's own.
+        /// The futex word's address: for std's locks, one inside the lock (a `RwLock` has two);
+        /// for parking_lot's, which park a thread on a word of its own, the key it parks under
+        /// (the lock's address, or one past it), read from the thread's `ThreadData`; 0 where that
+        /// could not be read.
         addr: u64,
         /// The static the lock is (or lies in), by its symbol, where it is one.
         #[serde(default, skip_serializing_if = "Option::is_none")]

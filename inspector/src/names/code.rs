@@ -8,6 +8,61 @@ use super::path_of;
 
 /// What a std `Mutex` a thread waits for or a guard holds is called.
 pub const STD_MUTEX: &str = "std::sync::Mutex";
+/// The other blocking locks whose holders are found, likewise; a waiter's says `(read)` or
+/// `(write)` after it where its stack tells.
+pub const STD_RWLOCK: &str = "std::sync::RwLock";
+pub const PARKING_LOT_MUTEX: &str = "parking_lot::Mutex";
+pub const PARKING_LOT_RWLOCK: &str = "parking_lot::RwLock";
+
+/// tokio's blocking APIs that run one of its futures through tokio's `block_on`, by that future's
+/// type (as displayed, generic arguments left out): a thread's future of that type is that call's.
+const BLOCKING_FUTURES: &[(&str, &str)] = &[
+    (
+        "tokio::sync::mutex::Mutex::lock_owned",
+        "tokio::sync::Mutex::blocking_lock_owned",
+    ),
+    (
+        "tokio::sync::mutex::Mutex::lock",
+        "tokio::sync::Mutex::blocking_lock",
+    ),
+    (
+        "tokio::sync::rwlock::RwLock::read",
+        "tokio::sync::RwLock::blocking_read",
+    ),
+    (
+        "tokio::sync::rwlock::RwLock::write",
+        "tokio::sync::RwLock::blocking_write",
+    ),
+    (
+        "tokio::sync::mpsc::bounded::Receiver::recv",
+        "tokio::sync::mpsc::Receiver::blocking_recv",
+    ),
+    (
+        "tokio::sync::mpsc::bounded::Sender::send",
+        "tokio::sync::mpsc::Sender::blocking_send",
+    ),
+    (
+        "tokio::sync::mpsc::unbounded::UnboundedReceiver::recv",
+        "tokio::sync::mpsc::UnboundedReceiver::blocking_recv",
+    ),
+    (
+        "tokio::sync::broadcast::Receiver::recv",
+        "tokio::sync::broadcast::Receiver::blocking_recv",
+    ),
+    (
+        "tokio::sync::oneshot::Receiver",
+        "tokio::sync::oneshot::Receiver::blocking_recv",
+    ),
+];
+
+/// The blocking API of tokio that runs a future of type `future` (as displayed) on its thread, if
+/// it is one that does.
+pub fn blocking_call_of(future: &str) -> Option<&'static str> {
+    let path = path_of(future);
+    (BLOCKING_FUTURES.iter())
+        .find(|(ty, _)| path == *ty)
+        .map(|&(_, api)| api)
+}
 
 /// What a frame's function says of its thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +206,22 @@ const RULES: &[(&str, Says)] = &[
         Says::Api("parking_lot::Mutex"),
     ),
     (
+        "parking_lot::raw_rwlock::RawRwLock::lock_shared",
+        Says::Api("parking_lot::RwLock (read)"),
+    ),
+    (
+        "parking_lot::raw_rwlock::RawRwLock::lock_upgradable",
+        Says::Api("parking_lot::RwLock (upgradable read)"),
+    ),
+    (
+        "parking_lot::raw_rwlock::RawRwLock::lock_exclusive",
+        Says::Api("parking_lot::RwLock (write)"),
+    ),
+    (
+        "parking_lot::raw_rwlock::RawRwLock::upgrade",
+        Says::Api("parking_lot::RwLock (write)"),
+    ),
+    (
         "parking_lot::raw_rwlock::",
         Says::Api("parking_lot::RwLock"),
     ),
@@ -255,6 +326,33 @@ pub fn between_polls(function: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokios_blocking_calls_are_known_by_the_future_they_run() {
+        let cases = [
+            (
+                "tokio::sync::mutex::Mutex::lock<u64>",
+                Some("tokio::sync::Mutex::blocking_lock"),
+            ),
+            (
+                "tokio::sync::mutex::Mutex::lock_owned<u64>",
+                Some("tokio::sync::Mutex::blocking_lock_owned"),
+            ),
+            (
+                "tokio::sync::mpsc::bounded::Receiver::recv<app::Job>",
+                Some("tokio::sync::mpsc::Receiver::blocking_recv"),
+            ),
+            (
+                "tokio::sync::oneshot::Receiver<u8>",
+                Some("tokio::sync::oneshot::Receiver::blocking_recv"),
+            ),
+            ("app::main::{async block#0}", None),
+            ("tokio::sync::mutex::Mutex::lock_then<u64>", None),
+        ];
+        for (future, want) in cases {
+            assert_eq!(blocking_call_of(future), want, "{future}");
+        }
+    }
 
     #[test]
     fn a_path_leaves_generic_arguments_and_the_trait_out() {
@@ -415,6 +513,26 @@ mod tests {
         ),
         (
             "parking_lot::raw_rwlock::RawRwLock::lock_shared_slow",
+            Says::Api("parking_lot::RwLock (read)"),
+        ),
+        (
+            "<parking_lot::raw_rwlock::RawRwLock as lock_api::rwlock::RawRwLock>::lock_shared",
+            Says::Api("parking_lot::RwLock (read)"),
+        ),
+        (
+            "parking_lot::raw_rwlock::RawRwLock::upgrade_slow",
+            Says::Api("parking_lot::RwLock (write)"),
+        ),
+        (
+            "parking_lot::raw_rwlock::RawRwLock::lock_upgradable_slow",
+            Says::Api("parking_lot::RwLock (upgradable read)"),
+        ),
+        (
+            "parking_lot::raw_rwlock::RawRwLock::lock_exclusive_slow",
+            Says::Api("parking_lot::RwLock (write)"),
+        ),
+        (
+            "parking_lot::raw_rwlock::RawRwLock::wait_for_readers",
             Says::Api("parking_lot::RwLock"),
         ),
         (

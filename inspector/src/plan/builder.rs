@@ -319,6 +319,20 @@ impl Builder<'_> {
 }
 
 impl Builder<'_> {
+    /// Where parking_lot's `ThreadData` keeps its thread's futex word and the key it parks under.
+    pub(super) fn parked_key(&self) -> Option<super::ParkedKey> {
+        let data = self
+            .debug
+            .find_type("parking_lot_core::parking_lot::ThreadData")?;
+        let (parker, parker_ty) = self.member(data, &["parker"])?;
+        let futex = parker + self.find_member(parker_ty, "futex", 2)?;
+        let (key, _) = self.member(data, &["key"])?;
+        Some(super::ParkedKey {
+            futex: u32::try_from(futex).ok()?,
+            key: u32::try_from(key).ok()?,
+        })
+    }
+
     /// The offset of the first value of type `name` (qualified) inside `die`, itself included,
     /// through nested structures (not pointers) at most `depth` levels down.
     pub(super) fn offset_of_type(&self, die: u64, name: &str, depth: usize) -> Option<u64> {

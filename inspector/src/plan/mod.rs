@@ -150,6 +150,28 @@ pub struct Plan {
     /// a `block_on` are all here is not polling that future.
     #[serde(default)]
     pub executor_code: Vec<(u64, u64, bool)>,
+    /// Where parking_lot's `ThreadData` keeps what its thread is parked on, where the program links
+    /// parking_lot.
+    #[serde(default)]
+    pub parked: Option<ParkedKey>,
+}
+
+/// parking_lot parks a thread on a futex word of its own, in its thread-local `ThreadData`, next to
+/// the key it parks under: the address of the lock it waits for. Their offsets in `ThreadData`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedKey {
+    pub futex: u32,
+    pub key: u32,
+}
+
+impl ParkedKey {
+    /// The key a thread sleeping on futex word `futex` parks under, read through `read_word`; none
+    /// where it is not a plausible address.
+    pub fn key_of(self, futex: u64, read_word: &dyn Fn(u64) -> Option<u64>) -> Option<u64> {
+        let data = futex.checked_sub(u64::from(self.futex))?;
+        let key = read_word(data.checked_add(u64::from(self.key))?)?;
+        (key >= 0x1000).then_some(key)
+    }
 }
 
 /// Where a `block_on` keeps the future it runs: its `Pin<&mut F>` local, where it is over which
@@ -212,6 +234,7 @@ impl Plan {
             .collect();
         let statics = b.holding_statics();
         let frame_locals = b.holding_frame_locals();
+        let parked = b.parked_key();
         let values = values::ValueTypes::new(b.values.types);
         let statics = (statics.into_iter())
             .filter(|s| values.may_hold(s.ty))
@@ -245,6 +268,7 @@ impl Plan {
             frame_locals,
             block_ons,
             executor_code: debug.executor_code.clone(),
+            parked,
         }
     }
 

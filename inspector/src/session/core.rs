@@ -140,7 +140,7 @@ fn read_threads(
     dump.add_thread_futures(&roots, plan, reading, false);
     let debug_file = dump.decoding.debug_file.as_ref().map(Into::into);
     let mut symbols = crate::threads::symbols::Symbols::new(Some(exe.to_owned()), debug_file);
-    read_stacks(dump, core, &mappings, reading, &mut symbols);
+    read_stacks(dump, core, (&mappings, plan), reading, &mut symbols);
 }
 
 /// What every thread of the core's process was doing (see `crate::threads::stacks`), its files
@@ -148,7 +148,7 @@ fn read_threads(
 fn read_stacks(
     dump: &mut Dump,
     core: &CoreFile,
-    mappings: &[crate::threads::Mapping],
+    (mappings, plan): (&[crate::threads::Mapping], &Plan),
     reading: &Reading,
     symbols: &mut crate::threads::symbols::Symbols,
 ) {
@@ -163,6 +163,7 @@ fn read_stacks(
         threads: &core.threads,
         running: Vec::new(),
         what_fd: &|_| None,
+        parked: plan.parked,
     };
     stacks::read(dump, &src, symbols);
 }

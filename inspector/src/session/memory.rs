@@ -141,7 +141,14 @@ impl MemorySession {
         let held = frozen.as_ref();
         let reading = (&self.reading, self.chains.live());
         super::add_block_ons(&mut dump, mem, &self.decoder, reading, held);
-        super::read_stacks(&mut dump, mem, &self.reading, held, &mut self.symbols);
+        let parked = self.decoder.parked;
+        super::read_stacks(
+            &mut dump,
+            mem,
+            &self.reading,
+            (held, parked),
+            &mut self.symbols,
+        );
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
         super::after_values(&mut dump, &threads, &read, &self.reading);

@@ -289,7 +289,7 @@ fn read_values(
     add_block_ons(dump, mem, plan, (reading, live), None);
     // What the threads are blocked in first: a thread waiting for a std lock is a reason to look
     // for its holder among the threads' locals.
-    read_stacks(dump, mem, reading, None, symbols);
+    read_stacks(dump, mem, reading, (None, plan.parked), symbols);
     let threads = add_thread_locals(dump, mem, plan, reading, None);
     let read = crate::values::read_locals(dump, &plan.values, mem, now);
     after_values(dump, &threads, &read, reading);
@@ -635,7 +635,10 @@ pub(crate) fn read_stacks(
     dump: &mut Dump,
     mem: &dyn asyncdump_walker::Memory,
     reading: &Reading,
-    held: Option<&crate::agentless::freeze::Frozen>,
+    (held, parked): (
+        Option<&crate::agentless::freeze::Frozen>,
+        Option<crate::plan::ParkedKey>,
+    ),
     symbols: &mut Option<Symbols>,
 ) {
     use crate::threads::{registers, stacks};
@@ -658,6 +661,7 @@ pub(crate) fn read_stacks(
         threads: &threads,
         running,
         what_fd: &what_fd,
+        parked,
     };
     let symbols = symbols.get_or_insert_with(|| {
         // The file the chains' DWARF came from, checked again to be of this build.

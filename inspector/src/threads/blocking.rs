@@ -75,6 +75,22 @@ pub fn doing(
     if let Some(d) = decides
         && context(&frames[d]) == Some(Context::Runtime)
     {
+        // A blocking API that runs a future to its end on its thread (tokio's `blocking_lock`,
+        // `blocking_recv`) called by the program: that call is what the thread is blocked in.
+        let outer_api = (frames[d..].iter())
+            .take_while(|f| !f.own)
+            .filter_map(|f| match says(&f.function) {
+                Some(Says::Api(name)) => Some(name),
+                _ => None,
+            })
+            .last();
+        if let Some(api) = outer_api {
+            return Doing::Blocked {
+                on: Blocking::BlockOn {
+                    api: Arc::from(api),
+                },
+            };
+        }
         if !nested_in_poll(&frames[d..]) {
             return Doing::Parked;
         }
@@ -394,6 +410,29 @@ mod tests {
             "{got:?}"
         );
         assert_eq!(doing(None, &nested, &no_memory, &no_fd), Doing::Stopped);
+    }
+
+    #[test]
+    fn a_blocking_api_that_runs_a_future_on_its_thread_is_what_the_thread_is_blocked_in() {
+        // Out of any task: not parked waiting for work, but in the program's `blocking_lock`.
+        let frames = [
+            frame("syscall", false),
+            frame("std::sync::poison::condvar::Condvar::wait", false),
+            frame("tokio::runtime::park::Inner::park", false),
+            frame("tokio::runtime::park::CachedParkThread::block_on<F>", false),
+            frame("tokio::future::block_on::block_on<F>", false),
+            frame("tokio::sync::mutex::Mutex<T>::blocking_lock", false),
+            frame("app::ledger::reconcile", true),
+        ];
+        let got = doing(Some(&futex(0x50)), &frames, &no_memory, &no_fd);
+        let api = "tokio::sync::Mutex::blocking_lock";
+        assert_eq!(
+            got,
+            Doing::Blocked {
+                on: Blocking::BlockOn { api: api.into() }
+            }
+        );
+        assert_eq!(role(&frames), ThreadRole::BlockOn);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Sources<'a> {
     pub running: Vec<(u32, Option<String>)>,
     /// A descriptor of the process, described (a socket's ends), where it can be.
     pub what_fd: &'a dyn Fn(i32) -> Option<String>,
+    /// Where a thread parked by parking_lot keeps the key it parks under, where the plan knows.
+    pub parked: Option<crate::plan::ParkedKey>,
 }
 
 /// Whether the stage has anything to say of `dump`: every thread was asked for, or a task is
@@ -52,11 +54,20 @@ pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
         let frames = name_frames(&walked, &modules, symbols);
         let mut doing = blocking::doing(t.syscall.as_ref(), &frames, &read_word, src.what_fd);
         if let Doing::Blocked {
-            on: Blocking::Lock {
-                addr, static_name, ..
-            },
+            on:
+                Blocking::Lock {
+                    kind,
+                    addr,
+                    static_name,
+                },
         } = &mut doing
         {
+            // parking_lot parks a thread on a word of its own: the lock is the key it parks under.
+            if kind.starts_with("parking_lot::") {
+                *addr = (src.parked)
+                    .and_then(|p| p.key_of(*addr, &read_word))
+                    .unwrap_or(0);
+            }
             *static_name = symbols.static_in_exe(&modules, *addr);
         }
         let polling = polled_task(dump, mem, &walked, &modules, symbols);

@@ -8,8 +8,9 @@ use std::fmt::Write;
 use crate::model::threads::{
     Blocking, Doing, NativeFrame, StarvedBy, StarvedSince, ThreadRole, ThreadView,
 };
-use crate::model::{Dump, TaskView};
-use crate::view::labels::Labels;
+use crate::model::waits::{Holder, WaitsFor};
+use crate::model::{Dump, THREAD, TaskView};
+use crate::view::labels::{Labels, labels_for};
 use crate::view::{Dur, Style, no_breaks};
 
 /// `runtime multi_thread: 3 of 3 workers blocked inside a poll; 5 tasks ready and not polled`, and
@@ -39,6 +40,7 @@ pub(crate) fn starved<W: Write + ?Sized>(
                 let _ = write!(out, "polls {}, ", labels.of(task));
             }
             blocked_line(out, t, style);
+            held_by(out, dump, t, labels);
             let _ = out.write_char('\n');
         }
     }
@@ -73,7 +75,45 @@ pub(crate) fn task_thread<W: Write + ?Sized>(
     };
     let _ = out.write_str("  ");
     blocked_line(out, t, style);
+    let holders: Vec<u64> = lock_waits(dump, t).map(|(to, _)| to).collect();
+    held_by(out, dump, t, &labels_for(dump, &holders));
     let _ = out.write_char('\n');
+}
+
+/// The edges of the wait graph from the lock thread `t` is blocked on (or its own future waits
+/// for) to their holders.
+fn lock_waits<'d>(dump: &'d Dump, t: &ThreadView) -> impl Iterator<Item = (u64, &'d Holder)> {
+    let node = t.polling.unwrap_or(THREAD | u64::from(t.tid));
+    let blocked = matches!(t.doing, Doing::Blocked { .. });
+    (dump.waits.iter())
+        .filter(move |e| blocked && e.from == node)
+        .filter_map(|e| match &e.on {
+            WaitsFor::Lock { holder } => Some((e.to, holder)),
+            _ => None,
+        })
+}
+
+/// ` · held by thread 8505 "config-writer" (`config` in app::config::write)`: who holds the lock
+/// `t` is blocked on, where the wait graph found them (at most three named).
+fn held_by<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &ThreadView, labels: &Labels<'_>) {
+    const NAMED: usize = 3;
+    let mut text = String::new();
+    let mut more = 0;
+    for (i, (to, holder)) in lock_waits(dump, t).enumerate() {
+        if i >= NAMED {
+            more += 1;
+            continue;
+        }
+        text.push_str(if i == 0 { " · held by " } else { ", and by " });
+        let _ = labels.of(to).write_to(&mut text);
+        text.push_str(" (");
+        super::values::how_held_into(&mut text, &holder.held, Some(&holder.frame));
+        text.push(')');
+    }
+    if more > 0 {
+        let _ = write!(text, ", and {more} more");
+    }
+    let _ = out.write_str(&text);
 }
 
 /// What `t` is doing, and from where in the program: `blocked in std::sync::Mutex ORDERS @ 0x…
@@ -108,6 +148,7 @@ fn blocking<W: Write + ?Sized>(out: &mut W, on: &Blocking) {
             static_name,
         } => match static_name {
             Some(name) => write!(out, "{kind} {} @ {addr:#x}", no_breaks(name)),
+            None if *addr == 0 => write!(out, "{kind} (which one could not be read)"),
             None => write!(out, "{kind} @ {addr:#x}"),
         },
         Blocking::Sleep { asked_ns: Some(ns) } => {
@@ -165,6 +206,7 @@ pub(crate) fn section<W: Write + ?Sized>(
         };
         let _ = write!(out, "{role} · ");
         blocked_line(out, t, style);
+        held_by(out, dump, t, labels);
         if let Some(task) = t.polling {
             let _ = write!(out, " · polls {}", labels.of(task));
         }

@@ -13,7 +13,9 @@ mod tests;
 
 use std::sync::Arc;
 
-use crate::model::threads::{Blocking, Doing, STD_MUTEX, ThreadView};
+use crate::model::threads::{
+    Blocking, Doing, PARKING_LOT_MUTEX, PARKING_LOT_RWLOCK, STD_MUTEX, STD_RWLOCK, ThreadView,
+};
 use crate::model::values::{Local, Reading, ThreadLocal, Value, WaitKind, WaitOn};
 use crate::model::waits::{Held, Holder, StaticHolder, ThreadHolder, WaitEdge, WaitsFor, cycles};
 use crate::model::{Dump, FastMap, FrameInfo, FrameNode, Loc, THREAD, TaskView, any_frame};
@@ -57,17 +59,37 @@ pub fn resolve(dump: &mut Dump, reading: &Reading, tasks: &[usize]) {
 /// receive): where none does, no static or thread need be looked at for one.
 pub fn any_holdable_wait(dump: &Dump) -> bool {
     let holdable = |n: &FrameNode| n.waits_on.as_ref().is_some_and(|w| w.kind.may_be_held());
-    dump.threads.iter().any(|t| std_lock_wait(t).is_some())
+    dump.threads.iter().any(|t| lock_wait(t).is_some())
         || dump.tasks.iter().any(|t| any_frame(&t.frames, &holdable))
 }
 
-/// The std mutex thread `t` is blocked on, by its futex word, if it is.
-fn std_lock_wait(t: &ThreadView) -> Option<u64> {
-    match &t.doing {
-        Doing::Blocked {
-            on: Blocking::Lock { kind, addr, .. },
-        } if **kind == *STD_MUTEX => Some(*addr),
-        _ => None,
+/// The lock thread `t` is blocked on, if it is one whose holders are found: the addresses a
+/// guard of it may hold it by. A std `Mutex` is its futex word; a std `RwLock` has two, its state
+/// (readers wait on it) and a writers' notification word (writers do), side by side; parking_lot
+/// parks a thread under the raw lock's address, or one past it (a writer waiting for readers to
+/// leave).
+fn lock_wait(t: &ThreadView) -> Option<[u64; 2]> {
+    let Doing::Blocked {
+        on: Blocking::Lock { kind, addr, .. },
+    } = &t.doing
+    else {
+        return None;
+    };
+    let is = |lock: &str| {
+        kind.strip_prefix(lock)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(" ("))
+    };
+    let a = *addr;
+    if a == 0 {
+        None
+    } else if is(STD_MUTEX) || is(PARKING_LOT_MUTEX) {
+        Some([a, a])
+    } else if is(STD_RWLOCK) {
+        Some([a, a.wrapping_sub(4)])
+    } else if is(PARKING_LOT_RWLOCK) {
+        Some([a, a.wrapping_sub(1)])
+    } else {
+        None
     }
 }
 
@@ -76,7 +98,8 @@ fn thread_node(t: &ThreadView) -> u64 {
     t.polling.unwrap_or(THREAD | u64::from(t.tid))
 }
 
-/// The edges from the threads blocked on a std mutex to whoever holds it: a task's frame, or a
+/// The edges from the threads blocked on a lock whose holders are found ([`lock_wait`]) to whoever
+/// holds it: a task's frame, or a
 /// local of a function on a thread's stack (that thread as the task it polls, if it polls one).
 /// A holder that is the waiter itself (a leftover of a guard let go) is no edge.
 fn thread_waits(
@@ -87,9 +110,12 @@ fn thread_waits(
     let node_of: FastMap<u32, u64> = threads.iter().map(|t| (t.tid, thread_node(t))).collect();
     let mut out = Vec::new();
     for t in threads {
-        let Some(addr) = std_lock_wait(t) else {
+        let Some(mut addrs) = lock_wait(t) else {
             continue;
         };
+        if addrs[0] == addrs[1] {
+            addrs[1] = 0;
+        }
         let from = thread_node(t);
         let own = t.frames.iter().find(|f| f.own);
         let waits_in = own.map(|f| f.function.clone());
@@ -100,22 +126,21 @@ fn thread_waits(
                 column: 0,
             })
         });
-        let from_threads = (others
-            .threads
-            .get(&(Role::Lock, addr))
-            .into_iter()
-            .flatten())
-        .map(|h| Holder {
-            task: node_of
-                .get(&h.tid)
-                .copied()
-                .unwrap_or(THREAD | u64::from(h.tid)),
-            frame: h.function.as_str().into(),
-            at: h.declared.clone(),
-            held: h.held.clone(),
-        });
+        let keys = addrs.map(|a| (Role::Lock, a));
+        let from_threads = (keys.iter())
+            .filter_map(|k| others.threads.get(k))
+            .flatten()
+            .map(|h| Holder {
+                task: node_of
+                    .get(&h.tid)
+                    .copied()
+                    .unwrap_or(THREAD | u64::from(h.tid)),
+                frame: h.function.as_str().into(),
+                at: h.declared.clone(),
+                held: h.held.clone(),
+            });
         let holders =
-            (held.get(&(Role::Lock, addr)).into_iter().flatten().cloned()).chain(from_threads);
+            (keys.iter().filter_map(|k| held.get(k)).flatten().cloned()).chain(from_threads);
         for holder in holders.filter(|h| h.task != from) {
             out.push(WaitEdge {
                 from,

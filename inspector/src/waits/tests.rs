@@ -399,3 +399,52 @@ fn a_lock_no_task_holds_but_a_static_does_is_held_by_that_static_with_no_edge() 
     assert!(dump.waits.is_empty() && dump.deadlocks.is_empty());
     assert!(dump.statics.is_empty(), "read for the graph only");
 }
+
+#[test]
+fn a_thread_blocked_on_a_lock_is_matched_to_its_guards_by_the_words_the_lock_is_known_by() {
+    use crate::model::threads::{Blocking, Doing};
+    let blocked = |kind: &str, addr: u64| {
+        let mut t = crate::testing::blocked_worker(7, 1);
+        t.doing = Doing::Blocked {
+            on: Blocking::Lock {
+                kind: kind.into(),
+                addr,
+                static_name: None,
+            },
+        };
+        super::lock_wait(&t)
+    };
+    let cases = [
+        ("std::sync::Mutex", 0x1000, Some([0x1000, 0x1000])),
+        // A reader sleeps on the state word, a writer on the word beside it.
+        ("std::sync::RwLock (write)", 0x1004, Some([0x1004, 0x1000])),
+        ("parking_lot::Mutex", 0x2000, Some([0x2000, 0x2000])),
+        // A writer waiting for readers to leave parks one past the lock.
+        (
+            "parking_lot::RwLock (write)",
+            0x2001,
+            Some([0x2001, 0x2000]),
+        ),
+        ("parking_lot::RwLock (read)", 0x2000, Some([0x2000, 0x1fff])),
+        // Its key could not be read: no lock to match.
+        ("parking_lot::Mutex", 0, None),
+        ("std::sync::Condvar", 0x3000, None),
+        ("std::sync::RwLockish", 0x3000, None),
+    ];
+    for (kind, addr, want) in cases {
+        assert_eq!(blocked(kind, addr), want, "{kind} @ {addr:#x}");
+    }
+}
+
+#[test]
+fn a_thread_parked_by_parking_lot_is_on_the_key_its_thread_data_keeps() {
+    let parked = crate::plan::ParkedKey { futex: 0, key: 8 };
+    let memory = |at: u64| match at {
+        0x7000_0008 => Some(0x5555_0040),
+        0x7100_0008 => Some(0),
+        _ => None,
+    };
+    assert_eq!(parked.key_of(0x7000_0000, &memory), Some(0x5555_0040));
+    assert_eq!(parked.key_of(0x7100_0000, &memory), None, "no lock at 0");
+    assert_eq!(parked.key_of(0x7200_0000, &memory), None, "unreadable");
+}

@@ -482,6 +482,123 @@ fn a_std_mutex_guard_is_the_futex_word_of_the_mutex_it_points_at() {
     assert_eq!((p.rule, p.shape()), ("std mutex guard", &want));
 }
 
+/// A std `RwLock<u64>` whose system lock lies 8 bytes in, as rustc may lay it out.
+fn std_rwlock(t: &mut Types) -> (u64, u64) {
+    let (u64_, _) = words(t);
+    let u32_ = t.base("core::sync::atomic::AtomicU32", 4);
+    let sys = t.structure("std::sys::sync::rwlock::futex::RwLock", 8);
+    t.member(sys, "state", 0, u32_)
+        .member(sys, "writer_notify", 4, u32_);
+    let lock = t.structure("std::sync::poison::rwlock::RwLock<u64>", 24);
+    t.member(lock, "data", 0, u64_)
+        .member(lock, "inner", 8, sys);
+    (sys, lock)
+}
+
+#[test]
+fn a_std_rwlock_read_guard_is_the_system_lock_it_points_at() {
+    let mut t = Types::new();
+    let (sys, _) = std_rwlock(&mut t);
+    let ptr = t.pointer("&std::sys::sync::rwlock::futex::RwLock", sys);
+    let guard = t.structure("std::sync::poison::rwlock::RwLockReadGuard<u64>", 16);
+    t.member(guard, "inner_lock", 8, ptr);
+    let p = planned(t, guard);
+    let want = Shape::Guard {
+        ptr: 8,
+        sem: 0,
+        lock: "std::sync::RwLock".into(),
+        write: false,
+    };
+    assert_eq!((p.rule, p.shape()), ("blocking lock guard", &want));
+}
+
+#[test]
+fn a_std_rwlock_write_guard_is_the_system_lock_inside_the_rwlock_it_points_at() {
+    let mut t = Types::new();
+    let (_, lock) = std_rwlock(&mut t);
+    let ptr = t.pointer("&std::sync::poison::rwlock::RwLock<u64>", lock);
+    let guard = t.structure("std::sync::poison::rwlock::RwLockWriteGuard<u64>", 16);
+    t.member(guard, "lock", 0, ptr);
+    let p = planned(t, guard);
+    let want = Shape::Guard {
+        ptr: 0,
+        sem: 8,
+        lock: "std::sync::RwLock".into(),
+        write: true,
+    };
+    assert_eq!((p.rule, p.shape()), ("blocking lock guard", &want));
+}
+
+#[test]
+fn a_parking_lot_guard_is_the_raw_lock_inside_the_lock_it_points_at() {
+    let mut t = Types::new();
+    let (u64_, _) = words(&mut t);
+    let u8_ = t.base("core::sync::atomic::AtomicU8", 1);
+    let raw = t.structure("parking_lot::raw_mutex::RawMutex", 1);
+    t.member(raw, "state", 0, u8_);
+    let name = "lock_api::mutex::Mutex<parking_lot::raw_mutex::RawMutex, u64>";
+    let lock = t.structure(name, 16);
+    t.member(lock, "data", 0, u64_).member(lock, "raw", 8, raw);
+    let ptr = t.pointer(
+        "&lock_api::mutex::Mutex<parking_lot::raw_mutex::RawMutex, u64>",
+        lock,
+    );
+    let guard = t.structure(
+        "lock_api::mutex::MutexGuard<parking_lot::raw_mutex::RawMutex, u64>",
+        8,
+    );
+    t.member(guard, "mutex", 0, ptr);
+    let p = planned(t, guard);
+    let want = Shape::Guard {
+        ptr: 0,
+        sem: 8,
+        lock: "parking_lot::Mutex".into(),
+        write: false,
+    };
+    assert_eq!((p.rule, p.shape()), ("blocking lock guard", &want));
+}
+
+#[test]
+fn the_other_blocking_locks_guards_are_known_by_their_names() {
+    use super::values::other_guard_of;
+    let (pl_mutex, pl_rwlock) = (
+        "parking_lot::raw_mutex::RawMutex",
+        "parking_lot::raw_rwlock::RawRwLock",
+    );
+    let std_raw = "std::sys::sync::rwlock::futex::RwLock";
+    let cases = [
+        (
+            "std::sync::poison::rwlock::RwLockReadGuard<u64>",
+            Some(("std::sync::RwLock", std_raw, false)),
+        ),
+        (
+            "std::sync::rwlock::RwLockWriteGuard<u64>",
+            Some(("std::sync::RwLock", std_raw, true)),
+        ),
+        (
+            "lock_api::mutex::ArcMutexGuard<parking_lot::raw_mutex::RawMutex, u64>",
+            Some(("parking_lot::Mutex", pl_mutex, false)),
+        ),
+        (
+            "lock_api::rwlock::RwLockUpgradableReadGuard<parking_lot::raw_rwlock::RawRwLock, u64>",
+            Some(("parking_lot::RwLock", pl_rwlock, false)),
+        ),
+        (
+            "lock_api::rwlock::MappedRwLockWriteGuard<parking_lot::raw_rwlock::RawRwLock, u64>",
+            Some(("parking_lot::RwLock", pl_rwlock, true)),
+        ),
+        // Another raw lock under lock_api (spin's): its waiters are not parking_lot's.
+        (
+            "lock_api::mutex::MutexGuard<spin::mutex::Mutex<()>, u64>",
+            None,
+        ),
+        ("std::sync::poison::rwlock::RwLock<u64>", None),
+    ];
+    for (name, want) in cases {
+        assert_eq!(other_guard_of(name), want, "{name}");
+    }
+}
+
 #[test]
 fn an_owned_write_guard_reaches_its_rwlock_through_the_arc() {
     let mut t = Types::new();

@@ -48,6 +48,7 @@ pub(super) const RULES: &[&ValueRule] = &[
     &SOCKET,
     &GUARD,
     &STD_GUARD,
+    &OTHER_GUARD,
     &ENDPOINT,
     &POINTER,
     &FAT_POINTER,
@@ -243,6 +244,63 @@ const STD_GUARD: ValueRule = ValueRule {
         })
     },
 };
+
+/// The other blocking locks' guards: std's `RwLock` guards (the lock word a waiting thread sleeps
+/// on, in the system `RwLock` the guard's reference reaches) and `lock_api`'s (parking_lot's
+/// `Mutex` and `RwLock`: the raw lock, whose address is the key a waiting thread parks on), as the
+/// address of that inner lock.
+const OTHER_GUARD: ValueRule = ValueRule {
+    name: "blocking lock guard",
+    matches: |t| other_guard_of(&t.name).is_some(),
+    shape: |b, t| {
+        let (lock, raw, write) = other_guard_of(&t.name)?;
+        let field = ["inner_lock", "lock", "mutex", "rwlock", "raw"]
+            .into_iter()
+            .find(|f| t.members.iter().any(|m| m.0 == *f))?;
+        let (ptr, to) = b.pointer_to(t.die, field)?;
+        let inner = b.offset_of_type(to, raw, 4)?;
+        Some(Shape::Guard {
+            ptr: u32::try_from(ptr).ok()?,
+            sem: u32::try_from(inner).ok()?,
+            lock: lock.into(),
+            write,
+        })
+    },
+};
+
+/// The lock a guard type named `name` holds, the inner lock type its address is that of, and
+/// whether it holds it to write.
+pub(super) fn other_guard_of(name: &str) -> Option<(&'static str, &'static str, bool)> {
+    use crate::model::threads::{PARKING_LOT_MUTEX, PARKING_LOT_RWLOCK, STD_RWLOCK};
+    const STD: &[(&str, bool)] = &[("RwLockReadGuard<", false), ("RwLockWriteGuard<", true)];
+    const LOCK_API: &[(&str, bool)] = &[
+        ("mutex::MutexGuard<", false),
+        ("mutex::ArcMutexGuard<", false),
+        ("mutex::MappedMutexGuard<", false),
+        ("rwlock::RwLockReadGuard<", false),
+        ("rwlock::ArcRwLockReadGuard<", false),
+        ("rwlock::RwLockUpgradableReadGuard<", false),
+        ("rwlock::RwLockWriteGuard<", true),
+        ("rwlock::ArcRwLockWriteGuard<", true),
+        ("rwlock::MappedRwLockWriteGuard<", true),
+    ];
+    let std = (name.strip_prefix("std::sync::poison::rwlock::"))
+        .or_else(|| name.strip_prefix("std::sync::rwlock::"));
+    if let Some(rest) = std {
+        let &(_, write) = STD.iter().find(|g| rest.starts_with(g.0))?;
+        return Some((STD_RWLOCK, "std::sys::sync::rwlock::futex::RwLock", write));
+    }
+    let rest = name.strip_prefix("lock_api::")?;
+    let &(guard, write) = LOCK_API.iter().find(|g| rest.starts_with(g.0))?;
+    let raw = &rest[guard.len()..];
+    [
+        (PARKING_LOT_MUTEX, "parking_lot::raw_mutex::RawMutex"),
+        (PARKING_LOT_RWLOCK, "parking_lot::raw_rwlock::RawRwLock"),
+    ]
+    .into_iter()
+    .find(|(_, r)| raw.starts_with(r))
+    .map(|(lock, raw)| (lock, raw, write))
+}
 
 /// tokio's `mpsc` senders and receivers: the channel they are an end of, through their `Arc`.
 const ENDPOINT: ValueRule = ValueRule {
