@@ -10,7 +10,8 @@
 //! unit ends. Once every type is known, [`Bodies::finish`] keeps those whose type's name mentions
 //! `tokio::sync::` or is a std `MutexGuard`, itself or through the members of a structure (a
 //! closure's captures), and names them; and, apart, the `Pin<&mut F>` locals of `block_on`
-//! functions: where an executor keeps the future it runs ([`is_block_on`]).
+//! functions: where an executor keeps the future it runs ([`is_block_on`]), or, where optimised
+//! code placed no such local, the variable of type `F` it pins, by value.
 
 use gimli::{AttributeValue, constants};
 
@@ -71,6 +72,8 @@ struct Candidate {
     unit: usize,
     file: Option<u64>,
     line: Option<u64>,
+    /// A parameter, not a variable: a moved-from one keeps stale bytes.
+    param: bool,
 }
 
 /// What a local's abstract origin says of it.
@@ -209,6 +212,7 @@ impl Bodies {
                 let line =
                     (entry.attr_value(constants::DW_AT_decl_line)).and_then(|v| v.udata_value());
                 let depth = u16::try_from(open.scopes.len()).unwrap_or(u16::MAX);
+                let param = entry.tag() == constants::DW_TAG_formal_parameter;
                 let candidates = &mut self.candidates;
                 placed(
                     at,
@@ -228,6 +232,7 @@ impl Bodies {
                             unit: at.index,
                             file,
                             line,
+                            param,
                         });
                     },
                 );
@@ -384,6 +389,13 @@ impl Bodies {
                 if is_block_on(&f) {
                     pinned.push(var(c, ty, f));
                 }
+            } else if !c.param && matches!(c.location, Location::Whole(ref p) if p.in_memory()) {
+                // Optimised code may place no `Pin` at all, only the future it pins, by value:
+                // a variable of the `block_on`'s own type parameter, in memory.
+                let f = function(c);
+                if is_block_on(&f) && runs(&f, &debug.qualified_name(ty)) {
+                    pinned.push(var(c, ty, f));
+                }
             }
         }
         holding.sort_by_key(|v| v.scope);
@@ -460,6 +472,14 @@ pub(crate) fn is_std_mutex_guard(name: &str) -> bool {
     ]
     .iter()
     .any(|p| name.starts_with(p))
+}
+
+/// Whether `block_on`, a function's name, is the instance of it for future type `future` (its one
+/// generic argument).
+fn runs(block_on: &str, future: &str) -> bool {
+    (block_on.strip_suffix('>'))
+        .and_then(|b| b.strip_suffix(future))
+        .is_some_and(|b| b.ends_with("block_on<"))
 }
 
 /// Whether `name` is a guard of a blocking lock other than std's `Mutex` whose holders are found:
@@ -570,6 +590,31 @@ fn frame_base(expr: &[u8]) -> Option<FrameBase> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_future_by_value_is_taken_only_in_the_block_on_of_its_own_type() {
+        let env = "app::main::{async_block_env#0}";
+        let cases = [
+            (
+                "tokio::runtime::park::CachedParkThread::block_on<app::main::{async_block_env#0}>",
+                true,
+            ),
+            ("pollster::block_on<app::main::{async_block_env#0}>", true),
+            // Another generic argument, or another function: not the future it pins.
+            (
+                "tokio::runtime::park::CachedParkThread::block_on<app::serve::{async_fn_env#0}>",
+                false,
+            ),
+            (
+                "futures_executor::local_pool::run_executor<(), app::main::{async_block_env#0}>",
+                false,
+            ),
+            ("app::block_on_all<app::main::{async_block_env#0}>", false),
+        ];
+        for (function, want) in cases {
+            assert_eq!(runs(function, env), want, "{function}");
+        }
+    }
 
     #[test]
     fn a_frame_base_is_one_register_or_the_cfa() {

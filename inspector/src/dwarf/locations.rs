@@ -33,6 +33,13 @@ pub enum Place {
     Literal(u64),
 }
 
+impl Place {
+    /// Whether the value is in memory (at an address), not in a register or nowhere.
+    pub fn in_memory(&self) -> bool {
+        matches!(self, Place::Frame { .. } | Place::Memory { .. })
+    }
+}
+
 /// A local's location: the whole value in one place (what nearly every local has, kept without
 /// an allocation: a binary has hundreds of thousands), or its pieces in order, each with its size
 /// in bytes.

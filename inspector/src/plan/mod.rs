@@ -174,8 +174,8 @@ impl ParkedKey {
     }
 }
 
-/// Where a `block_on` keeps the future it runs: its `Pin<&mut F>` local, where it is over which
-/// code (a thread whose frame is there runs `F`), and the plan type of `F`, walked at the address
+/// Where a `block_on` keeps the future it runs: its `Pin<&mut F>` local (or, where optimised code
+/// placed none, the variable of type `F` it pins), where it is over which code (a thread whose frame is there runs `F`), and the plan type of `F`, walked at the address
 /// the local holds, as a task's future is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockOnPlan {
@@ -184,6 +184,10 @@ pub struct BlockOnPlan {
     /// The code addresses where the local is at `location`, `[start, end)`.
     pub scope: (u64, u64),
     pub location: crate::dwarf::Location,
+    /// The local is the future itself (optimised code placed no `Pin`), not a pointer to it: its
+    /// address is the future's.
+    #[serde(default)]
+    pub by_value: bool,
     /// The plan type of `F`.
     pub ty: u32,
     /// `F`'s name.
@@ -221,15 +225,18 @@ impl Plan {
             None => (None, FastMap::default(), None),
         };
         let block_ons = (debug.pinned_futures.iter())
-            .filter_map(|v| {
-                let future = crate::dwarf::pinned_mut(debug, v.ty)?;
-                Some(BlockOnPlan {
+            .map(|v| {
+                // A `Pin<&mut F>` points at the future; a variable of type `F` is it.
+                let pinned = crate::dwarf::pinned_mut(debug, v.ty);
+                let future = pinned.unwrap_or(v.ty);
+                BlockOnPlan {
                     function: v.function.as_str().into(),
                     scope: v.scope,
                     location: v.location.clone(),
+                    by_value: pinned.is_none(),
                     ty: b.ty(future),
                     future: debug.qualified_name(future).into(),
-                })
+                }
             })
             .collect();
         let statics = b.holding_statics();

@@ -83,7 +83,11 @@ pub fn find(
         let Some((at, b)) = innermost(&walked, &plan.block_ons) else {
             continue;
         };
-        let found = match super::word_of(mem, &walked[at], &b.location) {
+        let place = match b.by_value {
+            true => super::address_of(&walked[at], &b.location),
+            false => super::word_of(mem, &walked[at], &b.location),
+        };
+        let found = match place {
             None => Found::Missing(format!(
                 "where {} keeps it could not be read here (a register only a stop reads, or memory that is not mapped)",
                 crate::names::short(&b.function)

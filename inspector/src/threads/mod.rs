@@ -130,14 +130,25 @@ fn place(
     Some(addr)
 }
 
-/// The word a local of 8 bytes at `location` holds in frame `f` (a pointer): read from memory, or
-/// from the frame's registers where it is kept in them. `None` where what it needs is not known.
-pub(crate) fn word_of(mem: &dyn Memory, f: &Frame, location: &Location) -> Option<u64> {
-    let base = |b: FrameBase| match b {
+/// Where a local at `location` lies in frame `f`, where it lies whole in memory and the registers
+/// that place it are known.
+pub(crate) fn address_of(f: &Frame, location: &Location) -> Option<u64> {
+    location.address(|r| f.register(r), |b| base_of(f, b))
+}
+
+/// The frame base `b` of frame `f`, where the walk knows it.
+fn base_of(f: &Frame, b: FrameBase) -> Option<u64> {
+    match b {
         FrameBase::Sp => Some(f.sp),
         FrameBase::Cfa => f.cfa,
         FrameBase::Fp => f.fp(),
-    };
+    }
+}
+
+/// The word a local of 8 bytes at `location` holds in frame `f` (a pointer): read from memory, or
+/// from the frame's registers where it is kept in them. `None` where what it needs is not known.
+pub(crate) fn word_of(mem: &dyn Memory, f: &Frame, location: &Location) -> Option<u64> {
+    let base = |b: FrameBase| base_of(f, b);
     let reg = |r: u16| f.register(r);
     let mut bytes = Vec::with_capacity(8);
     match location {
