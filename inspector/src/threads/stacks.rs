@@ -20,6 +20,7 @@ use super::symbols::Symbols;
 use super::unwind::{self, Frame, MAX_FRAMES, Mapping, Modules};
 use crate::model::threads::{Blocking, Doing, NativeFrame, ThreadRole, ThreadView};
 use crate::model::{Dump, State, THREAD};
+use crate::names::path_of;
 
 /// What the stage reads a process's threads from.
 pub struct Sources<'a> {
@@ -70,7 +71,7 @@ pub fn read(dump: &mut Dump, src: &Sources<'_>, symbols: &mut Symbols) {
             }
             *static_name = symbols.static_in_exe(&modules, *addr);
         }
-        let polling = polled_task(dump, mem, &walked, &modules, symbols);
+        let polling = polled_task(dump, mem, (&walked, &frames), &modules, symbols);
         views.push(ThreadView {
             tid: t.tid,
             name: t.name.clone(),
@@ -174,13 +175,14 @@ const SEARCHED: u64 = 64 << 10;
 /// How far into a task's allocation a pointer may point and still be taken as the task's.
 const INTO_TASK: u64 = 256;
 
-/// The running task whose poll is on the stack `walked`, by the function of its frames: the poll
-/// function of the task's type, and where several running tasks share it, the one whose address
-/// the stack holds (alone).
+/// The running task whose poll is on the stack `walked` (its frames `named`), by the function of
+/// its frames: the poll function of the task's type, and where several running tasks share it,
+/// the one whose address the stack holds (alone); where optimised code left no frame of it, the
+/// one whose address the stack holds up to the task harness's frame (alone).
 fn polled_task(
     dump: &Dump,
     mem: &dyn Memory,
-    walked: &[Frame],
+    (walked, named): (&[Frame], &[NativeFrame]),
     modules: &Modules,
     symbols: &mut Symbols,
 ) -> Option<u64> {
@@ -204,21 +206,46 @@ fn polled_task(
         match of_type.as_slice() {
             [] => continue,
             [(id, _)] => return Some(*id),
-            several => {
-                let top = f.cfa.unwrap_or(f.sp).max(f.sp);
-                let words = stack_words(mem, walked[0].sp, top);
-                let held: Vec<u64> = (several.iter())
-                    .filter(|(_, t)| {
-                        let task = t.header..t.header.saturating_add(INTO_TASK);
-                        words.iter().any(|w| task.contains(w))
-                    })
-                    .map(|(id, _)| *id)
-                    .collect();
-                return (held.len() == 1).then(|| held[0]);
-            }
+            several => return held_alone(mem, walked[0].sp, f, several),
         }
     }
-    None
+    // Optimised code: the poll function tail-calls its task's harness, and leaves no frame. The
+    // harness's frame, named, keeps the task's address.
+    if !(named.iter()).any(|n| path_of(&n.function).starts_with(HARNESS_POLL)) {
+        return None;
+    }
+    let harness = walked.iter().find(|f| {
+        modules.file_at(f.pc).is_some_and(|(path, base)| {
+            let path = path.to_owned();
+            (symbols.frames(&path, base, f.pc).iter())
+                .any(|n| path_of(&n.function).starts_with(HARNESS_POLL))
+        })
+    })?;
+    let all: Vec<_> = running.iter().collect();
+    held_alone(mem, walked[0].sp, harness, &all)
+}
+
+/// The task harness's poll, which a task's poll function calls (or jumps to).
+const HARNESS_POLL: &str = "tokio::runtime::task::harness::Harness::poll";
+
+/// The one of the running tasks `of` whose address the stack holds from `sp` to frame `f`'s top,
+/// if one alone is there.
+fn held_alone(
+    mem: &dyn Memory,
+    sp: u64,
+    f: &Frame,
+    of: &[&(u64, crate::model::TokioTask)],
+) -> Option<u64> {
+    let top = f.cfa.unwrap_or(f.sp).max(f.sp);
+    let words = stack_words(mem, sp, top);
+    let held: Vec<u64> = (of.iter())
+        .filter(|(_, t)| {
+            let task = t.header..t.header.saturating_add(INTO_TASK);
+            words.iter().any(|w| task.contains(w))
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    (held.len() == 1).then(|| held[0])
 }
 
 /// The words of the stack from `sp` to `top` (at most [`SEARCHED`] bytes).
