@@ -692,14 +692,18 @@ pub(crate) fn add_block_ons(
         return;
     }
     let pid = dump.process.pid;
+    // Named once found: most threads run no `block_on`.
     let threads = match held {
         Some(frozen) => registers::held(pid, frozen.registers()),
-        None => registers::live(pid),
+        None => registers::live_unnamed(pid, &[]),
     };
     let maps = crate::attach::procfs::maps(pid).unwrap_or_default();
     let mappings = registers::mappings(&maps);
     let exe = std::fs::read_link(crate::attach::procfs::exe(pid)).ok();
     let mut roots = block_on::find(mem, &mappings, &threads, plan, exe.as_deref());
+    for r in roots.iter_mut().filter(|r| r.thread.is_none()) {
+        r.thread = registers::comm(pid, r.tid);
+    }
     if held.is_none() {
         block_on::forget_moved(&mut roots, &crate::threads::moved(pid, &threads));
     }

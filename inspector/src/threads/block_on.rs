@@ -76,7 +76,12 @@ pub fn find(
     for t in threads {
         // Only a stack that holds a return address into a `block_on` is walked: most threads
         // (a runtime's workers) have none, and a walk is the cost of this stage.
-        if !super::top_words(mem, t.regs.sp).any(|w| in_scope(&scopes, w.wrapping_sub(1))) {
+        // The scopes are the executable's code: most words are not, and cost one compare.
+        let into = |w: u64| {
+            let pc = w.wrapping_sub(1);
+            (code.is_empty() || code.contains(&pc)) && in_scope(&scopes, pc)
+        };
+        if !super::top_words(mem, t.regs.sp).any(into) {
             continue;
         }
         let walked = unwind::walk(mem, &mut modules, t.regs);

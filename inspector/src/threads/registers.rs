@@ -32,11 +32,16 @@ pub struct Syscall {
 /// The threads of live process `pid` that are not running, with their registers. Empty where
 /// `/proc` does not say (another user's process, Yama): no thread is then named as a holder.
 pub fn live(pid: u32) -> Vec<Thread> {
-    live_but(pid, &[])
+    let mut threads = live_unnamed(pid, &[]);
+    for t in &mut threads {
+        t.name = comm(pid, t.tid);
+    }
+    threads
 }
 
-/// [`live`], leaving out the threads `known`, whose `/proc` files are not read.
-fn live_but(pid: u32, known: &[u32]) -> Vec<Thread> {
+/// [`live`] without their names, which cost a read each: for a stage that names only the few
+/// threads it shows ([`comm`]).
+pub fn live_unnamed(pid: u32, known: &[u32]) -> Vec<Thread> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -48,7 +53,7 @@ fn live_but(pid: u32, known: &[u32]) -> Vec<Thread> {
             let (regs, syscall) = registers(pid, tid)?;
             Some(Thread {
                 tid,
-                name: comm(pid, tid),
+                name: None,
                 regs,
                 syscall,
             })
@@ -70,7 +75,11 @@ pub fn held(pid: u32, regs: Vec<(u32, Vec<u64>)>) -> Vec<Thread> {
         })
         .collect();
     let known: Vec<u32> = threads.iter().map(|t| t.tid).collect();
-    threads.extend(live_but(pid, &known));
+    let mut others = live_unnamed(pid, &known);
+    for t in &mut others {
+        t.name = comm(pid, t.tid);
+    }
+    threads.extend(others);
     threads.sort_by_key(|t| t.tid);
     threads
 }
@@ -90,7 +99,8 @@ pub fn others(pid: u32, read: &[Thread]) -> Vec<(u32, Option<String>)> {
 }
 
 /// Thread `tid`'s name (`comm`), where `/proc` tells.
-fn comm(pid: u32, tid: u32) -> Option<String> {
+/// Thread `tid`'s name (`comm`), where `/proc` says.
+pub fn comm(pid: u32, tid: u32) -> Option<String> {
     crate::attach::procfs::read(format!("/proc/{pid}/task/{tid}/comm"))
         .ok()
         .map(|s| s.trim_end_matches('\n').to_owned())

@@ -2,8 +2,8 @@
 //! files mapped where its return addresses point: the executable and the shared libraries (the C
 //! library's system call wrappers are where a blocked thread's innermost frame is).
 //!
-//! Each file's `.eh_frame` and its sorted index (`.eh_frame_hdr`) are read from disk once, only for
-//! a file a frame is in. A step needs the canonical frame address from the stack or frame pointer
+//! Each file's sorted index (`.eh_frame_hdr`) is read from disk once, only for a file a frame is
+//! in, and of its `.eh_frame` only the pages of the entries the walks look up. A step needs the canonical frame address from the stack or frame pointer
 //! and the return address saved at an offset from it; a rule outside those (an expression, a
 //! register other than the frame pointer, a frame pointer not known) ends the walk there. Every
 //! word comes from the target's memory through [`Memory`]: a read that fails ends the walk, never
@@ -95,11 +95,82 @@ impl Frame {
     }
 }
 
-/// The call frame information of one file, loaded.
+/// The call frame information of one file: its index read whole, its `.eh_frame` page by page as
+/// the entries a walk needs are looked up (a walk needs a few of a file's thousands).
 struct Unwind {
-    eh_frame: Vec<u8>,
+    eh_frame: LazyBytes,
     hdr: Vec<u8>,
     bases: BaseAddresses,
+}
+
+/// A range of a file read on demand, a page at a time, into a buffer of its whole length that is
+/// never touched where it is not read (zeroed by the allocator, untouched pages cost nothing).
+struct LazyBytes {
+    file: std::fs::File,
+    /// Where the range starts in the file.
+    offset: u64,
+    bytes: std::cell::RefCell<Vec<u8>>,
+    /// The pages read, by index from the range's start.
+    read: std::cell::RefCell<Vec<bool>>,
+}
+
+const LAZY_PAGE: usize = 4096;
+
+impl LazyBytes {
+    fn new(file: std::fs::File, offset: u64, len: usize) -> LazyBytes {
+        LazyBytes {
+            file,
+            offset,
+            bytes: std::cell::RefCell::new(vec![0; len]),
+            read: std::cell::RefCell::new(vec![false; len.div_ceil(LAZY_PAGE)]),
+        }
+    }
+
+    /// Reads the pages `[at, at + len)` covers that are not read yet; false where it cannot.
+    fn load(&self, at: usize, len: usize) -> bool {
+        use std::os::unix::fs::FileExt;
+        let (mut bytes, mut read) = (self.bytes.borrow_mut(), self.read.borrow_mut());
+        let Some(end) = at.checked_add(len).filter(|&e| e <= bytes.len()) else {
+            return false;
+        };
+        for page in at / LAZY_PAGE..end.div_ceil(LAZY_PAGE) {
+            if read[page] {
+                continue;
+            }
+            let start = page * LAZY_PAGE;
+            let stop = (start + LAZY_PAGE).min(bytes.len());
+            let from = self.offset + start as u64;
+            if self
+                .file
+                .read_exact_at(&mut bytes[start..stop], from)
+                .is_err()
+            {
+                return false;
+            }
+            read[page] = true;
+        }
+        true
+    }
+
+    /// The little-endian (native) `u32` at `at`, read first if need be.
+    fn u32_at(&self, at: usize) -> Option<u32> {
+        if !self.load(at, 4) {
+            return None;
+        }
+        let bytes = self.bytes.borrow();
+        Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    }
+
+    /// Reads the entry (a CIE or an FDE: its 32-bit length, then that many bytes) at `at`, and
+    /// gives where the entry's CIE pointer field is (`at + 4`) and what it holds.
+    fn entry(&self, at: usize) -> Option<(usize, u32)> {
+        let len = self.u32_at(at)?;
+        // A 64-bit length: no x86_64 or aarch64 compiler emits one in `.eh_frame`.
+        if len == u32::MAX || !self.load(at, 4 + len as usize) {
+            return None;
+        }
+        Some((at + 4, self.u32_at(at + 4)?))
+    }
 }
 
 /// The files of one process, by where they are mapped, their frame information loaded on first use.
@@ -252,8 +323,11 @@ fn load(file: &std::fs::File, base: u64) -> Option<Unwind> {
         (start..start.saturating_add(p.p_filesz(endian))).contains(&vaddr)
     })?;
     let into = vaddr - segment.p_vaddr(endian);
-    let len = (segment.p_filesz(endian) - into).min(MAX_EH_FRAME);
-    let eh_frame = read_at(file, size, segment.p_offset(endian).checked_add(into)?, len)?;
+    let offset = segment.p_offset(endian).checked_add(into)?;
+    let len = (segment.p_filesz(endian) - into)
+        .min(MAX_EH_FRAME)
+        .min(size.checked_sub(offset)?);
+    let eh_frame = LazyBytes::new(file.try_clone().ok()?, offset, usize::try_from(len).ok()?);
     // Only `DW_EH_PE_textrel` pointers use it, which no x86_64 or aarch64 compiler emits: the
     // code segment's start stands for `.text`'s.
     let text_at = (loads.iter())
@@ -421,14 +495,20 @@ fn step(
     ctx: &mut UnwindContext<usize>,
     frame: &Frame,
 ) -> Option<(u64, u64, [Option<u64>; REGISTERS])> {
-    let eh_frame = EhFrame::new(&u.eh_frame, NativeEndian);
     let hdr: ParsedEhFrameHdr<_> = EhFrameHdr::new(&u.hdr, NativeEndian)
         .parse(&u.bases, 8)
         .ok()?;
     let table = hdr.table()?;
-    let fde = table
-        .fde_for_address(&eh_frame, &u.bases, frame.pc, EhFrame::cie_from_offset)
-        .ok()?;
+    // The entry the index names for this address, and its CIE, read before they are parsed.
+    let pointer = table.lookup(frame.pc, &u.bases).ok()?;
+    let at = table.pointer_to_offset(pointer).ok()?;
+    let (cie_field, back) = u.eh_frame.entry(at.0)?;
+    u.eh_frame.entry(cie_field.checked_sub(back as usize)?)?;
+    let bytes = u.eh_frame.bytes.borrow();
+    let eh_frame = EhFrame::new(&bytes, NativeEndian);
+    let fde = (eh_frame.fde_from_offset(&u.bases, at, EhFrame::cie_from_offset))
+        .ok()
+        .filter(|fde| fde.contains(frame.pc))?;
     let row = fde
         .unwind_info_for_address(&eh_frame, &u.bases, ctx, frame.pc)
         .ok()?;
@@ -476,6 +556,44 @@ fn step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_information_is_read_an_entry_at_a_time_and_never_past_its_range() {
+        use std::io::Write;
+        // 100 bytes before the range; in it a CIE of 12 bytes at 0, and at 6000 (a page further)
+        // an FDE of 20 bytes whose CIE pointer leads back 6004 bytes, to the CIE.
+        let mut bytes = vec![0xAAu8; 100 + 8192];
+        let put = |b: &mut Vec<u8>, at: usize, v: u32| {
+            b[100 + at..100 + at + 4].copy_from_slice(&v.to_ne_bytes());
+        };
+        put(&mut bytes, 0, 12);
+        put(&mut bytes, 4, 0);
+        put(&mut bytes, 6000, 20);
+        put(&mut bytes, 6004, 6004);
+        put(&mut bytes, 8180, 40);
+        let dir = crate::testing::scratch();
+        let path = dir.path().join("eh_frame");
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&bytes)
+            .unwrap();
+        let lazy = LazyBytes::new(std::fs::File::open(&path).unwrap(), 100, 8192);
+        assert_eq!(lazy.entry(6000), Some((6004, 6004)));
+        assert_eq!(
+            lazy.read.borrow().as_slice(),
+            &[false, true],
+            "one page read"
+        );
+        assert_eq!(lazy.entry(6004 - 6004), Some((4, 0)), "the CIE");
+        assert_eq!(lazy.read.borrow().as_slice(), &[true, true]);
+        assert_eq!(lazy.entry(8180), None, "an entry past the range's end");
+        assert_eq!(lazy.entry(9000), None, "an offset past it");
+        assert_eq!(
+            lazy.bytes.borrow()[0],
+            12,
+            "read from the range's start, not the file's"
+        );
+    }
 
     fn mapping(start: u64, end: u64, offset: u64, path: &str) -> Mapping {
         Mapping {
