@@ -30,6 +30,7 @@ use crate::model::{FastMap, FastSet, FrameInfo};
 
 mod builder;
 pub mod cache;
+mod interned;
 pub mod planner;
 mod runtime;
 mod shapes;
@@ -141,6 +142,7 @@ pub struct Plan {
     pub statics: Vec<values::StaticPlan>,
     /// The locals of function bodies that may hold a lock guard or a channel's end, by scope.
     #[serde(default)]
+    #[serde(with = "interned")]
     pub frame_locals: Vec<values::FrameLocalPlan>,
     /// The futures `block_on`s keep pinned on their threads' stacks, by scope.
     #[serde(default)]
