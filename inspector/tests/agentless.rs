@@ -612,6 +612,19 @@ fn other_runtimes_and_versions_read_the_same_without_the_agent() {
     });
     assert!(all_chains(&m).len() >= 4, "{m}");
     assert_eq!(all_chains(&a), all_chains(&m), "actix-web");
+    // `main`'s future awaits the server's commands; its signal future is `None` (signals off),
+    // which is no future to go into.
+    let main = format!("\nthread {} \"", actix.pid);
+    let start = 1 + m
+        .find(&main)
+        .unwrap_or_else(|| panic!("no future of main's thread:\n{m}"));
+    let future = &m[start..m[start..].find("\n\n").map_or(m.len(), |e| start + e)];
+    assert!(
+        future.contains("actix_server::server::ServerInner::run at ")
+            && future.ends_with("awaiting actix_server::server::ServerEventMultiplexer")
+            && !future.contains("cut at the walk limit"),
+        "{future}"
+    );
     for (name, bin) in [
         (
             "tokio 1.32, legacy mangling",

@@ -355,7 +355,27 @@ pub(super) fn is_generic(name: &str, path: &str) -> bool {
 }
 
 /// The plan of an enum (or state machine) that follows each of `cases` by its discriminant.
-pub(super) fn enum_plan(size: u32, discr: Discr, cases: Vec<Case>) -> TypePlan {
+/// An enum's plan from `cases`, the variants that lead somewhere, given every variant's value
+/// (`values`; `None` for the one without: the niche's dataful variant, the walker's default case).
+/// Where a default case is among `cases`, every other variant with a value of its own gets a case
+/// too, leading nowhere: left out, its discriminant would select the default case, and the bytes
+/// of the variant it is would be read as the default one's (`Option<T>`'s `None` as `Some`).
+pub(super) fn enum_plan(
+    size: u32,
+    discr: Discr,
+    mut cases: Vec<Case>,
+    values: &[Option<u64>],
+) -> TypePlan {
+    if cases.iter().any(|c| c.value.is_none()) {
+        for &v in values.iter().flatten() {
+            if !cases.iter().any(|c| c.value == Some(v)) {
+                cases.push(Case {
+                    value: Some(v),
+                    edges: Vec::new(),
+                });
+            }
+        }
+    }
     TypePlan {
         size,
         discr: Some(discr),

@@ -20,6 +20,7 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
         let mut futures = false;
         let plan = match b.variants(t.die) {
             Some((discr, variants)) => {
+                let values: Vec<Option<u64>> = variants.iter().map(|v| v.0).collect();
                 let cases: Vec<Case> = variants
                     .into_iter()
                     .filter_map(|(value, _, vdie, voff)| {
@@ -28,7 +29,7 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
                         (!edges.is_empty()).then_some(Case { value, edges })
                     })
                     .collect();
-                enum_plan(t.size, discr, cases)
+                enum_plan(t.size, discr, cases, &values)
             }
             // An enum of one variant keeps no discriminant (a pin-project state enum whose other
             // variants a cargo feature left out): its fields are always there.
@@ -45,7 +46,7 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
                 }
             }
         };
-        if plan.always.is_empty() && plan.cases.is_empty() {
+        if plan.always.is_empty() && plan.cases.iter().all(|c| c.edges.is_empty()) {
             return Verdict::Leaf;
         }
         // An `Option` holding no future (`Fold`'s between two items) is nothing to wait on; any

@@ -100,6 +100,7 @@ pub(super) const FUTURES_UNORDERED_TASK: Rule = Rule {
         let Some((mut discr, variants)) = b.variants(option) else {
             return Verdict::Decline;
         };
+        let values: Vec<Option<u64>> = variants.iter().map(|v| v.0).collect();
         let Some((some, vdie, voff)) = (variants.into_iter())
             .find(|v| v.1 == "Some")
             .map(|(value, _, vdie, voff)| (value, vdie, voff))
@@ -118,6 +119,7 @@ pub(super) const FUTURES_UNORDERED_TASK: Rule = Rule {
                 value: some,
                 edges: vec![future],
             }],
+            &values,
         );
         plan.always.push(pointer(next, b.ty(t.die)));
         Verdict::Plan(plan, Kind::Transparent)
@@ -215,6 +217,7 @@ impl Builder<'_> {
             }
             return Verdict::Plan(plan(t.size, vec![inline(off, to)]), Kind::Transparent);
         };
+        let values: Vec<Option<u64>> = variants.iter().map(|v| v.0).collect();
         let mut cases = Vec::new();
         for (value, vname, vdie, voff) in variants {
             if !HOLDING.contains(&vname.as_str()) {
@@ -231,6 +234,6 @@ impl Builder<'_> {
         if cases.is_empty() {
             return Verdict::Decline;
         }
-        Verdict::Plan(enum_plan(t.size, discr, cases), Kind::Transparent)
+        Verdict::Plan(enum_plan(t.size, discr, cases, &values), Kind::Transparent)
     }
 }

@@ -408,6 +408,35 @@ fn a_runtime_tasks_stage_is_followed_only_while_it_runs() {
     assert_eq!(edges[0].offset, 8);
 }
 
+/// An enum whose future is in its niche's dataful variant (the one without a value of its own, the
+/// walker's default case): the other variants still get a case each, leading nowhere, or their
+/// discriminants would select the default and their bytes be read as a future. (actix's
+/// `Option<StopSignal>` read as `Some` when `None` gave 512 bogus branches.)
+#[test]
+fn variants_with_values_of_their_own_are_cases_even_where_they_lead_nowhere() {
+    let mut t = Types::new();
+    let sleep = opaque(&mut t, "tokio::time::Sleep");
+    let f = async_fn(&mut t, "spawned", sleep);
+    let some = t.structure("core::option::Option<app::Wait>::Some", 24);
+    t.member(some, "__0", 0, f);
+    let none = opaque(&mut t, "core::option::Option<app::Wait>::None");
+    let option = t.structure("core::option::Option<app::Wait>", 24);
+    t.variants(
+        option,
+        ("__tag", 0, 8, true),
+        &[
+            (Some(0x8000_0000_0000_0001), "None", 0, none),
+            (None, "Some", 0, some),
+        ],
+    );
+    let p = planned(t, option);
+    let mut cases: Vec<(Option<u64>, usize)> = (p.plan().cases.iter())
+        .map(|c| (c.value, c.edges.len()))
+        .collect();
+    cases.sort_unstable();
+    assert_eq!(cases, [(None, 1), (Some(0x8000_0000_0000_0001), 0)]);
+}
+
 #[test]
 fn a_oneshot_receiver_reads_its_channel_state_and_waker() {
     let mut t = Types::new();

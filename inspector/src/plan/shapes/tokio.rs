@@ -39,6 +39,7 @@ pub(super) const TASK_STAGE: Rule = Rule {
         let Some((discr, variants)) = b.variants(t.die) else {
             return Verdict::Leaf;
         };
+        let values: Vec<Option<u64>> = variants.iter().map(|v| v.0).collect();
         let cases: Vec<Case> = variants
             .into_iter()
             .filter(|v| v.1 == "Running")
@@ -48,7 +49,7 @@ pub(super) const TASK_STAGE: Rule = Rule {
                 Some(Case { value, edges })
             })
             .collect();
-        Verdict::Plan(enum_plan(t.size, discr, cases), Kind::Transparent)
+        Verdict::Plan(enum_plan(t.size, discr, cases, &values), Kind::Transparent)
     },
 };
 
