@@ -23,10 +23,18 @@ fn git(args: &[&str]) -> Option<String> {
 /// The files whose change means another commit: `HEAD` (in a worktree, its own), and the branch's
 /// ref in the common directory, loose or packed. Only those that exist.
 fn watched() -> Vec<PathBuf> {
-    let (Some(dir), Some(common)) = (
-        git(&["rev-parse", "--absolute-git-dir"]),
-        git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]),
-    ) else {
+    // `--path-format` is git 2.31's; before it the common directory is said relative to here.
+    let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]).or_else(|| {
+        let dir = git(&["rev-parse", "--git-common-dir"])?;
+        Some(
+            std::env::current_dir()
+                .ok()?
+                .join(dir)
+                .display()
+                .to_string(),
+        )
+    });
+    let (Some(dir), Some(common)) = (git(&["rev-parse", "--absolute-git-dir"]), common) else {
         return Vec::new();
     };
     let mut files = vec![Path::new(&dir).join("HEAD")];
