@@ -210,19 +210,18 @@ fn polled_task(
         }
     }
     // Optimised code: the poll function tail-calls its task's harness, and leaves no frame. The
-    // harness's frame, named, keeps the task's address.
-    if !(named.iter()).any(|n| path_of(&n.function).starts_with(HARNESS_POLL)) {
-        return None;
-    }
-    let harness = walked.iter().find(|f| {
-        modules.file_at(f.pc).is_some_and(|(path, base)| {
-            let path = path.to_owned();
-            (symbols.frames(&path, base, f.pc).iter())
-                .any(|n| path_of(&n.function).starts_with(HARNESS_POLL))
-        })
+    // harness's frame keeps the task's address. Each walked frame is named by a group of frames
+    // that ends with its one not inlined: the harness's walked frame is counted by those.
+    let mut walked_at = 0;
+    let harness = named.iter().find_map(|n| {
+        let here = walked_at;
+        walked_at += usize::from(!n.inlined);
+        path_of(&n.function)
+            .starts_with(HARNESS_POLL)
+            .then_some(here)
     })?;
     let all: Vec<_> = running.iter().collect();
-    held_alone(mem, walked[0].sp, harness, &all)
+    held_alone(mem, walked[0].sp, walked.get(harness)?, &all)
 }
 
 /// The task harness's poll, which a task's poll function calls (or jumps to).

@@ -110,12 +110,11 @@ fn thread_waits(
     let node_of: FastMap<u32, u64> = threads.iter().map(|t| (t.tid, thread_node(t))).collect();
     let mut out = Vec::new();
     for t in threads {
-        let Some(mut addrs) = lock_wait(t) else {
+        let Some(addrs) = lock_wait(t) else {
             continue;
         };
-        if addrs[0] == addrs[1] {
-            addrs[1] = 0;
-        }
+        // A lock known by one word is looked up once.
+        let words = if addrs[0] == addrs[1] { 1 } else { 2 };
         let from = thread_node(t);
         let own = t.frames.iter().find(|f| f.own);
         let waits_in = own.map(|f| f.function.clone());
@@ -126,7 +125,7 @@ fn thread_waits(
                 column: 0,
             })
         });
-        let keys = addrs.map(|a| (Role::Lock, a));
+        let keys: Vec<(Role, u64)> = addrs[..words].iter().map(|&a| (Role::Lock, a)).collect();
         let from_threads = (keys.iter())
             .filter_map(|k| others.threads.get(k))
             .flatten()
