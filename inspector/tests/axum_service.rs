@@ -53,9 +53,10 @@ fn sections(text: &str) -> Vec<Vec<String>> {
 #[test]
 fn every_hanging_request_is_a_task_whose_chain_ends_at_its_handlers_leaf() {
     let (fx, port) = crate::support::axum_service(&[]);
-    let _connections: Vec<TcpStream> = ROUTES
-        .iter()
-        .map(|(path, ..)| {
+    // `/mutex` twice: two requests alike, one behind the other in the mutex's queue.
+    let paths = ROUTES.iter().map(|r| r.0).chain(["/mutex"]);
+    let _connections: Vec<TcpStream> = paths
+        .map(|path| {
             let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
             write!(c, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
             c
@@ -64,7 +65,7 @@ fn every_hanging_request_is_a_task_whose_chain_ends_at_its_handlers_leaf() {
     let pid = fx.pid.to_string();
     let text = dump_until_every_leaf(fx.pid);
     assert!(
-        text.contains("\nruntime multi_thread: 6 alive, 6 listed\n"),
+        text.contains("\nruntime multi_thread: 7 alive, 7 listed\n"),
         "{text}"
     );
     let all = sections(&text);
@@ -72,17 +73,47 @@ fn every_hanging_request_is_a_task_whose_chain_ends_at_its_handlers_leaf() {
         .iter()
         .filter(|s| s[1].starts_with("  root axum::serve::handle_connection::"))
         .collect();
-    assert_eq!(connections.len(), 5, "one task per connection:\n{text}");
+    assert_eq!(connections.len(), 6, "one task per connection:\n{text}");
     each_route_reaches_its_leaf(&text, &connections);
     // `#[tracing::instrument]` wraps the handler's body in an async block inside `Instrumented`: one
     // frame, at the real await, not the attribute's line.
     assert!(!text.contains("slept::{async block"), "{text}");
     let coalesced = asyncdump_ok(&["dump", &pid, "--coalesce"]);
-    let groups = coalesced.lines().filter(|l| l.starts_with('×')).count();
+    let groups: Vec<&str> = coalesced
+        .split("\n\n")
+        .filter(|g| g.starts_with('×'))
+        .collect();
     // And `main`'s own future, serving: a group of its own.
     assert_eq!(
-        groups, 7,
-        "five handlers, the silent peer and main stay apart:\n{coalesced}"
+        groups.len(),
+        7,
+        "five handlers, the silent peer and main stay apart, the two `/mutex` requests one group:\n{coalesced}"
+    );
+    // Each connection waits at its own place in the shutdown signal's queue, and the two at theirs
+    // in the mutex's: what varies inside the group reads as a range.
+    let locked = groups
+        .iter()
+        .find(|g| g.starts_with("×2 tasks"))
+        .unwrap_or_else(|| panic!("the two `/mutex` requests, one group:\n{coalesced}"));
+    assert!(locked.contains("axum_service::locked at "), "{locked}");
+    let queue = locked
+        .lines()
+        .find(|l| l.contains("↳ Mutex @ "))
+        .unwrap_or_else(|| panic!("the mutex's queue: {locked}"));
+    assert!(
+        queue.contains("locked, held by thread ") && queue.contains(" this task 1st–2nd of "),
+        "{queue}"
+    );
+    let doc = dump_json(fx.pid, &["--coalesce"]);
+    let group = (doc["groups"].as_array().unwrap().iter())
+        .find(|g| g["count"] == 2)
+        .unwrap_or_else(|| panic!("{doc}"));
+    let varies = group["varies"].as_array().unwrap();
+    assert!(
+        varies.iter().any(|v| v["waits_on"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(" 1st–2nd of ") && v["waits_on"][0]["tasks"] == 2)),
+        "{group}"
     );
 }
 

@@ -13,11 +13,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod groups;
 pub mod stats;
 mod summary;
 pub mod threads;
 pub mod values;
 pub mod waits;
+pub use groups::{Group, coalesce};
 pub use stats::{AgeBucket, Count, Stats, Stuck, stats};
 pub use summary::{Summary, derived_name, summary};
 
@@ -929,72 +931,6 @@ pub(crate) fn find_cycles(tasks: &[TaskView]) -> Vec<Vec<u64>> {
     waits::cycles(awaits)
 }
 
-/// Identical chains grouped: same state, frame tree (names and locations), root type and spawn site.
-#[derive(Debug, Clone, Serialize)]
-pub struct Group {
-    pub count: usize,
-    pub task_ids: Vec<u64>,
-    pub state: State,
-    pub spawned_at: Option<Arc<Loc>>,
-    pub root_type: Arc<str>,
-    /// The range of time in their state, of the tasks whose time the agent knows.
-    pub min_age_ns: Option<u64>,
-    pub max_age_ns: Option<u64>,
-    pub frames: Arc<Vec<FrameNode>>,
-    pub awaits_tasks: Vec<u64>,
-}
-
-/// What makes two chains identical for [`coalesce`].
-type GroupKey<'a> = (State, &'a [FrameNode], Option<&'a Loc>, &'a str, &'a [u64]);
-
-pub fn coalesce<'a>(tasks: impl IntoIterator<Item = &'a TaskView>) -> Vec<Group> {
-    let mut groups: Vec<Group> = Vec::new();
-    let mut index: FastMap<GroupKey<'_>, usize> = FastMap::default();
-    for t in tasks {
-        let key = (
-            t.state,
-            &t.frames[..],
-            t.spawned_at.as_deref(),
-            &*t.root_type,
-            &t.awaits_tasks[..],
-        );
-        match index.get(&key) {
-            Some(&g) => {
-                let g = &mut groups[g];
-                g.count += 1;
-                g.task_ids.push(t.id);
-                // `None` (not timed) is no minimum: `Option::min` would take it as one.
-                g.min_age_ns = match (g.min_age_ns, t.state_age_ns) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                g.max_age_ns = g.max_age_ns.max(t.state_age_ns);
-            }
-            None => {
-                index.insert(key, groups.len());
-                groups.push(Group {
-                    count: 1,
-                    task_ids: vec![t.id],
-                    state: t.state,
-                    spawned_at: t.spawned_at.clone(),
-                    root_type: t.root_type.clone(),
-                    min_age_ns: t.state_age_ns,
-                    max_age_ns: t.state_age_ns,
-                    frames: t.frames.clone(),
-                    awaits_tasks: t.awaits_tasks.clone(),
-                });
-            }
-        }
-    }
-    // Biggest groups first, as in Go's goroutine profile: the pile-up is what you came for.
-    groups.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then(a.task_ids[0].cmp(&b.task_ids[0]))
-    });
-    groups
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1067,16 +1003,5 @@ mod tests {
         assert_eq!(matching(&old), [1, 4]);
         assert_eq!(matching(&typed), [1, 3, 4]);
         assert_eq!(dump.tasks.len(), 4);
-    }
-
-    #[test]
-    fn identical_chains_coalesce_with_a_count() {
-        let dump = Dump::build(&handshake(), &edge_snapshot(&[]), 0);
-        let groups = coalesce(&dump.tasks);
-        assert_eq!(groups.len(), 1);
-        assert_eq!(
-            (groups[0].count, groups[0].task_ids.clone()),
-            (4, vec![1, 2, 3, 4])
-        );
     }
 }

@@ -14,7 +14,60 @@ struct Coalesced<'a> {
     deadlocks: &'a [Vec<u64>],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     waits: &'a [crate::model::waits::WaitEdge],
-    groups: &'a [Group],
+    groups: Vec<GroupOut<'a>>,
+}
+
+/// A group as written: the model's, and where its tasks' chains read differently, what varies
+/// at each frame, merged as the text shows it.
+#[derive(Serialize)]
+struct GroupOut<'a> {
+    #[serde(flatten)]
+    group: &'a Group,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    varies: Vec<Varies>,
+}
+
+/// One frame whose lines vary inside its group: where it is (the index of each frame from the
+/// roots down, as in `frames`) and its lines, merged.
+#[derive(Serialize)]
+struct Varies {
+    frame: Vec<usize>,
+    #[serde(flatten)]
+    parts: super::spread::Parts,
+}
+
+/// The frames of `g` whose lines its variants read differently. Iterative: chains may be deep.
+fn varies(g: &Group) -> Vec<Varies> {
+    let mut out = Vec::new();
+    if g.variants.len() < 2 {
+        return out;
+    }
+    let at = |path: &[usize]| -> Vec<(&crate::model::FrameNode, usize)> {
+        (g.variants.iter())
+            .map(|(frames, k)| {
+                let mut node = &frames[path[0]];
+                for &i in &path[1..] {
+                    node = &node.children[i];
+                }
+                (node, *k)
+            })
+            .collect()
+    };
+    let mut stack: Vec<Vec<usize>> = (0..g.frames.len()).rev().map(|i| vec![i]).collect();
+    while let Some(path) = stack.pop() {
+        let those = at(&path);
+        let parts = super::spread::parts(&those);
+        let first = those[0].0;
+        for i in (0..first.children.len()).rev() {
+            let mut child = path.clone();
+            child.push(i);
+            stack.push(child);
+        }
+        if parts.differs {
+            out.push(Varies { frame: path, parts });
+        }
+    }
+    out
 }
 
 /// The document, whole, with its closing line break.
@@ -45,7 +98,12 @@ pub fn write<W: std::fmt::Write + ?Sized>(
                 snapshot: &dump.snapshot,
                 deadlocks: &dump.deadlocks,
                 waits: &dump.waits,
-                groups,
+                groups: (groups.iter())
+                    .map(|group| GroupOut {
+                        group,
+                        varies: varies(group),
+                    })
+                    .collect(),
             },
         ),
     };

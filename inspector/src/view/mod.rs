@@ -4,6 +4,7 @@ mod deadlocks;
 pub mod folded;
 pub mod json;
 mod labels;
+mod spread;
 pub mod stats;
 pub mod text;
 mod threads;
@@ -235,14 +236,20 @@ impl Digits {
 
 /// Task ids as compact ranges: `1–4, 7, 9–10`.
 pub fn id_ranges(ids: &[u64]) -> String {
-    use crate::model::TOKIO_ONLY;
-    let (tokio, agent): (Vec<u64>, Vec<u64>) = ids.iter().partition(|&&id| id & TOKIO_ONLY != 0);
-    let tokio: Vec<u64> = tokio.into_iter().map(|id| id & !TOKIO_ONLY).collect();
-    match (ranges(&agent), ranges(&tokio)) {
-        (a, t) if t.is_empty() => a,
-        (a, t) if a.is_empty() => format!("tokio {t}"),
-        (a, t) => format!("{a}, tokio {t}"),
-    }
+    use crate::model::{THREAD, TOKIO_ONLY};
+    let of = |kind: u64| -> Vec<u64> {
+        let key = |id: u64| id & (TOKIO_ONLY | THREAD);
+        let ids = ids.iter().filter(|&&id| key(id) == kind);
+        ids.map(|id| id & !(TOKIO_ONLY | THREAD)).collect()
+    };
+    // A thread's future (its `block_on`'s) is keyed by its thread's id.
+    let kinds = [(0, ""), (TOKIO_ONLY, "tokio "), (THREAD, "thread ")];
+    let parts: Vec<String> = (kinds.iter())
+        .map(|&(kind, word)| (ranges(&of(kind)), word))
+        .filter(|(r, _)| !r.is_empty())
+        .map(|(r, word)| format!("{word}{r}"))
+        .collect();
+    parts.join(", ")
 }
 
 fn ranges(ids: &[u64]) -> String {
@@ -352,5 +359,8 @@ mod tests {
     fn ids_compress_into_ranges() {
         assert_eq!(id_ranges(&[4, 1, 2, 3, 7, 9, 10]), "1–4, 7, 9–10");
         assert_eq!(id_ranges(&[5]), "5");
+        let thread = crate::model::THREAD | 21210;
+        let tokio = crate::model::TOKIO_ONLY | 3;
+        assert_eq!(id_ranges(&[thread, tokio, 2]), "2, tokio 3, thread 21210");
     }
 }

@@ -46,7 +46,9 @@ fn mentioned(frames: &[FrameNode], root: &[u64], ids: &mut Vec<u64>) {
 /// One group of identical chains, as `dump --coalesce` prints it.
 pub fn write_group<W: Write + ?Sized>(out: &mut W, dump: &Dump, g: &Group, style: Style) {
     let mut ids = Vec::new();
-    mentioned(&g.frames, &g.awaits_tasks, &mut ids);
+    for (frames, _) in &g.variants {
+        mentioned(frames, &g.awaits_tasks, &mut ids);
+    }
     group(out, g, &labels_for(dump, &ids), style, &mut String::new());
 }
 
@@ -81,7 +83,19 @@ fn group<W: Write + ?Sized>(
         run_by: None,
     };
     spawned(out, g.spawned_at.as_deref(), None, root, None, style);
-    frames(out, &g.frames, &g.awaits_tasks, labels, style, scratch);
+    let variants: Vec<(&[FrameNode], usize)> = match &g.variants[..] {
+        [] | [_] => Vec::new(),
+        many => many.iter().map(|(v, n)| (&v[..], *n)).collect(),
+    };
+    chain(
+        out,
+        &g.frames,
+        &variants,
+        &g.awaits_tasks,
+        labels,
+        style,
+        scratch,
+    );
 }
 
 /// The dump as text, in a `String` (see [`write()`]).
@@ -635,6 +649,21 @@ fn frames<W: Write + ?Sized>(
     style: Style,
     scratch: &mut String,
 ) {
+    chain(out, nodes, &[], root_awaits, labels, style, scratch);
+}
+
+/// A chain's lines: `nodes`', and where a group's tasks read it differently (`variants`, each of
+/// `nodes`' shape, with how many tasks it is; empty for one task), what varies among them merged
+/// into each line (see [`super::spread`]).
+fn chain<W: Write + ?Sized>(
+    out: &mut W,
+    nodes: &[FrameNode],
+    variants: &[(&[FrameNode], usize)],
+    root_awaits: &[u64],
+    labels: &Labels<'_>,
+    style: Style,
+    scratch: &mut String,
+) {
     for &id in root_awaits {
         let _ = writeln!(out, "  → awaits {}", labels.of(id));
     }
@@ -642,10 +671,17 @@ fn frames<W: Write + ?Sized>(
     if scratch.capacity() < 4 * super::values::MAX_LINE {
         scratch.reserve(4 * super::values::MAX_LINE);
     }
-    // Iterative, so that a very deep chain cannot overflow the stack.
+    // Iterative, so that a very deep chain cannot overflow the stack. `alike` goes with `stack`
+    // where there are variants: the frame's counterpart in each.
     let mut stack: Vec<(Line<'_>, usize)> =
         nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();
+    let mut alike: Vec<Vec<(&FrameNode, usize)>> = Vec::new();
+    if !variants.is_empty() {
+        let at = |i: usize| variants.iter().map(|&(v, n)| (&v[i], n)).collect();
+        alike = (0..nodes.len()).rev().map(at).collect();
+    }
     while let Some((line, depth)) = stack.pop() {
+        let those = alike.pop().unwrap_or_default();
         let pad = 2 * depth.min(MAX_INDENT);
         indent(out, pad);
         if depth > MAX_INDENT {
@@ -662,44 +698,106 @@ fn frames<W: Write + ?Sized>(
         };
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
-        // On a line of its own: the chain's lines stay what they are, whatever the leaf's state.
-        if let Some(w) = n.waits_on.as_deref() {
-            scratch.clear();
-            if super::values::wait_into(scratch, w) {
-                indent(out, pad + 2);
-                let _ = out.write_str("↳ ");
-                let _ = out.write_str(scratch);
-                let _ = out.write_char('\n');
-            }
-        }
-        // A channel's ends are named where a wait is for them, not on every frame holding one.
-        for h in n.holds.iter().filter(|h| !h.lock.starts_with("channel ")) {
-            indent(out, pad + 2);
-            let _ = out.write_str("↳ holds ");
-            scratch.clear();
-            super::values::held_into(scratch, h);
-            let _ = out.write_str(scratch);
-            let _ = out.write_char('\n');
-        }
-        for l in &n.locals {
-            indent(out, pad + 4);
-            super::values::local_into(scratch, l);
-            let _ = out.write_str(scratch);
-            let _ = out.write_char('\n');
-        }
-        for &id in &n.awaits_tasks {
-            let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
+        if those.is_empty() {
+            frame_parts(out, n, pad, labels, scratch);
+        } else {
+            varied_parts(out, &those, pad, labels);
         }
         let all = n.children.len();
+        let shown = all.min(MAX_BRANCHES);
         if all > MAX_BRANCHES {
             let more = Line::More {
                 shown: MAX_BRANCHES,
                 all,
             };
             stack.push((more, depth + 1));
+            if !those.is_empty() {
+                alike.push(Vec::new());
+            }
         }
-        let shown = n.children[..all.min(MAX_BRANCHES)].iter().rev();
-        stack.extend(shown.map(|c| (Line::Frame(c), depth + 1)));
+        for i in (0..shown).rev() {
+            stack.push((Line::Frame(&n.children[i]), depth + 1));
+            if !those.is_empty() {
+                alike.push(those.iter().map(|&(v, k)| (&v.children[i], k)).collect());
+            }
+        }
+    }
+}
+
+/// What one task's frame `n` waits on, holds, keeps and awaits, each on a line of its own under
+/// it: the chain's lines stay what they are, whatever the leaf's state.
+fn frame_parts<W: Write + ?Sized>(
+    out: &mut W,
+    n: &FrameNode,
+    pad: usize,
+    labels: &Labels<'_>,
+    scratch: &mut String,
+) {
+    if let Some(w) = n.waits_on.as_deref() {
+        scratch.clear();
+        if super::values::wait_into(scratch, w) {
+            indent(out, pad + 2);
+            let _ = out.write_str("↳ ");
+            let _ = out.write_str(scratch);
+            let _ = out.write_char('\n');
+        }
+    }
+    for h in super::spread::shown_holds(n) {
+        indent(out, pad + 2);
+        let _ = out.write_str("↳ holds ");
+        scratch.clear();
+        super::values::held_into(scratch, h);
+        let _ = out.write_str(scratch);
+        let _ = out.write_char('\n');
+    }
+    for l in &n.locals {
+        indent(out, pad + 4);
+        super::values::local_into(scratch, l);
+        let _ = out.write_str(scratch);
+        let _ = out.write_char('\n');
+    }
+    for &id in &n.awaits_tasks {
+        let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
+    }
+}
+
+/// [`frame_parts`] of one frame as a group's variants read it (`those`: the frame in each, with
+/// its count of tasks): each kind of line merged across them, `×N` before a line that only some
+/// of the group's tasks print.
+fn varied_parts<W: Write + ?Sized>(
+    out: &mut W,
+    those: &[(&FrameNode, usize)],
+    pad: usize,
+    labels: &Labels<'_>,
+) {
+    let total: usize = those.iter().map(|&(_, k)| k).sum();
+    let parts = super::spread::parts(those);
+    let mut put = |lines: &[super::spread::Merged], lead: &str, pad: usize| {
+        for m in lines {
+            indent(out, pad);
+            let _ = out.write_str(lead);
+            if m.tasks != total {
+                let _ = write!(out, "×{} ", m.tasks);
+            }
+            let _ = out.write_str(&m.text);
+            let _ = out.write_char('\n');
+        }
+    };
+    put(&parts.waits_on, "↳ ", pad + 2);
+    put(&parts.holds, "↳ holds ", pad + 2);
+    for local in &parts.locals {
+        put(local, "", pad + 4);
+    }
+    for &id in &parts.awaits_tasks {
+        let _ = write!(out, "{:pad$}  → ", "");
+        let k: usize = (those.iter())
+            .filter(|(n, _)| n.awaits_tasks.contains(&id))
+            .map(|&(_, k)| k)
+            .sum();
+        if k != total {
+            let _ = write!(out, "×{k} ");
+        }
+        let _ = writeln!(out, "awaits {}", labels.of(id));
     }
 }
 

@@ -784,8 +784,10 @@ pub(crate) mod tests {
 
     #[test]
     fn c_groups_identical_chains_and_enter_lists_a_groups_tasks_until_backspace() {
-        // Tasks 2 and 3 have the same chain; task 1's frame awaits task 2, so its chain differs.
-        let mut app = app_with(&three());
+        // Tasks 2 and 3 have the same chain; task 1 is completed, a group of its own.
+        let mut s = three();
+        s.tasks[0].state = asyncdump_protocol::TaskState::Completed { at_ns: 1 };
+        let mut app = app_with(&s);
         app.key(Key::Coalesce);
         let (groups, row) = app.groups();
         let sizes: Vec<usize> = groups.iter().map(|g| g.count).collect();
