@@ -2,10 +2,13 @@
 //! did not name.
 //!
 //! A chain branches where a task waits on several futures at once (`select!`, `join!`, a collection
-//! of futures). A list shows one leaf per task: the branch that goes deepest into the program's own
-//! code (frames whose file is neither a dependency's nor the standard library's), then the longest,
-//! then the first; so a framework's shutdown-signal branch, all in the framework, never hides the
-//! handler's own wait. The innermost frame of the program's own code on that branch names the task.
+//! of futures). A list shows one leaf per task: of the branches that can end the wait for what the
+//! task is there to do (not one that never completes, nor one that completes only to stop it, see
+//! [`ARMS`]), the branch that goes deepest into the program's own code (frames whose file is
+//! neither a dependency's nor the standard library's), then the longest, then the first; so a
+//! framework's shutdown-signal branch never hides the handler's own wait, nor the connection a
+//! task serves. The innermost frame of the program's own code on that branch names the task.
+//! `watch`, `--stats`, `--coalesce` and JSON's statistics all say a chain by this one rule.
 
 use std::borrow::Cow;
 
@@ -49,6 +52,40 @@ pub fn summary(frames: &[FrameNode]) -> Option<Summary<'_>> {
     branching(frames)
 }
 
+/// What a branch of a chain that branches may do for its task, least first: the branch a list
+/// shows is of the highest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Arm {
+    /// It never completes (`std::future::pending()`: an arm of a `select!` left in for a timeout
+    /// or a limit that is off).
+    Never,
+    /// It completes only to stop the task: a shutdown signal, a cancellation.
+    Stops,
+    /// Anything else: what the task is there to wait for.
+    Works,
+}
+
+/// The futures a branch is known by, as their paths start (generic arguments left out), and
+/// what the branch then does for its task. A branch is of the least arm of its frames.
+const ARMS: &[(&str, Arm)] = &[
+    ("core::future::pending::Pending", Arm::Never),
+    ("futures_util::future::pending::Pending", Arm::Never),
+    // Graceful shutdown: axum's and others' "stop once nobody listens".
+    ("tokio::sync::watch::Sender::closed", Arm::Stops),
+    ("tokio_util::sync::cancellation_token::", Arm::Stops),
+    ("tokio::signal::", Arm::Stops),
+    ("hyper_util::server::graceful::", Arm::Stops),
+    ("actix_server::shutdown::GracefulShutdownSignal", Arm::Stops),
+];
+
+/// The arm frame `f` makes a branch it is on (see [`ARMS`]).
+fn arm_of(f: &FrameNode) -> Arm {
+    let path = base_name(&f.meta.name);
+    (ARMS.iter())
+        .find(|(prefix, _)| path.starts_with(prefix))
+        .map_or(Arm::Works, |&(_, arm)| arm)
+}
+
 /// [`summary`] of a chain that branches.
 fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
     struct At<'a> {
@@ -57,23 +94,27 @@ fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
         depth: usize,
         /// The deepest own frame above and at `f`, with its depth + 1 (0: none).
         own: (usize, Option<&'a FrameNode>),
+        /// The least arm of the frames above and at `f`.
+        arm: Arm,
     }
     let start = |f, parent| At {
         f,
         parent,
         depth: 0,
         own: (0, None),
+        arm: Arm::Works,
     };
     let mut stack: Vec<At<'_>> = frames.iter().rev().map(|f| start(f, None)).collect();
-    let mut best: Option<((usize, usize), Summary<'_>)> = None;
+    let mut best: Option<((Arm, usize, usize), Summary<'_>)> = None;
     let mut leaves = 0;
     while let Some(mut at) = stack.pop() {
         if at.f.meta.is_own_code() {
             at.own = (at.depth + 1, Some(at.f));
         }
+        at.arm = at.arm.min(arm_of(at.f));
         if at.f.children.is_empty() {
             leaves += 1;
-            let score = (at.own.0, at.depth);
+            let score = (at.arm, at.own.0, at.depth);
             if best.as_ref().is_none_or(|(s, _)| score > *s) {
                 let leaf = shown_leaf(at.f, at.parent);
                 let own = at.own.1;
@@ -94,6 +135,7 @@ fn branching(frames: &[FrameNode]) -> Option<Summary<'_>> {
                 parent: Some(at.f),
                 depth: at.depth + 1,
                 own: at.own,
+                arm: at.arm,
             });
         }
     }
@@ -208,6 +250,69 @@ mod tests {
         assert_eq!(s.leaf.meta.name, "tokio::sync::batch_semaphore::Acquire");
         assert_eq!(s.others, 1, "the shutdown branch, counted");
         assert_eq!(s.own.unwrap().meta.name, "stuck::enqueue");
+    }
+
+    /// A connection's task: `select!` of the connection it serves and `arm`, deeper.
+    fn serving(arm: FrameNode) -> Vec<FrameNode> {
+        let conn = frame(
+            "hyper_util::server::conn::auto::UpgradeableConnection<…>",
+            None,
+            vec![],
+        );
+        vec![frame(
+            "tonic::transport::server::serve_connection::{async block#0}",
+            Some(DEP),
+            vec![frame("tokio::select!", None, vec![arm, conn])],
+        )]
+    }
+
+    #[test]
+    fn a_branch_that_never_completes_is_never_the_leaf_that_matters() {
+        // tonic's max-connection-age arm, with no age set.
+        let age = frame(
+            "tonic::transport::server::sleep_or_pending::{async fn body#0}",
+            Some(DEP),
+            vec![frame("core::future::pending::Pending<()>", None, vec![])],
+        );
+        let frames = serving(age);
+        let s = summary(&frames).unwrap();
+        assert!(s.leaf.meta.name.contains("UpgradeableConnection"), "{s:?}");
+        assert_eq!(s.others, 1);
+    }
+
+    #[test]
+    fn a_branch_that_completes_only_to_stop_the_task_is_not_the_leaf_that_matters() {
+        // axum's graceful shutdown, and a program's own signal handler: even in its own code.
+        let closed = frame(
+            "tokio::sync::watch::Sender::closed<()>",
+            Some(TOKIO),
+            vec![frame("tokio::sync::notify::Notified", None, vec![])],
+        );
+        let ctrl_c = frame(
+            "app::shutdown_signal",
+            Some("src/main.rs"),
+            vec![frame(
+                "tokio::signal::ctrl_c",
+                Some(TOKIO),
+                vec![frame("tokio::signal::unix::Signal", None, vec![])],
+            )],
+        );
+        for arm in [closed, ctrl_c] {
+            let frames = serving(arm);
+            let s = summary(&frames).unwrap();
+            assert!(s.leaf.meta.name.contains("UpgradeableConnection"), "{s:?}");
+        }
+        // Where stopping is all there is to wait for, it is the leaf.
+        let only = vec![frame(
+            "tokio::select!",
+            None,
+            vec![
+                frame("core::future::pending::Pending<()>", None, vec![]),
+                frame("tokio::signal::unix::Signal", None, vec![]),
+            ],
+        )];
+        let s = summary(&only).unwrap();
+        assert_eq!(s.leaf.meta.name, "tokio::signal::unix::Signal");
     }
 
     #[test]
