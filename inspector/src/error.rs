@@ -104,8 +104,14 @@ pub enum TargetError {
     AccessDenied { pid: u32, why: String },
     #[error("cannot dump process {pid} without its agent: {why}")]
     CannotWalk { pid: u32, why: String },
-    #[error("process {pid} has no asyncdump agent, and cannot be read without one: {why}")]
-    NoAgentNorWalk { pid: u32, why: String },
+    #[error(
+        "process {pid} ({program}) has no asyncdump agent, and cannot be read without one: {why}"
+    )]
+    NoAgentNorWalk {
+        pid: u32,
+        program: String,
+        why: String,
+    },
     #[error("process {pid} exited during the dump")]
     Exited { pid: u32 },
     #[error(

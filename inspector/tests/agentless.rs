@@ -276,17 +276,25 @@ fn an_execute_only_program_is_read_from_its_image_given_a_readable_copy_of_it() 
 
 #[test]
 fn a_process_that_cannot_be_walked_says_why_with_status_6_and_a_socket_with_no_agent_is_usage() {
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
-    let out = asyncdump(&["dump", &sleeper.id().to_string()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(6), "{stderr}");
-    assert!(
-        stderr.contains("has no asyncdump agent, and cannot be read without one"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("debug = \"full\""), "{stderr}");
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    // A C program and a shell: said to be what they are, not told to rebuild with debug info.
+    let sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let shell = (Command::new("bash").args(["-c", "sleep 30; exit 0"]))
+        .spawn()
+        .unwrap();
+    for (mut child, program) in [(sleeper, "sleep"), (shell, "bash")] {
+        let out = asyncdump(&["dump", &child.id().to_string()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                " ({program}) has no asyncdump agent, and cannot be read without one: "
+            )) && stderr.contains(&format!("/{program} is not a Rust program (")),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("debug = \"full\""), "{stderr}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
     let out = asyncdump(&["dump", "/tmp/some.sock", "--no-agent"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give its pid"));

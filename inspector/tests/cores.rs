@@ -224,7 +224,8 @@ fn a_crashed_process_core_is_dumped_whole_and_cut_off() {
 #[test]
 fn debug_info_is_read_where_users_keep_it() {
     let dir = tempdir();
-    let exe = dir.join("no_agent");
+    // A name longer than the kernel keeps (`comm`: 15 bytes), which the headers name whole.
+    let exe = dir.join("no_agent-stripped-of-debug");
     std::fs::copy(bin("no_agent"), &exe).unwrap();
     let debug = dir.join("no_agent.debug");
     let (exe_s, debug_s) = (exe.to_str().unwrap(), debug.to_str().unwrap());
@@ -244,6 +245,10 @@ fn debug_info_is_read_where_users_keep_it() {
     let given = dump_settled(fx.pid, &["--no-cache", "--debug-file", debug_s], 5);
     assert!(
         given.contains(&format!("chains decoded from DWARF in {debug_s}")),
+        "{given}"
+    );
+    assert!(
+        given.starts_with(&format!("pid {pid} (no_agent-stripped-of-debug) · ")),
         "{given}"
     );
     // Under a debug directory by build-id, as /usr/lib/debug/.build-id/xx/rest.debug.
@@ -273,6 +278,12 @@ fn debug_info_is_read_where_users_keep_it() {
         debug_s,
     ]);
     assert_eq!(tasks_by_tokio_id(&text).len(), 5, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "pid {pid} (no_agent-stripped-of-debug) · read from core file"
+        )),
+        "{text}"
+    );
     // Another build's debug file is named as such.
     let other = dir.join("other.debug");
     run(

@@ -204,6 +204,20 @@ impl CoreFile {
         Some((text.path.as_path(), first.start))
     }
 
+    /// The program it ran, as people name it: its executable's file name, whole, where the core
+    /// names the executable, else the 15 bytes of its name `NT_PRPSINFO` keeps.
+    pub fn program(&self) -> String {
+        let file = self.executable().and_then(|(path, _)| path.file_name());
+        file.map_or_else(
+            || self.program.clone(),
+            |f| {
+                f.to_string_lossy()
+                    .trim_end_matches(" (deleted)")
+                    .to_owned()
+            },
+        )
+    }
+
     /// Where a census looks: the writable segments that map no file (heap, arenas, stacks), those
     /// holding a thread's stack pointer marked as stacks; only as far as the file holds them (the
     /// rest cannot be read, and a segment may claim any size: see [`CoreFile::missing_bytes`]).

@@ -67,10 +67,7 @@ impl Reader {
         let mem = ProcessMemory::of(through as i32);
         probe(pid, through, &mem)?;
         check_architecture(pid, through, &mem)?;
-        let program = std::fs::read_link(procfs::exe(through))
-            .ok()
-            .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
-            .map(|n| n.trim_end_matches(" (deleted)").to_owned())
+        let program = procfs::program(through)
             .or_else(|| procfs::name(pid))
             .unwrap_or_default();
         Ok(Reader {

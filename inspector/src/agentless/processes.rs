@@ -44,7 +44,7 @@ pub fn tokio_without_agent(skip: &[u32]) -> Vec<Plain> {
         if tokio {
             out.push(Plain {
                 pid,
-                program: procfs::name(pid).unwrap_or_default(),
+                program: procfs::program(pid).unwrap_or_default(),
                 uptime_ms: super::uptime_ns(pid).unwrap_or(0) / 1_000_000,
             });
         }

@@ -58,6 +58,16 @@ pub fn uid(pid: u32) -> Option<u32> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The program process `pid` runs, as people name it: its executable's file name, whole (the
+/// agent's handshake names it so too), else its `comm`, which the kernel cuts to 15 bytes.
+pub fn program(pid: u32) -> Option<String> {
+    std::fs::read_link(exe(pid))
+        .ok()
+        .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .map(|n| n.trim_end_matches(" (deleted)").to_owned())
+        .or_else(|| name(pid))
+}
+
 /// The name of process `pid` (its `comm`).
 pub fn name(pid: u32) -> Option<String> {
     let comm = read(format!("/proc/{pid}/comm")).ok()?;

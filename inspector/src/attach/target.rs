@@ -184,7 +184,7 @@ fn resolve_pid(pid: u32) -> Result<PathBuf, TargetError> {
     }
     found.ok_or_else(|| TargetError::NoAgent {
         pid,
-        program: procfs::name(pid).unwrap_or_else(|| "?".into()),
+        program: procfs::program(pid).unwrap_or_else(|| "?".into()),
         searched: dirs
             .iter()
             .map(|d| d.display().to_string())

@@ -57,6 +57,7 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
     let style = view::text::Style {
         full_paths: o.full_paths,
         threads: o.threads,
+        detail: o.values,
     };
     if let Some(path) = &o.svg {
         return flame_graph(&dump, path, o.weight.into(), style);

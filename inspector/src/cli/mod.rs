@@ -46,6 +46,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
             let style = view::text::Style {
                 full_paths,
                 threads: false,
+                detail: false,
             };
             write_out(out, &index::index(binary, pid, json, style)?)
         }

@@ -377,8 +377,15 @@ impl Debug {
                     }
                     from_object(candidate, &dobj, build_id.clone()).ok()
                 })
-                .ok_or_else(|| DwarfError::NoTypes {
-                    path: path.to_owned(),
+                .ok_or_else(|| match not_rust(&obj) {
+                    // `/proc/PID/exe` says less than the file it links to.
+                    Some(evidence) => DwarfError::NotRust {
+                        path: std::fs::read_link(path).unwrap_or_else(|_| path.to_owned()),
+                        evidence,
+                    },
+                    None => DwarfError::NoTypes {
+                        path: path.to_owned(),
+                    },
                 }),
             other => other,
         };
@@ -392,6 +399,36 @@ impl Debug {
             ..d
         })
     }
+}
+
+/// Why `obj` is no Rust program, where nothing in it says it is one: rustc names itself in
+/// `.comment`, mangles its symbols its own ways (`_ZN…17h…E`, `_R…`), and the standard library's
+/// panic locations name its sources (`library/core/src/…` in `.rodata`), kept in stripped builds
+/// too. `None`: it is one, or may be. Asked only once it cannot be read, so its cost is no dump's.
+fn not_rust(obj: &Elf<'_>) -> Option<String> {
+    use object::ObjectSymbol;
+    let data = |name| obj.section_by_name(name).and_then(|s| s.data().ok());
+    let compilers: Vec<String> = (data(".comment").unwrap_or_default().split(|&b| b == 0))
+        .filter(|c| !c.is_empty())
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let rustc = compilers.iter().any(|c| c.starts_with("rustc "));
+    let mangled =
+        |name: &str| name.starts_with("_R") || (name.starts_with("_ZN") && name.contains("17h"));
+    let symbols = obj.symbols().chain(obj.dynamic_symbols());
+    let rust_symbols = (symbols.take(1 << 20)).any(|s| s.name().is_ok_and(mangled));
+    let rodata = data(".rodata").unwrap_or_default();
+    let sources = memchr::memmem::find(rodata, b"library/core/src/").is_some();
+    if rustc || rust_symbols || sources {
+        return None;
+    }
+    Some(match compilers.is_empty() {
+        true => "no compiler named in it, no Rust symbols, no Rust standard library".to_owned(),
+        false => format!(
+            "built by {}; no Rust symbols, no Rust standard library",
+            compilers.join(", ")
+        ),
+    })
 }
 
 /// How a debug file's sections differ from the executable's, if they do: a debug file keeps every

@@ -49,6 +49,11 @@ pub enum DwarfError {
     )]
     NoTypes { path: PathBuf },
     #[error(
+        "{} is not a Rust program ({evidence}); asyncdump reads async Rust programs",
+        path.display()
+    )]
+    NotRust { path: PathBuf, evidence: String },
+    #[error(
         "{} (build-id {}) is not the debug file of {} (build-id {})",
         debug.display(), found.as_deref().unwrap_or("none"), exe.display(), wanted.as_deref().unwrap_or("none")
     )]

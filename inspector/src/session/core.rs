@@ -87,7 +87,7 @@ pub fn dump(path: &Path, options: &CoreOptions) -> Result<Dump, TargetError> {
     }
     let process = Process {
         pid: core.pid,
-        program: core.program.clone(),
+        program: core.program(),
         read_from: ReadFrom::Core,
         ..Process::default()
     };

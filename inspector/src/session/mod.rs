@@ -201,8 +201,12 @@ impl Session {
             false => Patience::each(options.timeout),
         };
         match connect(target, patience) {
-            Err(TargetError::NoAgent { pid, .. }) => {
-                let cannot = |why| TargetError::NoAgentNorWalk { pid, why };
+            Err(TargetError::NoAgent { pid, program, .. }) => {
+                let cannot = |why| TargetError::NoAgentNorWalk {
+                    pid,
+                    program: program.clone(),
+                    why,
+                };
                 MemorySession::open(pid, options, cannot).map(|m| Session(Link::Memory(m)))
             }
             // Another user's socket directory hides whether there is an agent at all; its memory

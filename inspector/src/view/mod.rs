@@ -17,6 +17,8 @@ pub struct Style {
     pub full_paths: bool,
     /// A section listing every thread (`--threads`).
     pub threads: bool,
+    /// The header's detail too (`-v`, `--stats`): what the census skipped, and why.
+    pub detail: bool,
 }
 
 impl Style {

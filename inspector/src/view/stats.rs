@@ -13,7 +13,7 @@ use crate::model::{
 
 /// The header, then each count, biggest first.
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
-    super::text::header(out, dump);
+    super::text::header(out, dump, true);
     let polled: Vec<u64> = dump.threads.iter().filter_map(|t| t.polling).collect();
     let labels = super::labels::labels_for(dump, &polled);
     super::threads::starved(out, dump, &labels, super::Style::default());

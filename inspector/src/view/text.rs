@@ -109,7 +109,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
 /// group of identical chains, with `groups`). Errors of `out` are for its owner to keep (see
 /// [`crate::view::IoWriter`]); writing stops mattering after the first.
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
-    header(out, dump);
+    header(out, dump, style.detail);
     let labels = labels_of(dump);
     super::threads::starved(out, dump, &labels, style);
     super::deadlocks::write(out, dump, &labels);
@@ -150,7 +150,9 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     }
 }
 
-pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
+/// The dump's header: the process, the counts, the runtimes, where chains were read from; with
+/// `detail`, what the census skipped.
+pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump, detail: bool) {
     let (p, s) = (&d.process, &d.snapshot);
     let _ = write!(out, "pid {} ({}) · ", p.pid, no_breaks(&p.program));
     let _ = match (&p.agent_version, p.protocol_version) {
@@ -202,11 +204,9 @@ pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     }
     let _ = writeln!(out);
     runtimes(out, &d.runtimes);
-    // Said when it found or missed something; the JSON document always has it.
-    if let Some(c) = d.census.as_ref().filter(|c| {
-        c.found > 0 || c.blocking > 0 || c.cut || c.unreadable_bytes > 0 || c.rejected_lists > 0
-    }) {
-        census(out, c);
+    // The JSON document always has it.
+    if let Some(c) = &d.census {
+        census(out, c, detail);
     }
     decoding(out, &d.decoding);
     showing(out, d);
@@ -273,7 +273,13 @@ fn runtimes<W: Write + ?Sized>(out: &mut W, runtimes: &[RuntimeView]) {
 }
 
 /// What the census for unregistered runtimes covered: one line, and what it may have missed.
-fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView) {
+fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView, detail: bool) {
+    // Said when it found or missed something: lists claimed by stale task headers are no loss,
+    // only detail.
+    let missed = c.cut || c.unreadable_bytes > 0 || (detail && c.rejected_lists > 0);
+    if !(c.found > 0 || c.blocking > 0 || missed) {
+        return;
+    }
     let mb = |b: u64| b as f64 / 1e6;
     let covered = match c.scanned_bytes == c.total_bytes {
         true => format!("{:.1}", mb(c.total_bytes)),
@@ -299,7 +305,7 @@ fn census<W: Write + ?Sized>(out: &mut W, c: &CensusView) {
     if c.unreadable_bytes > 0 {
         let _ = write!(out, ", {:.1} MB unreadable", mb(c.unreadable_bytes));
     }
-    if c.rejected_lists > 0 {
+    if detail && c.rejected_lists > 0 {
         let _ = write!(
             out,
             ", {} claimed by stale task headers skipped",
@@ -913,6 +919,30 @@ mod tests {
     use super::*;
     use crate::model::{Dump, FastMap, coalesce};
     use crate::testing::{handshake, sample};
+
+    #[test]
+    fn lists_claimed_by_stale_task_headers_are_detail_for_values_and_stats_only() {
+        let mut dump = Dump::build(&handshake(), &sample(), 0);
+        let stale = CensusView {
+            rejected_lists: 1,
+            ..CensusView::default()
+        };
+        let header = |dump: &Dump, detail: bool| {
+            let mut out = String::new();
+            super::header(&mut out, dump, detail);
+            out
+        };
+        dump.census = Some(stale);
+        assert!(
+            !header(&dump, false).contains("census:"),
+            "nothing lost, nothing said"
+        );
+        assert!(header(&dump, true).contains(", 1 claimed by stale task headers skipped"));
+        // Beside what was found, still detail.
+        dump.census = Some(CensusView { found: 2, ..stale });
+        let plain = header(&dump, false);
+        assert!(plain.contains("2 unregistered task lists found") && !plain.contains("stale"));
+    }
 
     #[test]
     fn a_chain_prints_root_first_indented_to_the_leaf() {
