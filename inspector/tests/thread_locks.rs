@@ -45,12 +45,12 @@ fn assert_holders(text: &str) {
         (
             "thread_locks::index::search",
             "std::sync::RwLock (read) thread_locks::INDEX @ 0x",
-            "(`index` in thread_locks::index::rebuild::{async_fn#0})",
+            "(`index` in thread_locks::index::rebuild)",
         ),
         (
             "thread_locks::sessions::collect",
             "parking_lot::Mutex thread_locks::SESSIONS @ 0x",
-            "(`sessions` in thread_locks::sessions::expire::{async_fn#0})",
+            "(`sessions` in thread_locks::sessions::expire)",
         ),
         (
             "thread_locks::routes::lookup",

@@ -468,7 +468,7 @@ fn a_lock_a_permit_or_a_sender_kept_by_optimised_code_is_held_by_that_thread() {
             .collect();
         assert_eq!(lines.len(), 3, "{how}\n{text}");
         assert_eq!(lines[..2], HELD_BY_THREADS[..2], "{how}\n{text}");
-        let feeder = "thread N (`sender` in thread_holders::main::{async_block#0}::{closure#2}, declared at fixtures/src/bin/thread_holders.rs:63)";
+        let feeder = "thread N (`sender` in thread_holders::main::{async block#0}::{closure#2}, declared at fixtures/src/bin/thread_holders.rs:63)";
         let channel = &lines[2];
         assert!(
             channel.starts_with("receiving from channel @ 0x…: empty, 1 sender alive: ")
@@ -504,7 +504,7 @@ fn a_lock_a_permit_or_a_sender_kept_by_optimised_code_is_held_by_that_thread() {
 #[test]
 fn a_lock_held_in_a_register_nothing_saved_is_found_where_the_threads_registers_are_read() {
     let exe = crate::support::optimised_bin("parked_holder");
-    let held = "Mutex @ 0x…: locked, held by thread N (`guard` in parked_holder::main::{async_block#0}::{closure#1}, declared at fixtures/src/bin/parked_holder.rs:58), this task 1st of 1 waiting";
+    let held = "Mutex @ 0x…: locked, held by thread N (`guard` in parked_holder::main::{async block#0}::{closure#1}, declared at fixtures/src/bin/parked_holder.rs:58), this task 1st of 1 waiting";
     let outside = "Mutex @ 0x…: locked, held outside the tasks, this task 1st of 1 waiting";
     let lines = |text: &str| -> Vec<String> {
         (static_wait_lines(text).iter())
@@ -577,9 +577,9 @@ fn thread_wait_lines(text: &str) -> (Vec<String>, Vec<u32>) {
 }
 
 const HELD_BY_THREADS: [&str; 3] = [
-    "Mutex @ 0x…: locked, held by thread N (`guard` in thread_holders::main::{async_block#0}::{closure#0}, declared at fixtures/src/bin/thread_holders.rs:43), this task 1st of 1 waiting",
-    "Semaphore @ 0x…: 0 permits free, wants 1, held by thread N (`permit` in thread_holders::main::{async_block#0}::{closure#1}, declared at fixtures/src/bin/thread_holders.rs:52), this task 1st of 1 waiting",
-    "receiving from channel @ 0x…: empty, 1 sender alive: thread N (`sender` in thread_holders::main::{async_block#0}::{closure#2}, declared at fixtures/src/bin/thread_holders.rs:63)",
+    "Mutex @ 0x…: locked, held by thread N (`guard` in thread_holders::main::{async block#0}::{closure#0}, declared at fixtures/src/bin/thread_holders.rs:43), this task 1st of 1 waiting",
+    "Semaphore @ 0x…: 0 permits free, wants 1, held by thread N (`permit` in thread_holders::main::{async block#0}::{closure#1}, declared at fixtures/src/bin/thread_holders.rs:52), this task 1st of 1 waiting",
+    "receiving from channel @ 0x…: empty, 1 sender alive: thread N (`sender` in thread_holders::main::{async block#0}::{closure#2}, declared at fixtures/src/bin/thread_holders.rs:63)",
 ];
 
 #[test]

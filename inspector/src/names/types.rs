@@ -122,14 +122,35 @@ fn flush(out: &mut String, segments: &mut Vec<&str>) {
     segments.clear();
 }
 
-/// `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}` →
-/// `a::main::{async block#1}`.
+/// A state machine's or closure's path as the source and the frames name it, in one spelling
+/// whether it comes from a type (`{async_block_env#1}`) or from the function that polls it
+/// (`{async_block#1}`): `a::b::{async_fn_env#0}` → `a::b`; `a::main::{async_fn#0}::{async_block_env#1}`
+/// → `a::main::{async block#1}`; `a::main::{async_block#0}::{closure_env#2}` →
+/// `a::main::{async block#0}::{closure#2}`.
+///
+/// A root in the agent's own wrapper reads as what the program wrote: `#[frame] async fn f`'s
+/// `asyncdump_agent::task::frame::Framed<app::f::{async_block_env#0}, ()>` (the attribute's block
+/// around the body) as `app::f`, and `fut.frame("x")`'s `Framed<F, Label>` as `F`.
 pub fn display_name(qualified: &str) -> String {
-    // One pass: a dump names every task's root with it, and three `replace`s each scanning the whole
+    if let Some((inner, annotated)) = unframed(qualified) {
+        let name = display_name(inner);
+        return match annotated {
+            true => name
+                .strip_suffix("::{async block#0}")
+                .map_or(name.clone(), str::to_owned),
+            false => name,
+        };
+    }
+    // One pass: a dump names every task's root with it, and five `replace`s each scanning the whole
     // name were a tenth of a 100,000-task dump.
+    const RENAMED: [(&str, &str); 3] = [
+        ("{async_block_env#", "{async block#"),
+        ("{async_block#", "{async block#"),
+        ("{closure_env#", "{closure#"),
+    ];
     let mut out = String::with_capacity(qualified.len());
     let mut rest = qualified;
-    while let Some(i) = rest.find("{async") {
+    while let Some(i) = rest.find('{') {
         let (head, tail) = rest.split_at(i);
         let dropped = ["{async_fn_env#0}", "{async_fn#0}"]
             .iter()
@@ -137,18 +158,39 @@ pub fn display_name(qualified: &str) -> String {
         if let Some(after) = dropped {
             out.push_str(&head[..head.len() - 2]);
             rest = after;
-        } else if let Some(after) = tail.strip_prefix("{async_block_env#") {
+        } else if let Some((after, to)) =
+            (RENAMED.iter()).find_map(|(from, to)| Some((tail.strip_prefix(from)?, to)))
+        {
             out.push_str(head);
-            out.push_str("{async block#");
+            out.push_str(to);
             rest = after;
         } else {
             out.push_str(head);
-            out.push_str("{async");
-            rest = &tail["{async".len()..];
+            out.push('{');
+            rest = &tail[1..];
         }
     }
     out.push_str(rest);
     out
+}
+
+/// The future inside the agent's `Framed<F, M>`, and whether `#[frame]` made it (`M` is `()`).
+fn unframed(qualified: &str) -> Option<(&str, bool)> {
+    const FRAMED: &str = "asyncdump_agent::task::frame::Framed<";
+    let args = qualified.strip_prefix(FRAMED)?.strip_suffix('>')?;
+    // The comma between the two arguments: the last at depth 0.
+    let mut depth = 0i32;
+    let mut split = None;
+    for (i, b) in args.bytes().enumerate() {
+        match b {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' => depth -= 1,
+            b',' if depth == 0 => split = Some(i),
+            _ => {}
+        }
+    }
+    let at = split?;
+    Some((args[..at].trim(), args[at + 1..].trim() == "()"))
 }
 
 /// A leaf's type as people write it: the std paths every Rust programmer knows, without the default
@@ -408,12 +450,47 @@ mod tests {
             display_name("tokio::sync::mpsc::bounded::{impl#0}::recv::{async_fn_env#0}<u32>"),
             "tokio::sync::mpsc::bounded::{impl#0}::recv<u32>"
         );
+        // One spelling, whether from the type or from the function that polls it.
+        assert_eq!(
+            display_name("app::main::{async_block#0}::{async_block_env#0}"),
+            "app::main::{async block#0}::{async block#0}"
+        );
+        assert_eq!(
+            display_name("app::cache::evict::{async_fn#0}"),
+            "app::cache::evict"
+        );
+        assert_eq!(
+            display_name("app::main::{async_block#0}::{closure_env#2}"),
+            "app::main::{async block#0}::{closure#2}"
+        );
     }
 
-    /// The one pass reads as the three replacements it stands for, on paths made of the segments
+    #[test]
+    fn a_root_in_the_agents_wrapper_reads_as_what_the_program_wrote() {
+        // `#[frame] async fn wait_for_peer`: the attribute's block around the body is the fn.
+        assert_eq!(
+            display_name(
+                "asyncdump_agent::task::frame::Framed<svc::wait_for_peer::{async_block_env#0}, ()>"
+            ),
+            "svc::wait_for_peer"
+        );
+        // `async { … }.frame("x")`: the program's own block.
+        assert_eq!(
+            display_name(
+                "asyncdump_agent::task::frame::Framed<svc::main::{async_block_env#1}, asyncdump_agent::task::frame::Label>"
+            ),
+            "svc::main::{async block#1}"
+        );
+        assert_eq!(
+            display_name("asyncdump_agent::task::frame::Framed<a::F<u8, (u8, u16)>, ()>"),
+            "a::F<u8, (u8, u16)>"
+        );
+    }
+
+    /// The one pass reads as the five replacements it stands for, on paths made of the segments
     /// state machine names are made of.
     #[test]
-    fn display_names_are_the_three_replacements_in_one_pass() {
+    fn display_names_are_the_five_replacements_in_one_pass() {
         let segments = [
             "a",
             "b<u32>",
@@ -424,11 +501,16 @@ mod tests {
             "{impl#0}",
             "{async",
             "{closure_env#0}",
+            "{async_block#0}",
+            "{closure#1}",
+            "{",
         ];
         let replaced = |q: &str| {
             q.replace("::{async_fn_env#0}", "")
                 .replace("::{async_fn#0}", "")
                 .replace("{async_block_env#", "{async block#")
+                .replace("{async_block#", "{async block#")
+                .replace("{closure_env#", "{closure#")
         };
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {

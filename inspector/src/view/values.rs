@@ -500,7 +500,8 @@ pub fn how_held_into(out: &mut String, h: &Held, frame: Option<&str>) {
     out.push('`');
     if let Some(f) = frame {
         out.push_str(" in ");
-        out.push_str(&super::no_breaks(f));
+        // A thread's function is named by DWARF's spelling; the frames' is the source's.
+        out.push_str(&super::no_breaks(&crate::names::display_name(f)));
     }
     if !h.polled {
         out.push_str(", a future not polled");
