@@ -216,19 +216,15 @@ fn over_http2_every_request_is_a_stream_task_whose_chain_ends_at_its_handlers_le
     assert_eq!(connections, 5, "{text}");
     // And that, not the graceful-shutdown branch beside it (deeper, all in axum and tokio), is
     // what `--stats` counts them by.
-    let stats = crate::support::asyncdump_ok(&["dump", &fx.pid.to_string(), "--stats"]);
-    let by_leaf: Vec<&str> = stats
-        .lines()
-        .skip_while(|l| !l.contains("by what each waits on"))
-        .take_while(|l| !l.is_empty())
-        .collect();
+    let by_leaf = crate::support::stats_by_leaf(fx.pid);
     assert!(
-        by_leaf
-            .iter()
-            .any(|l| l.trim_start() == "5  hyper_util::server::conn::auto::UpgradeableConnection"),
-        "{stats}"
+        by_leaf.contains(&"5  hyper_util::server::conn::auto::UpgradeableConnection".to_owned()),
+        "{by_leaf:#?}"
     );
-    assert!(!by_leaf.iter().any(|l| l.contains("Notified")), "{stats}");
+    assert!(
+        !by_leaf.iter().any(|l| l.contains("Notified")),
+        "{by_leaf:#?}"
+    );
 }
 
 /// The section of the task whose chain has `line` (trimmed), and its title.

@@ -30,6 +30,7 @@ mod stopping;
 mod subscription;
 mod thread_locks;
 mod threads;
+mod tonic_service;
 mod untrusted_files;
 mod values;
 mod wait_graph;

@@ -301,6 +301,31 @@ pub fn axum_service(args: &[&str]) -> (Fixture, u16) {
     (fx, port)
 }
 
+/// The tonic service fixture on a port the system picked, and its client (the same program, in
+/// a process of its own) once every call it makes is on its way.
+pub fn tonic_service() -> (Fixture, Fixture) {
+    let service = Fixture::start("tonic_service", &[]);
+    let port = service
+        .said
+        .iter()
+        .find_map(|l| l.strip_prefix("port "))
+        .expect("the fixture says its port")
+        .to_owned();
+    let client = Fixture::start("tonic_service", &["--client", &port]);
+    (service, client)
+}
+
+/// The lines of `dump PID --stats` that count the suspended tasks by the leaf that matters.
+pub fn stats_by_leaf(pid: u32) -> Vec<String> {
+    let stats = asyncdump_ok(&["dump", &pid.to_string(), "--stats"]);
+    stats
+        .lines()
+        .skip_while(|l| !l.contains("by what each waits on"))
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.trim_start().to_owned())
+        .collect()
+}
+
 /// Where an agent of ours with this pid put its socket.
 pub fn socket_of(pid: u32) -> Option<PathBuf> {
     // SAFETY: geteuid cannot fail.

@@ -470,9 +470,23 @@ fn impls_named_in(text: &str, impls: &FastMap<String, String>) -> String {
 /// `<T as Trait>` with both named by their last segment, or the inherent type's last segment, without
 /// generic arguments.
 fn impl_name(demangled: &str, namespace: &str) -> Option<String> {
+    // A path's last segment without its generic arguments, where the path may start with a
+    // qualified one of its own: a type declared inside a trait method
+    // (`<OrdersServer<T> as Service<R>>::call::PlaceOrderSvc<T>`, as tonic generates) is
+    // `PlaceOrderSvc`.
     let last = |path: &str| {
-        let path = path.split('<').next().unwrap_or(path).trim();
-        path.rsplit("::").next().unwrap_or(path).to_owned()
+        let path = crate::names::base_name(path.trim());
+        let mut depth = 0i32;
+        let mut start = 0;
+        for (i, c) in path.char_indices() {
+            match c {
+                '<' => depth += 1,
+                '>' if !path[..i].ends_with('-') => depth -= 1,
+                ':' if depth == 0 && path[i..].starts_with("::") => start = i + 2,
+                _ => {}
+            }
+        }
+        path[start..].to_owned()
     };
     if let Some(rest) = demangled.strip_prefix('<') {
         let inner = &rest[..crate::names::matching_close(rest)?];
@@ -522,6 +536,16 @@ mod tests {
             ),
             "PollFn<tokio::sync::mpsc::bounded::Receiver::recv::{closure_env#0}<u64>, a::{impl#3}::f>",
             "an impl nobody named stays as it is"
+        );
+    }
+
+    #[test]
+    fn an_impl_of_a_type_declared_inside_a_trait_method_is_named_after_that_type() {
+        // tonic's generated servers declare each RPC's service type inside `call`.
+        let demangled = "<<shop::orders_server::OrdersServer<T> as tower_service::Service<http::request::Request<B>>>::call::PlaceOrderSvc<T> as tonic::server::service::UnaryService<shop::OrderRequest>>::call::{{closure}}";
+        assert_eq!(
+            impl_name(demangled, "shop::orders_server::{impl#1}::call::"),
+            Some("<PlaceOrderSvc as UnaryService>".into())
         );
     }
 

@@ -42,6 +42,8 @@ pub fn short_path(file: &str) -> &str {
 /// its directory entry): a relative path is joined with `comp_dir` when that is a dependency's or the
 /// standard library's directory (one [`short_path`] shortens), and kept relative otherwise.
 pub fn in_unit(name: String, comp_dir: Option<&str>) -> String {
+    // `include!("../../proto/shop.rs")` makes `src/bin/../../proto/shop.rs`.
+    let name = lexical(name);
     match comp_dir {
         Some(dir) if !name.starts_with('/') => {
             let whole = format!("{}/{name}", dir.trim_end_matches('/'));
@@ -55,9 +57,40 @@ pub fn in_unit(name: String, comp_dir: Option<&str>) -> String {
     }
 }
 
+/// `path` with its `.` segments and each `dir/..` pair taken out, by its text alone (as the
+/// compiler joined it, not as the file system resolves it); leading `..`s stay.
+fn lexical(path: String) -> String {
+    if !(path.contains("/../") || path.contains("/./") || path.starts_with("./")) {
+        return path;
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "." => {}
+            ".." if kept.last().is_some_and(|l| !l.is_empty() && *l != "..") => {
+                kept.pop();
+            }
+            _ => kept.push(seg),
+        }
+    }
+    kept.join("/")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_included_files_path_is_taken_as_the_compiler_joined_it() {
+        let path = |p: &str| in_unit(p.to_owned(), None);
+        assert_eq!(
+            path("fixtures/src/bin/../../proto/shop.rs"),
+            "fixtures/proto/shop.rs"
+        );
+        assert_eq!(path("/a/./b/../c.rs"), "/a/c.rs");
+        assert_eq!(path("../x/../y.rs"), "../y.rs");
+        assert_eq!(path("src/main.rs"), "src/main.rs");
+    }
 
     #[test]
     fn dependency_and_standard_library_paths_start_at_their_crate() {

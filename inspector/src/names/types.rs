@@ -214,6 +214,22 @@ pub fn brief(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {
+        // A path that goes on after a qualified segment (`<A as B>::call::Svc`, a type declared
+        // inside a trait method) is that segment's last: the qualified part goes.
+        if word.starts_with("::") && out.ends_with('>') {
+            let mut depth = 0i32;
+            let open = out.char_indices().rev().find_map(|(i, c)| {
+                depth += match c {
+                    '>' => 1,
+                    '<' => -1,
+                    _ => 0,
+                };
+                (depth == 0).then_some(i)
+            });
+            if let Some(open) = open {
+                out.truncate(open);
+            }
+        }
         let segments: Vec<&str> = word.split("::").collect();
         let keep = match segments.as_slice() {
             [.., before, last] if last.starts_with('{') => format!("{before}::{last}"),
@@ -355,6 +371,12 @@ mod tests {
             brief("app::run::{async block#1}::{closure_env#0}"),
             "{async block#1}::{closure_env#0}"
         );
+        // A type declared inside a trait method, as tonic generates one per RPC.
+        assert_eq!(
+            brief("shop::orders_server::<OrdersServer as Service>::call::PlaceOrderSvc<app::Shop>"),
+            "PlaceOrderSvc<Shop>"
+        );
+        assert_eq!(brief("&mut <a::B<u8> as c::D>::f::Svc"), "&mut Svc");
     }
 
     use super::*;
