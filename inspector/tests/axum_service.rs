@@ -108,6 +108,20 @@ fn every_hanging_request_is_a_task_whose_chain_ends_at_its_handlers_leaf() {
     let group = (doc["groups"].as_array().unwrap().iter())
         .find(|g| g["count"] == 2)
         .unwrap_or_else(|| panic!("{doc}"));
+    let route = |t: &serde_json::Value| t["request"]["target"] == "/mutex";
+    let requests = dump_json(fx.pid, &[]);
+    let mutex = (requests["tasks"].as_array().unwrap().iter())
+        .filter(|t| route(t) && t["request"]["method"] == "GET")
+        .count();
+    assert_eq!(mutex, 2, "{requests}");
+    let by_leaf = crate::support::stats_by_leaf(fx.pid);
+    assert!(!by_leaf.is_empty());
+    let stats = asyncdump_ok(&["dump", &pid, "--stats"]);
+    let by_route = stats
+        .split("by the HTTP request served (method and path):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(by_route.starts_with("        2  GET /mutex\n"), "{stats}");
     let varies = group["varies"].as_array().unwrap();
     assert!(
         varies.iter().any(|v| v["waits_on"][0]["text"]
@@ -147,6 +161,12 @@ fn each_route_reaches_its_leaf(text: &str, tasks: &[&Vec<String>]) {
             .iter()
             .find(|s| s.iter().any(|l| l.trim_start() == line))
             .unwrap_or_else(|| panic!("no chain reaches {line} ({path}):\n{text}"));
+        // The request it serves, from the method and URI the middleware keeps to log.
+        assert!(
+            task[0].contains(&format!(" · GET {path} · ")),
+            "{path} on its title: {}",
+            task[0]
+        );
         let chain: Vec<&str> = task.iter().map(|l| l.trim_start()).collect();
         let audit = format!(
             "axum_service::audit at {} [decoded]",
@@ -289,7 +309,7 @@ fn plain_request_tasks_are_named_by_their_handler_listed_at_its_wait_and_aged() 
         let title = task_with(&text, &line).lines().next().unwrap();
         assert!(
             title.starts_with("tokio task ")
-                && title.contains(&format!(" (axum_service::{handler}) · idle")),
+                && title.contains(&format!(" (axum_service::{handler}) · GET {path} · idle")),
             "{path}: {title}"
         );
     }

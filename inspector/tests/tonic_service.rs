@@ -61,6 +61,16 @@ fn every_rpc_is_a_stream_task_named_by_its_generated_service_down_to_its_handler
             section.lines().nth(1) == Some("  root hyper::proto::h2::server::H2Stream<…>"),
             "one task per request stream: {section}"
         );
+        // The RPC it serves, from the HTTP request the generated service holds.
+        let rpc: String = handler
+            .split('_')
+            .map(|w| w[..1].to_uppercase() + &w[1..])
+            .collect();
+        let title = section.lines().next().unwrap();
+        assert!(
+            title.contains(&format!(" · POST /shop.Orders/{rpc} · ")),
+            "{title}"
+        );
         // The generated service's frame, named after the type tonic declares for this RPC inside
         // `call` (not `< as UnaryService>`, alike for every RPC), in the generated file as the
         // compiler joined its path.

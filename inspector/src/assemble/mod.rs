@@ -383,6 +383,7 @@ fn task_view(
         tokio_id: None,
         name: chain.name,
         derived_name: None,
+        request: None,
         state,
         thread,
         state_age_ns: Some(now.saturating_sub(since)),

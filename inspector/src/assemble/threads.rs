@@ -109,6 +109,7 @@ fn view(r: &Root, decoder: &Plan, refs: &TaskRefs, reading: &Reading, live: bool
     let mut view = TaskView {
         name,
         derived_name: derived,
+        request: None,
         frames: frames.into(),
         awaits_tasks,
         decoded_delegates: decoded_delegates.into(),

@@ -419,7 +419,9 @@ impl<'a> Merge<'a> {
         let mut locals = Vec::with_capacity(if all { s.locals.len() } else { 0 });
         locals.extend(
             (s.locals.iter())
-                .filter(|l| self.reading.locals.wants(&l.name) || self.may_hold(l))
+                .filter(|l| {
+                    self.reading.locals.wants(&l.name) || self.may_hold(l) || self.names_request(l)
+                })
                 .map(|l| self.unread(l, n.addr, check)),
         );
         locals
@@ -445,6 +447,11 @@ impl<'a> Merge<'a> {
 
     fn may_hold(&self, l: &LocalPlan) -> bool {
         self.reading.targets && self.plan.values.may_hold(l.ty)
+    }
+
+    /// Whether `l` may say which HTTP request the task serves: read with the wait targets.
+    fn names_request(&self, l: &LocalPlan) -> bool {
+        self.reading.targets && self.plan.values.may_name_request(l.ty)
     }
 
     /// The futures the walk went into below `n` that lie inside its locals (in state `s`) that may

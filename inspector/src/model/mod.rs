@@ -211,6 +211,10 @@ pub struct TaskView {
     /// of the program's own code on the branch that matters, else its root type's last segment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derived_name: Option<Arc<str>>,
+    /// The HTTP request it serves, where a frame of its chain holds one (see
+    /// [`values::request_of`]): read with the wait targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<values::Request>,
     pub state: State,
     /// OS thread running the task, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -768,6 +772,7 @@ impl TaskView {
             tokio_id: None,
             name: None,
             derived_name: None,
+            request: None,
             state,
             thread: None,
             state_age_ns: None,

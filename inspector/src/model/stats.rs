@@ -27,6 +27,10 @@ pub struct Stats {
     pub by_root: Vec<Count>,
     /// By the await in the program's own code the task waits at (`file:line`).
     pub by_await: Vec<Count>,
+    /// By the HTTP request served, its method and path without the query (`POST /order`), of the
+    /// tasks whose frames hold one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_route: Vec<Count>,
     /// How long each has been suspended.
     pub ages: Vec<AgeBucket>,
     /// The threads' own futures (their `block_on`'s), not counted above: each by the leaf that
@@ -108,6 +112,7 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
     let mut leaf = Tally::default();
     let mut root = Tally::default();
     let mut await_at = Tally::default();
+    let mut route = Tally::default();
     let mut ages: Vec<AgeBucket> = (0..=BOUNDS_NS.len())
         .map(|i| AgeBucket {
             from_ns: if i == 0 { 0 } else { BOUNDS_NS[i - 1] },
@@ -142,6 +147,9 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
             Some(at) => await_at.add(&format!("{}:{}", at.file, at.line)),
             None => await_at.add(NO_OWN_AWAIT),
         }
+        if let Some(r) = &t.request {
+            route.add(&route_of(r));
+        }
         match t.waiting_ns() {
             Some((ns, lower)) => {
                 let b = &mut ages[BOUNDS_NS.partition_point(|&b| b <= ns)];
@@ -167,8 +175,20 @@ pub fn stats(tasks: &[TaskView]) -> Stats {
         by_leaf: leaf.sorted(),
         by_root: root.sorted(),
         by_await: await_at.sorted(),
+        by_route: route.sorted(),
         ages,
         threads_by_leaf: threads.sorted(),
+    }
+}
+
+/// A request's route: its method and its target's path, without the query (ids and keys vary
+/// from one request to the next; the route does not).
+fn route_of(r: &super::values::Request) -> String {
+    let path = r.target.as_deref().unwrap_or("?");
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    match &r.method {
+        Some(m) => format!("{m} {path}"),
+        None => path.to_owned(),
     }
 }
 

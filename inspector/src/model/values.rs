@@ -80,6 +80,45 @@ impl From<LocalFields> for Local {
     }
 }
 
+/// The HTTP request a task serves, as far as its frames hold it: `POST /order?id=42`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Request {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The URI's path and query, at most [`crate::values::MAX_TEXT`] bytes of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// The request a chain's frames hold (an `http` request head, its URI, its method, read into a
+/// [`Value::Http`]), outermost first: the first target found, with the first method. `None`
+/// where no frame holds a target.
+pub fn request_of(frames: &[super::FrameNode]) -> Option<Request> {
+    let (mut method, mut target) = (None, None);
+    let mut stack: Vec<&super::FrameNode> = frames.iter().rev().collect();
+    while let Some(f) = stack.pop() {
+        for l in &f.locals {
+            let mut v = &l.value;
+            while let Value::Pointer { to, .. } = v {
+                v = to;
+            }
+            if let Value::Http {
+                method: m,
+                target: t,
+            } = v
+            {
+                method = method.or_else(|| m.clone());
+                target = target.or_else(|| t.clone());
+            }
+        }
+        if method.is_some() && target.is_some() {
+            break;
+        }
+        stack.extend(f.children.iter().rev());
+    }
+    target.is_some().then_some(Request { method, target })
+}
+
 /// What a leaf future waits for, decoded: its kind, and the parts read to say so (each a value,
 /// named: a sleep's `deadline`; a semaphore acquire's `wanted` permits and `semaphore`, whose value
 /// holds its free permits, whether it is closed, and the waiter's place in its queue).
@@ -209,6 +248,14 @@ pub enum Value {
     },
     /// An IP socket address, as `127.0.0.1:8080` or `[::1]:8080`.
     SocketAddr(String),
+    /// What names an HTTP request (an `http` request head, its URI or its method): its method
+    /// (`POST`) and its target, the URI's path and query (`/order?id=42`), each where read.
+    Http {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        method: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
     /// A type asyncdump has no shape for (or the limits left unread): its short name and address.
     Opaque {
         type_name: Arc<str>,
@@ -373,6 +420,47 @@ impl Wanted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chains_request_is_the_first_target_its_frames_hold_with_the_first_method() {
+        use crate::model::{FrameInfo, FrameNode, Source};
+        let http = |method: Option<&str>, target: Option<&str>| Value::Http {
+            method: method.map(str::to_owned),
+            target: target.map(str::to_owned),
+        };
+        let frame = |locals: Vec<Local>, children| FrameNode {
+            id: 0,
+            meta: std::sync::Arc::new(FrameInfo::new("f".into(), None, Source::Decoded)),
+            awaits_tasks: Vec::new(),
+            locals,
+            waits_on: None,
+            holds: Vec::new(),
+            walked_within: Vec::new(),
+            children,
+        };
+        let inner = frame(
+            vec![Local::new("uri", "Uri", http(None, Some("/inner")))],
+            Vec::new(),
+        );
+        let outer = frame(
+            vec![
+                Local::new("method", "Method", http(Some("GET"), None)),
+                Local::new("uri", "Uri", http(None, Some("/orders?id=1"))),
+            ],
+            vec![inner],
+        );
+        let got = request_of(&[outer]).unwrap();
+        assert_eq!(
+            (got.method.as_deref(), got.target.as_deref()),
+            (Some("GET"), Some("/orders?id=1"))
+        );
+        // A method alone names no request.
+        let alone = frame(
+            vec![Local::new("m", "Method", http(Some("GET"), None))],
+            vec![],
+        );
+        assert!(request_of(&[alone]).is_none());
+    }
 
     #[test]
     fn a_value_is_written_as_data_not_text() {

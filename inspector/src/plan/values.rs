@@ -102,6 +102,21 @@ pub struct FrameLocalPlan {
     pub declared: Option<Loc>,
 }
 
+/// Which part of an `http` request head a [`Shape::Http`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HttpPart {
+    /// `Request<B>`: its `head`.
+    Request,
+    /// `request::Parts`: its `method` and `uri`.
+    Parts,
+    /// `Uri`: its `path_and_query`.
+    Uri,
+    /// `PathAndQuery`: its text, `data`.
+    PathAndQuery,
+    /// `Method`: the enum of the standard methods, `0`.
+    Method,
+}
+
 /// Every value type of a plan.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ValueTypes {
@@ -175,6 +190,12 @@ pub enum Shape {
         v6: bool,
         ip: u32,
         port: u32,
+    },
+    /// A part of the `http` crate's request head, read for what names the request: `fields`
+    /// (named as the type names them) hold the method and the URI's path and query.
+    Http {
+        part: HttpPart,
+        fields: Vec<FieldShape>,
     },
     /// An enum: its discriminant (none for an enum of one variant) and its variants. `bare` shows
     /// the payload alone (`SocketAddr`).
@@ -353,6 +374,18 @@ impl ValueTypes {
     pub fn may_hold(&self, ty: u32) -> bool {
         let holding = self.holding.get_or_init(|| holding(&self.types));
         holding.get(ty as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether a value of type `ty` names an HTTP request: is an `http` request head, its URI or
+    /// its method, or points at one.
+    pub fn may_name_request(&self, ty: u32) -> bool {
+        match self.get(ty).map(|t| &t.shape) {
+            Some(Shape::Http { .. }) => true,
+            Some(Shape::Pointer { to, .. }) => {
+                matches!(self.get(*to).map(|t| &t.shape), Some(Shape::Http { .. }))
+            }
+            _ => false,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use asyncdump_walker::memory::Memory;
 
 use super::{MAX_DEPTH, MAX_INLINE, MAX_ITEMS, MAX_QUEUE, MAX_TEXT};
 use crate::model::values::{Field, FloatBits, PointerKind, Value, Within};
-use crate::plan::values::{ChanLayout, FieldShape, Shape, ValueType, ValueTypes, Word};
+use crate::plan::values::{ChanLayout, FieldShape, HttpPart, Shape, ValueType, ValueTypes, Word};
 
 /// Every run of bytes read so far (or `None` where its read failed), sorted by start; each run's
 /// bytes lie in one of `chunks`, one per batch: a batch of thousands of runs is one allocation.
@@ -425,6 +425,10 @@ impl Decoder<'_> {
             | Shape::Guard { .. }
             | Shape::Endpoint { .. }
             | Shape::Channel { .. } => self.library(t, b, addr)?,
+            Shape::Http { part, fields } => {
+                let fields = self.fields(fields, addr, depth);
+                http(*part, &fields)
+            }
             Shape::Struct { fields, tuple } => Value::Struct {
                 type_name: if *tuple {
                     Arc::from("")
@@ -983,5 +987,48 @@ fn field(name: &'static str, value: Value) -> Field {
     Field {
         name: named(name),
         value,
+    }
+}
+
+/// What names a request, from the fields of one part of its head, read (see [`Shape::Http`]).
+pub(super) fn http(part: HttpPart, fields: &[Field]) -> Value {
+    let get = |name: &str| fields.iter().find(|f| &*f.name == name).map(|f| &f.value);
+    let of = |name: &str| match get(name) {
+        Some(Value::Http { method, target }) => (method.clone(), target.clone()),
+        _ => (None, None),
+    };
+    let (method, target) = match part {
+        HttpPart::Request => of("head"),
+        HttpPart::Parts => (of("method").0, of("uri").1),
+        HttpPart::Uri => (None, of("path_and_query").1),
+        HttpPart::PathAndQuery => {
+            let target = match get("data") {
+                // An empty path is the root's (`http://host` asks for `/`).
+                Some(Value::Str { text, .. }) if text.is_empty() => Some("/".to_owned()),
+                Some(Value::Str { text, len }) if (text.len() as u64) < *len => {
+                    Some(format!("{text}…"))
+                }
+                Some(Value::Str { text, .. }) => Some(text.clone()),
+                _ => None,
+            };
+            (None, target)
+        }
+        HttpPart::Method => {
+            let method = match get("0") {
+                Some(Value::Variant { name, .. }) => Some(method_name(name)),
+                _ => None,
+            };
+            (method, None)
+        }
+    };
+    Value::Http { method, target }
+}
+
+/// A method as HTTP spells it, from the name of its variant in the `http` crate (`Post`: `POST`);
+/// one of its own (an extension) is not read.
+fn method_name(variant: &str) -> String {
+    match variant {
+        "ExtensionInline" | "ExtensionAllocated" => "(extension method)".to_owned(),
+        standard => standard.to_ascii_uppercase(),
     }
 }

@@ -887,3 +887,54 @@ fn reading_names_the_tasks_the_stages_after_it_look_at_and_only_those() {
         "a local may be a guard; a send's channel is held"
     );
 }
+
+#[test]
+fn a_request_head_reads_as_its_method_and_target() {
+    use super::decode::http;
+    use crate::model::values::Field;
+    use crate::plan::values::HttpPart;
+    let field = |name: &str, value: Value| Field {
+        name: name.into(),
+        value,
+    };
+    let text = |t: &str, len: u64| Value::Str {
+        text: t.into(),
+        len,
+    };
+    let path = http(
+        HttpPart::PathAndQuery,
+        &[field("data", text("/order?id=42", 12))],
+    );
+    let uri = http(HttpPart::Uri, &[field("path_and_query", path)]);
+    let post = Value::Variant {
+        name: "Post".into(),
+        fields: Vec::new(),
+    };
+    let method = http(HttpPart::Method, &[field("0", post)]);
+    let parts = http(
+        HttpPart::Parts,
+        &[field("method", method), field("uri", uri)],
+    );
+    let request = http(HttpPart::Request, &[field("head", parts)]);
+    assert_eq!(
+        request,
+        Value::Http {
+            method: Some("POST".into()),
+            target: Some("/order?id=42".into())
+        }
+    );
+    // An empty path is the root's; a target longer than was read says so.
+    let root = http(HttpPart::PathAndQuery, &[field("data", text("", 0))]);
+    assert!(matches!(root, Value::Http { target: Some(t), .. } if t == "/"));
+    let long = http(HttpPart::PathAndQuery, &[field("data", text("/a", 300))]);
+    assert!(matches!(long, Value::Http { target: Some(t), .. } if t == "/a…"));
+    // What was not read is not made up.
+    let unread = http(HttpPart::Parts, &[field("method", Value::Unreadable)]);
+    assert_eq!(
+        unread,
+        Value::Http {
+            method: None,
+            target: None
+        }
+    );
+}

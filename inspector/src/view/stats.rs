@@ -30,6 +30,10 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
     counts(out, &st.by_root);
     let _ = writeln!(out, "\nby the await in the program's own code:");
     counts(out, &st.by_await);
+    if !st.by_route.is_empty() {
+        let _ = writeln!(out, "\nby the HTTP request served (method and path):");
+        counts(out, &st.by_route);
+    }
     let _ = writeln!(out, "\nsuspended for:");
     for b in &st.ages {
         let _ = write!(out, "  {:<16} {:>7}", bucket(b), b.tasks);

@@ -431,6 +431,12 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
         let _ = out.write_str(&short(&no_breaks(derived)));
         let _ = out.write_char(')');
     }
+    if let Some(r) = &t.request {
+        let mut line = String::new();
+        super::values::request_line_into(&mut line, r.method.as_deref(), r.target.as_deref());
+        let _ = out.write_str(" · ");
+        let _ = out.write_str(&line);
+    }
     let _ = out.write_str(" · ");
     let _ = out.write_str(state_word(t.state));
     if let Some(th) = &t.thread {

@@ -596,6 +596,10 @@ fn value(out: &mut String, v: &Value) {
             out.push_str(a);
             Ok(())
         }
+        Value::Http { method, target } => {
+            request_line_into(out, method.as_deref(), target.as_deref());
+            Ok(())
+        }
         Value::Opaque { type_name, addr } => {
             out.push_str(type_name);
             out.push_str(" @ ");
@@ -753,6 +757,18 @@ fn instant(out: &mut String, monotonic_ns: u64, age_ns: Option<i64>) -> std::fmt
             "Instant(monotonic {:.3?})",
             std::time::Duration::from_nanos(monotonic_ns)
         ),
+    }
+}
+
+/// `POST /order?id=42`, as much of it as is known; the target's control characters escaped (it
+/// is the client's text).
+pub fn request_line_into(out: &mut String, method: Option<&str>, target: Option<&str>) {
+    let parts = [method, target];
+    for (i, part) in parts.into_iter().flatten().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&super::no_breaks(part));
     }
 }
 

@@ -215,6 +215,7 @@ impl<'a> Found<'a> {
     /// Task `t`'s frames; the locals read only for their guards are dropped.
     fn task(&mut self, t: &'a mut TaskView, reading: &Reading) {
         let task = t.id;
+        t.request = crate::model::values::request_of(&t.frames);
         let stale = moved_from(&t.frames);
         let frames = Arc::make_mut(&mut t.frames).as_mut_slice();
         self.frames(frames, None, (task, &stale), reading);

@@ -302,6 +302,83 @@ fn a_trait_object_shows_its_data_pointer() {
 /// A variant as the enum spec compares it: its value, name and fields' (name, offset).
 type Named<'a> = (Option<u64>, &'a str, Vec<(&'a str, u32)>);
 
+/// The `http` crate's `Parts` as it lays it out: `ByteStr` text in a `PathAndQuery` in a `Uri`,
+/// a `Method` around its enum of standard methods; the `PathAndQuery`'s die too.
+fn http_parts(t: &mut Types) -> (u64, u64) {
+    let (u64_, usize_) = words(t);
+    let u8_ = t.base("u8", 1);
+    let ptr = t.pointer("*const u8", u8_);
+    let bytes = t.structure("bytes::bytes::Bytes", 32);
+    (t.member(bytes, "ptr", 0, ptr)
+        .member(bytes, "len", 8, usize_))
+    .member(bytes, "data", 16, u64_);
+    let text = t.structure("http::byte_str::ByteStr", 32);
+    t.member(text, "bytes", 0, bytes);
+    let pq = t.structure("http::uri::path::PathAndQuery", 40);
+    t.member(pq, "data", 0, text).member(pq, "query", 32, u64_);
+    let uri = t.structure("http::uri::Uri", 88);
+    t.member(uri, "scheme", 0, u64_)
+        .member(uri, "path_and_query", 48, pq);
+    let get = t.structure("http::method::Inner::Get", 24);
+    let post = t.structure("http::method::Inner::Post", 24);
+    let inner = t.structure("http::method::Inner", 24);
+    t.variants(
+        inner,
+        ("tag", 0, 1, false),
+        &[(Some(1), "Get", 0, get), (Some(2), "Post", 0, post)],
+    );
+    let method = t.structure("http::method::Method", 24);
+    t.member(method, "__0", 0, inner);
+    let parts = t.structure("http::request::Parts", 224);
+    t.member(parts, "method", 0, method)
+        .member(parts, "uri", 24, uri)
+        .member(parts, "headers", 112, u64_);
+    (parts, pq)
+}
+
+#[test]
+fn http_text_is_the_utf8_its_bytes_point_at() {
+    let mut t = Types::new();
+    let (_, pq) = http_parts(&mut t);
+    let p = planned(t, pq);
+    let Shape::Http { fields, .. } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    let text = &p.types[fields[0].ty as usize];
+    assert_eq!(text.shape, Shape::Str { ptr: 0, len: 8 });
+}
+
+#[test]
+fn an_http_request_head_is_its_method_and_its_uris_path_and_query_only() {
+    use crate::plan::values::HttpPart;
+    let mut t = Types::new();
+    let (parts, _) = http_parts(&mut t);
+    let p = planned(t, parts);
+    let Shape::Http { part, fields } = p.shape() else {
+        panic!("{:?}", p.shape())
+    };
+    let named: Vec<(&str, u32)> = fields.iter().map(|f| (&*f.name, f.offset)).collect();
+    assert_eq!(
+        (p.rule, *part, named),
+        (
+            "http request head",
+            HttpPart::Parts,
+            vec![("method", 0), ("uri", 24)]
+        ),
+        "the headers are not read"
+    );
+    let uri = &p.types[fields[1].ty as usize].shape;
+    let Shape::Http { part, fields } = uri else {
+        panic!("{uri:?}")
+    };
+    assert_eq!((*part, &*fields[0].name), (HttpPart::Uri, "path_and_query"));
+    let method = &p.types[p.types.iter().position(|t| &*t.name == "Method").unwrap()];
+    assert!(
+        matches!(&method.shape, Shape::Http { part: HttpPart::Method, fields } if &*fields[0].name == "0"),
+        "{method:?}"
+    );
+}
+
 #[test]
 fn an_enum_is_its_discriminant_and_each_variants_fields() {
     let mut t = Types::new();

@@ -13,8 +13,8 @@ use crate::dwarf::{State, StateMachine};
 use crate::model::Loc;
 use crate::plan::builder::{Builder, is_generic, loc};
 use crate::plan::values::{
-    FieldShape, FrameLocalPlan, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES, PointerKind,
-    Shape, StaticPlan, ValueType, VariantShape,
+    FieldShape, FrameLocalPlan, HttpPart, LocalPlan, MAX_DEPTH, MAX_FIELDS, MAX_VALUE_TYPES,
+    PointerKind, Shape, StaticPlan, ValueType, VariantShape,
 };
 
 /// What the rules look at: one type, read once.
@@ -46,6 +46,8 @@ pub(super) const RULES: &[&ValueRule] = &[
     &DURATION,
     &INSTANT,
     &SOCKET,
+    &HTTP_TEXT,
+    &HTTP_HEAD,
     &GUARD,
     &STD_GUARD,
     &OTHER_GUARD,
@@ -205,6 +207,52 @@ const SOCKET: ValueRule = ValueRule {
         })
     },
 };
+
+/// The `http` crate's text (a `ByteStr`: a URI's path and query): the UTF-8 its `Bytes` point
+/// at.
+const HTTP_TEXT: ValueRule = ValueRule {
+    name: "http text",
+    matches: |t| t.name == "http::byte_str::ByteStr",
+    shape: |b, t| {
+        let (at, bytes) = b.member(t.die, &["bytes"])?;
+        let bytes = b.strip(bytes);
+        let (ptr, _) = b.member(bytes, &["ptr"])?;
+        let (len, _) = b.member(bytes, &["len"])?;
+        Some(Shape::Str {
+            ptr: u32::try_from(at + ptr).ok()?,
+            len: u32::try_from(at + len).ok()?,
+        })
+    },
+};
+
+/// The request head of the `http` crate (hyper's, axum's and tonic's requests), as far as it
+/// names the request: its method and its URI's path and query, not its headers, extensions or
+/// body.
+const HTTP_HEAD: ValueRule = ValueRule {
+    name: "http request head",
+    matches: |t| http_head_fields(&t.name).is_some(),
+    shape: |b, t| {
+        let (part, wanted) = http_head_fields(&t.name)?;
+        let fields: Vec<FieldShape> = (fields(b, t.die, 0).into_iter())
+            .filter(|f| wanted.contains(&&*f.name))
+            .collect();
+        (fields.len() == wanted.len()).then_some(Shape::Http { part, fields })
+    },
+};
+
+/// The part of a request head an `http` type is, by its name (generic arguments left out), and
+/// the fields [`HTTP_HEAD`] reads of it.
+fn http_head_fields(name: &str) -> Option<(HttpPart, &'static [&'static str])> {
+    Some(match crate::names::base_name(name) {
+        "http::request::Request" => (HttpPart::Request, &["head"]),
+        "http::request::Parts" => (HttpPart::Parts, &["method", "uri"]),
+        "http::uri::Uri" => (HttpPart::Uri, &["path_and_query"]),
+        "http::uri::path::PathAndQuery" => (HttpPart::PathAndQuery, &["data"]),
+        // `Method(Inner)`: the enum of the standard methods.
+        "http::method::Method" => (HttpPart::Method, &["0"]),
+        _ => return None,
+    })
+}
 
 /// tokio's lock guards and permits: the lock they hold, as the address of its semaphore (which a
 /// waiter's acquire points at too), through the guard's pointer (`&` or `Arc`) to the lock.
