@@ -113,10 +113,56 @@ fn two_calls_of_one_rpc_are_one_group_and_values_name_the_generated_service_type
         group.contains(", this task 1st–2nd of 2 waiting"),
         "the two in the stock mutex's queue, as a range: {group}"
     );
-    // `-v`: the service value `Grpc::unary` holds, by its type's own name.
+    // `-v`: the service value `Grpc::unary` holds, by its type's own name; the service's `Arc`
+    // shown once a task, the frames below referring to it.
     let values = dump_until_every_handler(pid, &["-v"]);
     assert!(
         values.contains("service: PlaceOrderSvc<Shop> @ 0x"),
         "{values}"
     );
+    let section = values
+        .split("\n\n")
+        .find(|g| g.contains("::place_order::{async block#0} at "))
+        .unwrap();
+    assert_eq!(
+        section.matches("inner: Arc<Shop> = Arc(Shop @ 0x").count(),
+        1,
+        "{section}"
+    );
+    assert!(
+        section.contains("inner: Arc<Shop> = same as `inner` above"),
+        "{section}"
+    );
+}
+
+#[test]
+fn values_in_a_terminal_are_cut_to_its_width_and_whole_elsewhere() {
+    const WIDTH: usize = 100;
+    let (service, _client) = crate::support::tonic_service();
+    let pid = service.pid;
+    dump_until_every_handler(pid, &[]);
+    let bin = env!("CARGO_BIN_EXE_asyncdump");
+    let cache = crate::support::plan_cache_of_this_run();
+    let command = format!(
+        "XDG_CACHE_HOME={} {bin} dump {pid} -v --type place_order; echo dumped; sleep 60",
+        cache.display()
+    );
+    let tmux = crate::watch::Tmux::sized(&command, WIDTH as u16, 50);
+    tmux.until("the dump printed", |s| s.contains("dumped"));
+    let text = tmux.history();
+    // The longest local: `Grpc::unary`'s `self`, a reference to a `Grpc<ProstCodec<…>>`.
+    let long: Vec<&str> = (text.lines())
+        .filter(|l| l.trim_start().starts_with("self: &mut Grpc<"))
+        .collect();
+    assert!(!long.is_empty(), "{text}");
+    for line in long {
+        assert!(
+            line.chars().count() <= WIDTH && line.ends_with('…'),
+            "cut to {WIDTH} columns: {line}"
+        );
+    }
+    // Into a pipe or a file, whole.
+    let piped = asyncdump_ok(&["dump", &pid.to_string(), "-v", "--type", "place_order"]);
+    let whole = "&Grpc<ProstCodec<OrderReply, OrderRequest>> @ 0x";
+    assert!(piped.contains(whole), "{piped}");
 }

@@ -75,6 +75,16 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Everything written to the terminal since it started, its scrollback too, each line whole
+    /// (`-J`: a line the terminal wrapped is joined again).
+    pub fn history(&self) -> String {
+        let out = tmux(&self.socket)
+            .args(["capture-pane", "-p", "-J", "-S", "-", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The screen once `done` holds for it; panics with the screen after 10 s.
     pub fn until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
         self.until_within(Duration::from_secs(10), what, done)

@@ -58,6 +58,7 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
         full_paths: o.full_paths,
         threads: o.threads,
         detail: o.values,
+        width: terminal_width(o),
     };
     if let Some(path) = &o.svg {
         return flame_graph(&dump, path, o.weight.into(), style);
@@ -148,4 +149,18 @@ fn tasks(tasks: &[asyncdump::model::TaskView]) -> String {
         1 => format!("{counted} and 1 thread's own future"),
         n => format!("{counted} and {n} threads' own futures"),
     }
+}
+
+/// The width of the terminal the text goes to, if it goes to one: a file or a pipe gets every
+/// line as long as it is.
+fn terminal_width(o: &DumpOptions) -> Option<usize> {
+    let to_stdout = o.output.as_deref().is_none_or(|p| p == Path::new("-"));
+    let text = !o.json && matches!(o.format, Format::Text);
+    if !(to_stdout && text && std::io::IsTerminal::is_terminal(&std::io::stdout())) {
+        return None;
+    }
+    crossterm::terminal::size()
+        .ok()
+        .map(|(w, _)| usize::from(w))
+        .filter(|&w| w > 0)
 }

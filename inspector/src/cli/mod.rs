@@ -47,6 +47,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
                 full_paths,
                 threads: false,
                 detail: false,
+                width: None,
             };
             write_out(out, &index::index(binary, pid, json, style)?)
         }

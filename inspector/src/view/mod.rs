@@ -19,6 +19,8 @@ pub struct Style {
     pub threads: bool,
     /// The header's detail too (`-v`, `--stats`): what the census skipped, and why.
     pub detail: bool,
+    /// The terminal's width, where the text goes to one: a local's line is cut to it.
+    pub width: Option<usize>,
 }
 
 impl Style {

@@ -688,6 +688,8 @@ fn chain<W: Write + ?Sized>(
     let mut stack: Vec<(Line<'_>, usize)> =
         nodes.iter().rev().map(|n| (Line::Frame(n), 1)).collect();
     let mut alike: Vec<Vec<(&FrameNode, usize)>> = Vec::new();
+    // The long values shown so far in this chain (see `local_line`).
+    let mut shown = Vec::new();
     if !variants.is_empty() {
         let at = |i: usize| variants.iter().map(|&(v, n)| (&v[i], n)).collect();
         alike = (0..nodes.len()).rev().map(at).collect();
@@ -711,7 +713,7 @@ fn chain<W: Write + ?Sized>(
         frame_line(out, &n.meta, style);
         let _ = out.write_char('\n');
         if those.is_empty() {
-            frame_parts(out, n, pad, labels, scratch);
+            frame_parts(out, n, (pad, style), labels, scratch, &mut shown);
         } else {
             varied_parts(out, &those, pad, labels);
         }
@@ -741,9 +743,10 @@ fn chain<W: Write + ?Sized>(
 fn frame_parts<W: Write + ?Sized>(
     out: &mut W,
     n: &FrameNode,
-    pad: usize,
+    (pad, style): (usize, Style),
     labels: &Labels<'_>,
     scratch: &mut String,
+    shown: &mut Vec<(String, std::sync::Arc<str>)>,
 ) {
     if let Some(w) = n.waits_on.as_deref() {
         scratch.clear();
@@ -764,12 +767,57 @@ fn frame_parts<W: Write + ?Sized>(
     }
     for l in &n.locals {
         indent(out, pad + 4);
-        super::values::local_into(scratch, l);
+        local_line(scratch, l, pad + 4, style, shown);
         let _ = out.write_str(scratch);
         let _ = out.write_char('\n');
     }
     for &id in &n.awaits_tasks {
         let _ = writeln!(out, "{:pad$}  → awaits {}", "", labels.of(id));
+    }
+}
+
+/// Values shorter than this are shown again where repeated: a back-reference would be no shorter.
+const MIN_REFERRED: usize = 32;
+
+/// Local `l`'s line, into `scratch`, indented by `pad`: a value the task's chain already showed
+/// (the same type and value, at the same address or under the same name, in an outer frame: an
+/// `Arc` of a service handed down, a request moved into the future awaited) refers to the first
+/// local that showed it; in a terminal, cut to its width (`--json` has every value whole).
+fn local_line(
+    scratch: &mut String,
+    l: &crate::model::values::Local,
+    pad: usize,
+    style: Style,
+    shown: &mut Vec<(String, std::sync::Arc<str>)>,
+) {
+    super::values::local_into(scratch, l);
+    // `name: Type = value`: what is compared is all after the name.
+    let key = scratch.get(l.name().len() + 2..).unwrap_or("");
+    if key.len() >= MIN_REFERRED {
+        // The same value: at the same address, or under the same name (a request handed down).
+        let same = |(k, first): &&(String, std::sync::Arc<str>)| {
+            k == key && (key.contains("@ 0x") || **first == *l.name())
+        };
+        match shown.iter().find(same) {
+            Some((_, first)) => {
+                let first = first.clone();
+                scratch.clear();
+                let _ = write!(
+                    scratch,
+                    "{}: {} = same as `{first}` above",
+                    l.name(),
+                    short(l.type_name())
+                );
+            }
+            None => shown.push((key.to_owned(), l.info.name.clone())),
+        }
+    }
+    if let Some(width) = style.width {
+        let room = width.saturating_sub(pad).max(MIN_REFERRED);
+        if let Some((cut, _)) = scratch.char_indices().nth(room - 1) {
+            scratch.truncate(cut);
+            scratch.push('…');
+        }
     }
 }
 
@@ -925,6 +973,56 @@ mod tests {
     use super::*;
     use crate::model::{Dump, FastMap, coalesce};
     use crate::testing::{handshake, sample};
+
+    #[test]
+    fn a_long_value_shown_again_refers_to_the_first_where_it_is_the_same_value() {
+        use crate::model::values::{Local, PointerKind, Value};
+        let arc = |addr| Value::Pointer {
+            kind: PointerKind::Arc,
+            addr,
+            strong: Some(9),
+            weak: Some(1),
+            to: Box::new(Value::Opaque {
+                type_name: "Shop".into(),
+                addr,
+            }),
+        };
+        let long = || Value::Str {
+            text: "a long text, long enough to refer to".into(),
+            len: 36,
+        };
+        let mut shown = Vec::new();
+        let mut line = String::new();
+        let mut say = |l: &Local, style: Style| {
+            local_line(&mut line, l, 4, style, &mut shown);
+            line.clone()
+        };
+        let plain = Style::default();
+        say(&Local::new("inner", "Arc<Shop>", arc(0x50)), plain);
+        // The same `Arc`, under another name: the same value.
+        let again = say(&Local::new("svc", "Arc<Shop>", arc(0x50)), plain);
+        assert_eq!(again, "svc: Arc<Shop> = same as `inner` above");
+        // Another `Arc`: itself.
+        assert!(say(&Local::new("other", "Arc<Shop>", arc(0x60)), plain).contains("0x60"));
+        // Equal text without an address is the same value under the same name only.
+        say(&Local::new("a", "String", long()), plain);
+        assert!(say(&Local::new("b", "String", long()), plain).contains("a long text"));
+        assert_eq!(
+            say(&Local::new("a", "String", long()), plain),
+            "a: String = same as `a` above"
+        );
+        // In a terminal of 40 columns, at 4 in: 36 characters.
+        let narrow = Style {
+            width: Some(40),
+            ..plain
+        };
+        let cut = say(&Local::new("c", "String", long()), narrow);
+        assert_eq!(
+            (cut.chars().count(), cut.ends_with('…')),
+            (36, true),
+            "{cut}"
+        );
+    }
 
     #[test]
     fn lists_claimed_by_stale_task_headers_are_detail_for_values_and_stats_only() {
