@@ -75,6 +75,25 @@ fn every_hanging_request_is_a_task_whose_chain_ends_at_its_handlers_leaf() {
         .collect();
     assert_eq!(connections.len(), 6, "one task per connection:\n{text}");
     each_route_reaches_its_leaf(&text, &connections);
+    // Each connection's socket, tied to its task through tokio's I/O driver, and the client it
+    // was accepted from on the request's line.
+    for c in &connections {
+        // (`/peer`'s task has a second socket: the one it reads from the silent peer.)
+        let ours = format!(": tcp 127.0.0.1:{port} ↔ 127.0.0.1:");
+        let line = c
+            .iter()
+            .find(|l| l.starts_with("  socket fd ") && l.contains(&ours));
+        let line = line.unwrap_or_else(|| panic!("its socket: {c:#?}"));
+        assert!(line.ends_with(" · it waits to read"), "{line}");
+        let client = line
+            .rsplit_once(" ↔ ")
+            .unwrap()
+            .1
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(c[0].contains(&format!(" from {client} · ")), "{}", c[0]);
+    }
     // `#[tracing::instrument]` wraps the handler's body in an async block inside `Instrumented`: one
     // frame, at the real await, not the attribute's line.
     assert!(!text.contains("slept::{async block"), "{text}");
@@ -163,7 +182,7 @@ fn each_route_reaches_its_leaf(text: &str, tasks: &[&Vec<String>]) {
             .unwrap_or_else(|| panic!("no chain reaches {line} ({path}):\n{text}"));
         // The request it serves, from the method and URI the middleware keeps to log.
         assert!(
-            task[0].contains(&format!(" · GET {path} · ")),
+            task[0].contains(&format!(" · GET {path} ")),
             "{path} on its title: {}",
             task[0]
         );
@@ -231,6 +250,12 @@ fn over_http2_every_request_is_a_stream_task_whose_chain_ends_at_its_handlers_le
         .filter(|s| {
             s.last().unwrap().trim_start()
                 == "awaiting hyper_util::server::conn::auto::UpgradeableConnection<…>"
+        })
+        // Its socket named: tied to it through tokio's I/O driver.
+        .filter(|s| {
+            let ours = format!(": tcp 127.0.0.1:{port} ↔ 127.0.0.1:");
+            s.iter()
+                .any(|l| l.starts_with("  socket fd ") && l.contains(&ours))
         })
         .count();
     assert_eq!(connections, 5, "{text}");
@@ -309,7 +334,10 @@ fn plain_request_tasks_are_named_by_their_handler_listed_at_its_wait_and_aged() 
         let title = task_with(&text, &line).lines().next().unwrap();
         assert!(
             title.starts_with("tokio task ")
-                && title.contains(&format!(" (axum_service::{handler}) · GET {path} · idle")),
+                && title.contains(&format!(
+                    " (axum_service::{handler}) · GET {path} from 127.0.0.1:"
+                ))
+                && title.contains(" · idle"),
             "{path}: {title}"
         );
     }

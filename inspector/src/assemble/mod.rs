@@ -384,6 +384,7 @@ fn task_view(
         name: chain.name,
         derived_name: None,
         request: None,
+        sockets: Vec::new(),
         state,
         thread,
         state_age_ns: Some(now.saturating_sub(since)),

@@ -110,6 +110,7 @@ fn view(r: &Root, decoder: &Plan, refs: &TaskRefs, reading: &Reading, live: bool
         name,
         derived_name: derived,
         request: None,
+        sockets: Vec::new(),
         frames: frames.into(),
         awaits_tasks,
         decoded_delegates: decoded_delegates.into(),

@@ -74,6 +74,50 @@ pub fn name(pid: u32) -> Option<String> {
     Some(comm.trim_end().to_owned())
 }
 
+/// Most descriptors of a process looked at for its epoll instances, and most registrations read.
+const MAX_EPOLL_FDS: usize = 1 << 16;
+
+/// What process `pid`'s epoll instances watch: each registered descriptor with the word it was
+/// registered under (`data`: the program's own; tokio's is its `ScheduledIo`'s address), from
+/// `/proc/PID/fdinfo` of each descriptor that is an epoll instance. Empty where `/proc` says
+/// nothing (another user's process, a core).
+pub fn epoll_registrations(pid: u32) -> Vec<(i64, u64)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten().take(MAX_EPOLL_FDS) {
+        let is_epoll = std::fs::read_link(entry.path())
+            .is_ok_and(|l| l.as_os_str() == "anon_inode:[eventpoll]");
+        if !is_epoll {
+            continue;
+        }
+        let name = entry.file_name();
+        let Ok(info) = read(format!("/proc/{pid}/fdinfo/{}", name.to_string_lossy())) else {
+            continue;
+        };
+        out.extend(info.lines().filter_map(epoll_line));
+        if out.len() >= MAX_EPOLL_FDS {
+            break;
+        }
+    }
+    out
+}
+
+/// One registration of an epoll instance's fdinfo: `tfd: 9 events: 8000201d data: 55d0c2a1b2c0
+/// pos:0 ino:…`: the descriptor and its data word (hex).
+fn epoll_line(line: &str) -> Option<(i64, u64)> {
+    let mut words = line.split_whitespace();
+    if words.next()? != "tfd:" {
+        return None;
+    }
+    let fd = words.next()?.parse().ok()?;
+    let mut rest = words.skip_while(|w| *w != "data:");
+    rest.next()?;
+    let data = u64::from_str_radix(rest.next()?, 16).ok()?;
+    Some((fd, data))
+}
+
 /// The memory map of process `pid`, as `/proc/PID/maps` has it.
 pub fn maps(pid: u32) -> io::Result<String> {
     read(format!("/proc/{pid}/maps"))
@@ -341,6 +385,14 @@ fn net_address(text: &str) -> Option<std::net::SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_epoll_registration_is_its_descriptor_and_data_word() {
+        let line = "tfd:        9 events:       19 data:     55d0c2a1b2c0  pos:0 ino:2f4 sdev:8";
+        assert_eq!(epoll_line(line), Some((9, 0x55d0_c2a1_b2c0)));
+        assert_eq!(epoll_line("pos:\t0"), None);
+        assert_eq!(epoll_line("tfd: 9 events: 19"), None, "no data word");
+    }
 
     #[test]
     fn a_socket_table_line_reads_as_its_addresses_and_queues() {

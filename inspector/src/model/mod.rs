@@ -215,6 +215,10 @@ pub struct TaskView {
     /// [`values::request_of`]): read with the wait targets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<values::Request>,
+    /// The sockets it waits to read or write through tokio's I/O driver (a connection's), from the
+    /// driver's registrations: read with the wait targets, from a live process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<values::TaskSocket>,
     pub state: State,
     /// OS thread running the task, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -773,6 +777,7 @@ impl TaskView {
             name: None,
             derived_name: None,
             request: None,
+            sockets: Vec::new(),
             state,
             thread: None,
             state_age_ns: None,

@@ -80,6 +80,19 @@ impl From<LocalFields> for Local {
     }
 }
 
+/// A socket a task waits to read or write through tokio's I/O driver.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskSocket {
+    pub fd: i64,
+    /// As `/proc` tells it: `tcp 127.0.0.1:7001 ↔ 127.0.0.1:51234`.
+    pub socket: String,
+    /// For a connection accepted from a listener of the process: the client's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    pub read: bool,
+    pub write: bool,
+}
+
 /// The HTTP request a task serves, as far as its frames hold it: `POST /order?id=42`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Request {

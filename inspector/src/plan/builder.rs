@@ -333,6 +333,27 @@ impl Builder<'_> {
         })
     }
 
+    /// Where tokio's `ScheduledIo` keeps its reader's and writer's wakers (see
+    /// [`super::IoWakers`]).
+    pub(super) fn io_wakers(&self) -> Option<super::IoWakers> {
+        let io = (self.debug).find_type("tokio::runtime::io::scheduled_io::ScheduledIo")?;
+        let (reader, waker) = self.find_member_typed(io, "reader", 6)?;
+        let writer = self.find_member(io, "writer", 6)?;
+        let data = self.find_member(waker, "data", 4)?;
+        let vtable = self.find_member(waker, "vtable", 4)?;
+        // Read as one 16-byte span (see `session::sockets`).
+        if data.abs_diff(vtable) != 8 {
+            return None;
+        }
+        let word = |v: u64| u32::try_from(v).ok();
+        Some(super::IoWakers {
+            reader: word(reader)?,
+            writer: word(writer)?,
+            data: word(data)?,
+            vtable: word(vtable)?,
+        })
+    }
+
     /// The offset of the first value of type `name` (qualified) inside `die`, itself included,
     /// through nested structures (not pointers) at most `depth` levels down.
     pub(super) fn offset_of_type(&self, die: u64, name: &str, depth: usize) -> Option<u64> {

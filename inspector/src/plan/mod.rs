@@ -156,6 +156,22 @@ pub struct Plan {
     /// parking_lot.
     #[serde(default)]
     pub parked: Option<ParkedKey>,
+    /// Where tokio's `ScheduledIo` keeps the wakers of the tasks reading and writing its
+    /// descriptor, where the program links tokio's I/O driver.
+    #[serde(default)]
+    pub io_wakers: Option<IoWakers>,
+}
+
+/// tokio registers each descriptor with epoll under the address of its `ScheduledIo`, which keeps
+/// the waker of the task waiting to read it and of the one waiting to write it (each an
+/// `Option<Waker>`: a null vtable is `None`). Their offsets, and the waker's data and vtable's
+/// within a waker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoWakers {
+    pub reader: u32,
+    pub writer: u32,
+    pub data: u32,
+    pub vtable: u32,
 }
 
 /// parking_lot parks a thread on a futex word of its own, in its thread-local `ThreadData`, next to
@@ -244,6 +260,7 @@ impl Plan {
         let statics = b.holding_statics();
         let frame_locals = b.holding_frame_locals();
         let parked = b.parked_key();
+        let io_wakers = b.io_wakers();
         let values = values::ValueTypes::new(b.values.types);
         let statics = (statics.into_iter())
             .filter(|s| values.may_hold(s.ty))
@@ -278,6 +295,7 @@ impl Plan {
             block_ons,
             executor_code: debug.executor_code.clone(),
             parked,
+            io_wakers,
         }
     }
 

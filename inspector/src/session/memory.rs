@@ -151,6 +151,9 @@ impl MemorySession {
         );
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
+        if self.reading.targets {
+            super::sockets::add(&mut dump, mem, &self.decoder);
+        }
         super::after_values(&mut dump, &threads, &read, &self.reading);
         if frozen.is_some() {
             stopped = release(frozen.take());

@@ -30,6 +30,7 @@ use crate::threads::symbols::Symbols;
 pub mod core;
 mod memory;
 mod mirror;
+mod sockets;
 use crate::plan::planner::Planner;
 pub use memory::MIN_INTERVAL as MEMORY_MIN_INTERVAL;
 use memory::MemorySession;
@@ -296,6 +297,9 @@ fn read_values(
     read_stacks(dump, mem, reading, (None, plan.parked), symbols);
     let threads = add_thread_locals(dump, mem, plan, reading, None);
     let read = crate::values::read_locals(dump, &plan.values, mem, now);
+    if reading.targets {
+        sockets::add(dump, mem, plan);
+    }
     after_values(dump, &threads, &read, reading);
     agent.is_some_and(|agent| agent.through_agent())
 }

@@ -413,9 +413,28 @@ fn task<W: Write + ?Sized>(
         style,
     );
     context(out, t, labels);
+    sockets(out, t);
     frames(out, &t.frames, &t.awaits_tasks, labels, style, scratch);
     delegate(out, t);
     decoded_delegates(out, t, labels);
+}
+
+/// `  socket fd 12: tcp 127.0.0.1:7001 ↔ 127.0.0.1:51234 · it waits to read`: the sockets the
+/// task waits on through tokio's I/O driver (a connection's, whose future is not decoded).
+fn sockets<W: Write + ?Sized>(out: &mut W, t: &TaskView) {
+    for s in &t.sockets {
+        let waits = match (s.read, s.write) {
+            (true, true) => "to read and to write",
+            (false, true) => "to write",
+            _ => "to read",
+        };
+        let _ = writeln!(
+            out,
+            "  socket fd {}: {} · it waits {waits}",
+            s.fd,
+            no_breaks(&s.socket)
+        );
+    }
 }
 
 /// `task 3 "name" · idle · suspended 2s · polls 4 · busy 1ms · woken 3 times (last 2s ago)`.
@@ -436,6 +455,16 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
         super::values::request_line_into(&mut line, r.method.as_deref(), r.target.as_deref());
         let _ = out.write_str(" · ");
         let _ = out.write_str(&line);
+        // The client it came from: the peer of the one connection the task was accepted on.
+        if let [peer] = &t
+            .sockets
+            .iter()
+            .filter_map(|s| s.peer.as_deref())
+            .collect::<Vec<_>>()[..]
+        {
+            let _ = out.write_str(" from ");
+            let _ = out.write_str(&no_breaks(peer));
+        }
     }
     let _ = out.write_str(" · ");
     let _ = out.write_str(state_word(t.state));
