@@ -280,8 +280,12 @@ fn notify_watch_broadcast_barrier_accept_and_unix_sockets_say_why_they_wait() {
         let text = dump_settled(fx.pid, &[], 10);
         let expected = signals_expected(fx.pid, &listening_port(fx.pid));
         assert_eq!(signal_lines(&text), expected, "{args:?}\n{text}");
-        // The descriptors named are the fixture's sockets.
-        let fds = fds_named(&text);
+        // The descriptors the wait lines name are the fixture's sockets (a task waiting to read
+        // its Unix socket has it on a line of its own too).
+        let waits: Vec<&str> = (text.lines())
+            .filter(|l| l.trim_start().starts_with("↳ "))
+            .collect();
+        let fds = fds_named(&waits.join("\n"));
         assert_eq!(fds.len(), 3, "{text}");
         for n in fds {
             let link = std::fs::read_link(format!("/proc/{}/fd/{n}", fx.pid)).unwrap();
