@@ -234,8 +234,10 @@ pub enum End {
 /// process with thousands of connections.
 pub struct SocketTables {
     pid: u32,
-    /// Internet sockets by inode, from `/proc/PID/net/{tcp,tcp6,udp,udp6}`.
-    inet: OnceCell<HashMap<u64, Socket>>,
+    /// Internet sockets by inode, from `/proc/PID/net/{tcp,tcp6,udp,udp6}` ([`INET_TABLES`]),
+    /// each read when a socket was not in those before it: the kernel walks every socket of the
+    /// namespace to print one, a millisecond each here.
+    inet: [OnceCell<HashMap<u64, Socket>>; 4],
     /// Unix sockets' own paths by inode, from `/proc/PID/net/unix`.
     unix: OnceCell<HashMap<u64, String>>,
     /// Unix sockets' peers and queues, from the kernel's socket diagnostics.
@@ -246,7 +248,7 @@ impl SocketTables {
     pub fn new(pid: u32) -> SocketTables {
         SocketTables {
             pid,
-            inet: OnceCell::new(),
+            inet: Default::default(),
             unix: OnceCell::new(),
             diag: OnceCell::new(),
         }
@@ -259,9 +261,13 @@ impl SocketTables {
         let inode: u64 = (link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?)
             .parse()
             .ok()?;
-        let inet = self.inet.get_or_init(|| inet_table(self.pid));
-        inet.get(&inode)
-            .cloned()
+        let mut tables = self.inet.iter().zip(INET_TABLES);
+        tables
+            .find_map(|(cell, table)| {
+                cell.get_or_init(|| inet_table(self.pid, table))
+                    .get(&inode)
+                    .cloned()
+            })
             .or_else(|| self.unix_socket(inode))
     }
 
@@ -292,21 +298,22 @@ impl SocketTables {
     }
 }
 
-/// Every internet socket of process `pid`'s tables, by inode.
-fn inet_table(pid: u32) -> HashMap<u64, Socket> {
+/// The internet socket tables, in the order they are looked in: the likeliest first.
+const INET_TABLES: [&str; 4] = ["tcp", "tcp6", "udp", "udp6"];
+
+/// Every internet socket of one of process `pid`'s tables (`tcp`, …), by inode.
+fn inet_table(pid: u32, table: &str) -> HashMap<u64, Socket> {
     let mut out = HashMap::new();
-    for table in ["tcp", "tcp6", "udp", "udp6"] {
-        let Ok(text) = read(format!("/proc/{pid}/net/{table}")) else {
-            continue;
-        };
-        let proto = if table.starts_with("tcp") {
-            "tcp"
-        } else {
-            "udp"
-        };
-        for (inode, socket) in text.lines().skip(1).filter_map(|l| socket_line(l, proto)) {
-            out.entry(inode).or_insert(socket);
-        }
+    let Ok(text) = read(format!("/proc/{pid}/net/{table}")) else {
+        return out;
+    };
+    let proto = if table.starts_with("tcp") {
+        "tcp"
+    } else {
+        "udp"
+    };
+    for (inode, socket) in text.lines().skip(1).filter_map(|l| socket_line(l, proto)) {
+        out.entry(inode).or_insert(socket);
     }
     out
 }

@@ -151,10 +151,11 @@ impl MemorySession {
         );
         let threads = super::add_thread_locals(&mut dump, mem, &self.decoder, &self.reading, held);
         let read = crate::values::read_locals(&mut dump, &self.decoder.values, mem, now);
+        let tables = crate::attach::procfs::SocketTables::new(dump.process.pid);
         if self.reading.targets {
-            super::sockets::add(&mut dump, mem, &self.decoder);
+            super::sockets::add(&mut dump, mem, &self.decoder, &tables);
         }
-        super::after_values(&mut dump, &threads, &read, &self.reading);
+        super::after_values(&mut dump, &threads, &read, (&self.reading, &tables));
         if frozen.is_some() {
             stopped = release(frozen.take());
         }

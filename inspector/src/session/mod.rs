@@ -297,26 +297,26 @@ fn read_values(
     read_stacks(dump, mem, reading, (None, plan.parked), symbols);
     let threads = add_thread_locals(dump, mem, plan, reading, None);
     let read = crate::values::read_locals(dump, &plan.values, mem, now);
+    let tables = crate::attach::procfs::SocketTables::new(pid);
     if reading.targets {
-        sockets::add(dump, mem, plan);
+        sockets::add(dump, mem, plan, &tables);
     }
-    after_values(dump, &threads, &read, reading);
+    after_values(dump, &threads, &read, (reading, &tables));
     agent.is_some_and(|agent| agent.through_agent())
 }
 
 /// What follows reading a live process's values, as `read` found them: its threads' locals kept
-/// where the threads did not move, each descriptor a leaf waits on described from `/proc`, and
-/// with wait targets, who holds what.
+/// where the threads did not move, each descriptor a leaf waits on described from `/proc` (its
+/// socket `tables`, read once a dump), and with wait targets, who holds what.
 fn after_values(
     dump: &mut Dump,
     threads: &[crate::threads::Thread],
     read: &crate::values::ValuesRead,
-    reading: &Reading,
+    (reading, tables): (&Reading, &crate::attach::procfs::SocketTables),
 ) {
     let pid = dump.process.pid;
     crate::threads::keep_unmoved(dump, pid, threads);
-    let tables = crate::attach::procfs::SocketTables::new(pid);
-    let socket_of = |fd| socket_value(&tables, fd);
+    let socket_of = |fd| socket_value(tables, fd);
     crate::values::describe_fds(dump, &read.fd_tasks, &socket_of);
     if reading.targets {
         crate::waits::resolve(dump, reading, &read.held_tasks);

@@ -16,7 +16,7 @@ use crate::plan::{IoWakers, Plan};
 /// Gives each task of live process `dump.process.pid` the sockets it waits to read or write
 /// (see the module docs), read through `mem`: twice, and only what both reads agree on kept (the
 /// process runs on while it is read).
-pub(crate) fn add(dump: &mut Dump, mem: &dyn Memory, plan: &Plan) {
+pub(crate) fn add(dump: &mut Dump, mem: &dyn Memory, plan: &Plan, tables: &SocketTables) {
     let (Some(io), Some(vtable)) = (plan.io_wakers, plan.tokio_vtable) else {
         return;
     };
@@ -30,7 +30,6 @@ pub(crate) fn add(dump: &mut Dump, mem: &dyn Memory, plan: &Plan) {
         .collect();
     let first = wakers(mem, io, &registered);
     let again = wakers(mem, io, &registered);
-    let tables = SocketTables::new(pid);
     // Listeners' own addresses: a socket whose local address is one was accepted from a client.
     let mut listening = Vec::new();
     let mut found: Vec<(usize, i64, bool)> = Vec::new();
