@@ -8,7 +8,7 @@
 use asyncdump_walker::Memory;
 use asyncdump_walker::memory::Read;
 
-use crate::attach::procfs::{End, SocketTables};
+use crate::attach::procfs::{End, Socket, SocketTables};
 use crate::model::values::TaskSocket;
 use crate::model::{Dump, FastMap};
 use crate::plan::{IoWakers, Plan};
@@ -30,8 +30,6 @@ pub(crate) fn add(dump: &mut Dump, mem: &dyn Memory, plan: &Plan, tables: &Socke
         .collect();
     let first = wakers(mem, io, &registered);
     let again = wakers(mem, io, &registered);
-    // Listeners' own addresses: a socket whose local address is one was accepted from a client.
-    let mut listening = Vec::new();
     let mut found: Vec<(usize, i64, bool)> = Vec::new();
     for ((&(fd, _), a), b) in registered.iter().zip(&first).zip(&again) {
         for (k, write) in [(0, false), (1, true)] {
@@ -43,19 +41,28 @@ pub(crate) fn add(dump: &mut Dump, mem: &dyn Memory, plan: &Plan, tables: &Socke
                 found.push((task, fd, write));
             }
         }
-        if let Some(s) = tables.socket(fd).filter(|s| is_listener(&s.peer)) {
-            listening.push(s.local);
-        }
     }
+    if found.is_empty() {
+        return;
+    }
+    // Each registered socket once; the listeners' own addresses among them: a socket whose local
+    // address is one was accepted from a client.
+    let sockets: FastMap<i64, Socket> = (registered.iter())
+        .filter_map(|&(fd, _)| Some((fd, tables.socket(fd)?)))
+        .collect();
+    let listening: Vec<&End> = (sockets.values())
+        .filter(|s| is_listener(&s.peer))
+        .map(|s| &s.local)
+        .collect();
     for (task, fd, write) in found {
-        let Some(s) = tables.socket(fd) else { continue };
-        let sockets = &mut dump.tasks[task].sockets;
+        let Some(s) = sockets.get(&fd) else { continue };
+        let own = &mut dump.tasks[task].sockets;
         let accepted = s.proto == "tcp" && listening.iter().any(|l| same_port(l, &s.local));
-        match sockets.iter_mut().find(|t| t.fd == fd) {
+        match own.iter_mut().find(|t| t.fd == fd) {
             Some(t) => t.write |= write,
-            None => sockets.push(TaskSocket {
+            None => own.push(TaskSocket {
                 fd,
-                socket: super::describe_fd(&s),
+                socket: super::describe_fd(s),
                 peer: accepted.then(|| end_text(&s.peer)),
                 read: !write,
                 write,

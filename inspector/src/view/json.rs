@@ -36,32 +36,26 @@ struct Varies {
     parts: super::spread::Parts,
 }
 
-/// The frames of `g` whose lines its variants read differently. Iterative: chains may be deep.
+/// The frames of `g` whose lines its variants read differently. Iterative: chains may be deep;
+/// each frame's counterparts in the variants go down with it.
 fn varies(g: &Group) -> Vec<Varies> {
+    type Those<'a> = Vec<(&'a crate::model::FrameNode, usize)>;
     let mut out = Vec::new();
     if g.variants.len() < 2 {
         return out;
     }
-    let at = |path: &[usize]| -> Vec<(&crate::model::FrameNode, usize)> {
-        (g.variants.iter())
-            .map(|(frames, k)| {
-                let mut node = &frames[path[0]];
-                for &i in &path[1..] {
-                    node = &node.children[i];
-                }
-                (node, *k)
-            })
-            .collect()
-    };
-    let mut stack: Vec<Vec<usize>> = (0..g.frames.len()).rev().map(|i| vec![i]).collect();
-    while let Some(path) = stack.pop() {
-        let those = at(&path);
+    let root = |i: usize| -> Those<'_> { g.variants.iter().map(|(f, k)| (&f[i], *k)).collect() };
+    let mut stack: Vec<(Vec<usize>, Those<'_>)> = (0..g.frames.len())
+        .rev()
+        .map(|i| (vec![i], root(i)))
+        .collect();
+    while let Some((path, those)) = stack.pop() {
         let parts = super::spread::parts(&those);
-        let first = those[0].0;
-        for i in (0..first.children.len()).rev() {
+        for i in (0..those[0].0.children.len()).rev() {
             let mut child = path.clone();
             child.push(i);
-            stack.push(child);
+            let down = those.iter().map(|&(n, k)| (&n.children[i], k)).collect();
+            stack.push((child, down));
         }
         if parts.differs {
             out.push(Varies { frame: path, parts });

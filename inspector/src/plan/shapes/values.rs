@@ -233,9 +233,8 @@ const HTTP_HEAD: ValueRule = ValueRule {
     matches: |t| http_head_fields(&t.name).is_some(),
     shape: |b, t| {
         let (part, wanted) = http_head_fields(&t.name)?;
-        let fields: Vec<FieldShape> = (fields(b, t.die, 0).into_iter())
-            .filter(|f| wanted.contains(&&*f.name))
-            .collect();
+        // Only the wanted fields' types are planned: a request's headers are never read.
+        let fields = fields_where(b, t.die, 0, |name| wanted.contains(&name));
         (fields.len() == wanted.len()).then_some(Shape::Http { part, fields })
     },
 };
@@ -976,8 +975,20 @@ fn seq(b: &mut Builder<'_>, ptr: u64, len: u32, elem: u64) -> Option<Shape> {
 
 /// The fields of structure `die` placed `at` bytes into the value: tuple members `__0` named `0`.
 fn fields(b: &mut Builder<'_>, die: u64, at: u64) -> Vec<FieldShape> {
+    fields_where(b, die, at, |_| true)
+}
+
+/// [`fields`], of the members whose name (without its `__` prefix) `keep` keeps: only theirs
+/// are planned.
+fn fields_where(
+    b: &mut Builder<'_>,
+    die: u64,
+    at: u64,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<FieldShape> {
     b.members(die)
         .into_iter()
+        .filter(|(name, _, _)| keep(name.strip_prefix("__").unwrap_or(name)))
         .filter_map(|(name, off, ty)| {
             Some(FieldShape {
                 name: name.strip_prefix("__").unwrap_or(&name).into(),
