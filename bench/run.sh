@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command for every figure in BENCHMARKS.md, on this machine, in one run:
+# One command for the figures of BENCHMARKS.md's current table, on this machine, in one run:
 #   bash bench/run.sh
 # 1. poll-path overhead, side by side with plain tokio, async-backtrace and await-tree (criterion, ~7 min),
 #    and the same path in instructions (callgrind, ~1 min);
@@ -18,7 +18,8 @@
 # 8. what remembering 100,000 tasks' ages costs a listing (criterion, ~30 s);
 # 9. the agent, the process's memory from outside, and the same with every thread held, side by side,
 #    with a core of 100,000 tasks (needs gdb's gcore; ~3 min).
-# Prints the tables (Markdown). Nothing else should run on the machine meanwhile.
+# Prints the tables (Markdown): kept as bench/history/DATE.md, the current table updated from them.
+# Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench -p asyncdump-agent --bench overhead >&2

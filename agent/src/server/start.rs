@@ -92,7 +92,7 @@ impl Builder {
 
     /// Writes one dump when a registered runtime has run no new work for `after` (every worker
     /// stuck), and again only once it ran some and then stopped again; `$ASYNCDUMP_WATCHDOG` (`30s`,
-    /// `2m`) sets it when this is not called. An idle process never fires it: see the README.
+    /// `2m`) sets it when this is not called. An idle process never fires it: see the user guide (docs/).
     pub fn watchdog(mut self, after: std::time::Duration) -> Self {
         self.dumps.watchdog = Some(after);
         self

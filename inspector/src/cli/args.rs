@@ -179,7 +179,7 @@ impl Attach {
 pub struct DumpOptions {
     #[command(flatten)]
     pub attach: Attach,
-    /// Print the versioned JSON document (see the README) instead of text (`--format json`).
+    /// Print the versioned JSON document (described in the user guide, docs/) instead of text (`--format json`).
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// text (for people), json (for tools), or folded: one line per distinct chain, root first,
@@ -246,7 +246,7 @@ impl DumpOptions {
 pub struct WatchOptions {
     #[command(flatten)]
     pub attach: Attach,
-    /// Also append every update to this new recording file (see the README for its format).
+    /// Also append every update to this new recording file (its format is in the user guide, docs/).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Show tasks suspended at least this long as stuck (e.g. 500ms, 30s).

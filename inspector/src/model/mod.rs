@@ -6,7 +6,7 @@
 //! knows the protocol's snapshots, the plan or the walks, and nothing here does I/O or formatting (the
 //! views in `view/` do).
 //!
-//! The serde derives here *are* the `--json` format (documented in the README); change them only together
+//! The serde derives here *are* the `--json` format (documented in the user guide, docs/src/json.md); change them only together
 //! with [`JSON_VERSION`].
 
 use std::sync::Arc;

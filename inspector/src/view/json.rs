@@ -1,4 +1,4 @@
-//! `--json`: the model serialised as is (see `model` and the README for the documented shape).
+//! `--json`: the model serialised as is (see `model`, and the user guide in docs/ for the documented shape).
 
 use serde::Serialize;
 
