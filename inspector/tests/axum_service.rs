@@ -243,6 +243,17 @@ fn over_http2_every_request_is_a_stream_task_whose_chain_ends_at_its_handlers_le
         .collect();
     assert_eq!(streams.len(), 5, "one task per request stream:\n{text}");
     each_route_reaches_its_leaf(&text, &streams);
+    // Each stream is tied to its connection's task (curl opens a connection a request, whose first
+    // stream is 1), and that task's socket names the client the request came from.
+    for s in &streams {
+        let line = (s.iter())
+            .find_map(|l| l.strip_prefix("  HTTP/2 stream 1 of the connection "))
+            .unwrap_or_else(|| panic!("the stream's line: {s:#?}"));
+        let ours = format!(": tcp 127.0.0.1:{port} ↔ 127.0.0.1:");
+        assert!(line.contains(&ours), "{line}");
+        let client = line.rsplit(" ↔ ").next().unwrap();
+        assert!(s[0].contains(&format!(" from {client} · ")), "{}", s[0]);
+    }
     // Each connection's own task waits on its socket: named as the hand-written future it is in.
     let connections = all
         .iter()

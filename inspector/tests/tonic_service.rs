@@ -68,7 +68,7 @@ fn every_rpc_is_a_stream_task_named_by_its_generated_service_down_to_its_handler
             .collect();
         let title = section.lines().next().unwrap();
         assert!(
-            title.contains(&format!(" · POST /shop.Orders/{rpc} · ")),
+            title.contains(&format!(" · POST /shop.Orders/{rpc} from 127.0.0.1:")),
             "{title}"
         );
         // The generated service's frame, named after the type tonic declares for this RPC inside
@@ -165,4 +165,124 @@ fn values_in_a_terminal_are_cut_to_its_width_and_whole_elsewhere() {
     let piped = asyncdump_ok(&["dump", &pid.to_string(), "-v", "--type", "place_order"]);
     let whole = "&Grpc<ProstCodec<OrderReply, OrderRequest>> @ 0x";
     assert!(piped.contains(whole), "{piped}");
+}
+
+/// The lines of a dump's section that start with `prefix` (indented two), without it.
+fn lines_after<'a>(section: &'a str, prefix: &str) -> Vec<&'a str> {
+    (section.lines())
+        .filter_map(|l| l.strip_prefix("  ")?.strip_prefix(prefix))
+        .collect()
+}
+
+#[test]
+fn each_request_names_its_http2_stream_and_the_connection_task_its_client_is_on() {
+    let (service, client) = crate::support::tonic_service();
+    let text = dump_until_every_handler(service.pid, &[]);
+    let sections: Vec<&str> = text.split("\n\n").collect();
+    // The connection's task: the socket it reads, whose other end is the client, and the streams
+    // it drives, each with the task serving it.
+    let conn = (sections.iter())
+        .find(|s| s.contains("  drives "))
+        .unwrap_or_else(|| panic!("no task drives the streams:\n{text}"));
+    let conn_task = conn.lines().next().unwrap().split(" (").next().unwrap();
+    let socket = lines_after(conn, "socket fd ");
+    let [socket] = socket[..] else {
+        panic!("one socket: {conn}")
+    };
+    let client_end = (socket.split(" ↔ ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the socket's two ends");
+    let drives = lines_after(conn, "drives ")[0];
+    let stream_tasks: Vec<&&str> = (sections.iter())
+        .filter(|s| s.contains("  HTTP/2 stream "))
+        .collect();
+    assert!(
+        drives.starts_with(&format!("{} HTTP/2 streams: ", stream_tasks.len())),
+        "{drives}"
+    );
+    let mut ids = Vec::new();
+    for section in stream_tasks {
+        let title = section.lines().next().unwrap();
+        let line = lines_after(section, "HTTP/2 stream ")[0];
+        let (id, rest) = line.split_once(' ').unwrap();
+        let id: u32 = id.parse().unwrap();
+        assert_eq!(id % 2, 1, "a stream the client opened: {line}");
+        assert!(
+            rest.starts_with(&format!(
+                "of the connection {conn_task} drives · socket fd "
+            )),
+            "{section}"
+        );
+        let me = title.split(" (").next().unwrap();
+        assert!(
+            drives.contains(&format!("{id} ({me})")),
+            "{drives}\n{title}"
+        );
+        // A request's title names the client, from its connection's socket.
+        if title.contains(" · POST ") {
+            assert!(title.contains(&format!(" from {client_end} · ")), "{title}");
+        }
+        ids.push(id);
+    }
+    let before = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "one task a stream: {text}");
+    // Every call's: each RPC once, `place_order` twice.
+    assert!(before > RPCS.len(), "every call's stream: {text}");
+    // The client's side of the same connection: its connection task reads the socket from the
+    // client's end, and its request streams are tied to that task.
+    let theirs = asyncdump_ok(&["dump", &client.pid.to_string()]);
+    let their_conn = (theirs.split("\n\n"))
+        .find(|s| s.contains("  drives ") && s.contains(&format!(": tcp {client_end} ↔ ")))
+        .unwrap_or_else(|| panic!("the client's connection task:\n{theirs}"));
+    let their_task = their_conn
+        .lines()
+        .next()
+        .unwrap()
+        .split(" (")
+        .next()
+        .unwrap();
+    assert!(
+        theirs.contains(&format!(
+            " of the connection {their_task} drives · socket fd "
+        )),
+        "{theirs}"
+    );
+}
+
+#[test]
+fn watch_shows_the_request_each_task_serves_in_a_column_of_its_own() {
+    let (service, _client) = crate::support::tonic_service();
+    let pid = service.pid;
+    dump_until_every_handler(pid, &[]);
+    let bin = env!("CARGO_BIN_EXE_asyncdump");
+    let cache = crate::support::plan_cache_of_this_run();
+    let command = format!("XDG_CACHE_HOME={} {bin} watch {pid}", cache.display());
+    let tmux = crate::watch::Tmux::sized(&command, 180, 30);
+    let screen = tmux.until("every request shown", |s| {
+        s.matches("POST /shop.Orders/").count() > RPCS.len()
+    });
+    // Columns by character: the table's marks (`▶`, `▼`, `…`) take more than a byte.
+    let cells = |l: &str, at: usize, len: usize| l.chars().skip(at).take(len).collect::<String>();
+    let header = screen.lines().next().unwrap_or_default();
+    let column =
+        (header.find("request").map(|b| header[..b].chars().count())).expect("a request column");
+    assert!(
+        header.contains(" leaf"),
+        "the leaf keeps its room: {header}"
+    );
+    for rpc in ["PlaceOrder", "GetStock", "Upload"] {
+        let shown = format!("POST /shop.Orders/{rpc}");
+        let row = (screen.lines())
+            .find(|l| cells(l, column, shown.len()) == shown)
+            .unwrap_or_else(|| panic!("{rpc} in the request column:\n{screen}"));
+        assert!(row.contains("tokio "), "{row}");
+    }
+    // The connection's own task serves no single request: its cell is empty.
+    let conn = (screen.lines())
+        .find(|l| l.contains("onnection::{async block#0})"))
+        .unwrap_or_else(|| panic!("the connection's row:\n{screen}"));
+    assert!(cells(conn, column, 20).trim().is_empty(), "{conn}");
+    tmux.keys("q");
 }

@@ -153,6 +153,7 @@ impl Dump {
             runtime::Listed::frame_edges(&mut tasks);
         }
         derive_names(&mut tasks);
+        crate::model::values::link_streams(&mut tasks);
         // Built here, on the thread that builds the dump, not where it is first looked at (a live
         // view's screen, which should not wait for it).
         let mut index = FastMap::default();
@@ -385,6 +386,8 @@ fn task_view(
         derived_name: None,
         request: None,
         sockets: Vec::new(),
+        stream: None,
+        serves: Vec::new(),
         state,
         thread,
         state_age_ns: Some(now.saturating_sub(since)),

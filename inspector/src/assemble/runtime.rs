@@ -179,8 +179,13 @@ impl<'a> Listed<'a> {
             .and_then(|d| d.task_types.get(&t.poll_fn).cloned())
             .unwrap_or_else(|| Arc::from("a future type the DWARF does not name"));
         let root_type = shown_root(root_type, &frames);
+        let stream = match (decoder, &t.walk) {
+            (Some(d), Some(Walk::Nodes { nodes, .. })) => d.h2_stream(nodes, &self.refs),
+            _ => None,
+        };
         let mut view = TaskView {
             tokio_id: Some(t.id),
+            stream,
             unchanged_ns: self.unchanged_ns(t),
             frames: frames.into(),
             awaits_tasks,

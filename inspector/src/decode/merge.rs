@@ -151,6 +151,8 @@ impl<'a> Merge<'a> {
                     | Kind::WakerData
                     | Kind::SelectMask
                     | Kind::OneshotSender
+                    | Kind::H2Stream
+                    | Kind::H2Connection
             )
         );
         let parent_skipped = parent.is_some_and(|p| self.placed[p].skipped);
@@ -293,6 +295,8 @@ impl<'a> Merge<'a> {
             | Kind::WakerVtable
             | Kind::WakerData
             | Kind::OneshotSender
+            | Kind::H2Stream
+            | Kind::H2Connection
             | Kind::CellRef { .. }
             | Kind::HeaderRef
             | Kind::AgentRoot { .. } => {}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use asyncdump_protocol::{NodeStatus, WalkNode};
 
-use crate::model::values::Reading;
+use crate::model::values::{Reading, Stream};
 use crate::model::{DecodedDelegate, FastMap, FrameInfo, FrameNode};
 use crate::plan::{Kind, MAX_BYTES, MAX_NODES, Plan};
 
@@ -60,6 +60,48 @@ impl Plan {
                 .then_some(n.discr)
                 .flatten()
                 .filter(|&p| p != 0)
+        })
+    }
+
+    /// The HTTP/2 stream a walked task serves (or, a client's, awaits the response of): the first
+    /// h2 stream reference its walk read, with the connection's shared state and, where that state
+    /// keeps the waker of the connection's task, that task (by `refs`). The waker is the only part
+    /// the connection's task writes while the stream's task holds still: read once, it may be a
+    /// moment old, and names no task when it does not point at one listed.
+    pub fn h2_stream(&self, walk: &[WalkNode], refs: &TaskRefs) -> Option<Stream> {
+        let read = |n: &WalkNode, kind: fn(&Kind) -> bool| {
+            n.status == NodeStatus::Read && self.kinds.get(n.ty as usize).is_some_and(kind)
+        };
+        let i = walk
+            .iter()
+            .position(|n| read(n, |k| matches!(k, Kind::H2Stream)))?;
+        let id = u32::try_from(walk[i].discr?).ok()?;
+        let child_of = |p: usize, kind: fn(&Kind) -> bool| {
+            // Children come after their parent, not necessarily right after it.
+            (walk.iter().enumerate().skip(p + 1))
+                .find(|(_, c)| c.parent as usize == p && read(c, kind))
+        };
+        let Some((c, conn)) = child_of(i, |k| matches!(k, Kind::H2Connection)) else {
+            return Some(Stream {
+                id,
+                connection: 0,
+                connection_task: None,
+                socket: None,
+            });
+        };
+        let word = |kind: fn(&Kind) -> bool| child_of(c, kind).and_then(|(_, n)| n.discr);
+        let vtable = word(|k| matches!(k, Kind::WakerVtable));
+        let data = word(|k| matches!(k, Kind::WakerData));
+        let connection_task = match (vtable, data) {
+            (Some(v), Some(d)) if Some(v) == self.tokio_vtable => refs.headers.get(&d).copied(),
+            (Some(v), Some(d)) if Some(v) == self.owned_vtable => refs.cells.get(&d).copied(),
+            _ => None,
+        };
+        Some(Stream {
+            id,
+            connection: conn.addr,
+            connection_task,
+            socket: None,
         })
     }
 

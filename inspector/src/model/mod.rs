@@ -219,6 +219,12 @@ pub struct TaskView {
     /// driver's registrations: read with the wait targets, from a live process.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sockets: Vec<values::TaskSocket>,
+    /// The HTTP/2 stream it serves or awaits the response of, and the connection's task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<values::Stream>,
+    /// For a connection's task: the HTTP/2 streams it drives, and the tasks serving them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serves: Vec<values::ServedStream>,
     pub state: State,
     /// OS thread running the task, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -778,6 +784,8 @@ impl TaskView {
             derived_name: None,
             request: None,
             sockets: Vec::new(),
+            stream: None,
+            serves: Vec::new(),
             state,
             thread: None,
             state_age_ns: None,

@@ -93,6 +93,71 @@ pub struct TaskSocket {
     pub write: bool,
 }
 
+/// The HTTP/2 stream a task serves (hyper's `H2Stream`: a server's request) or awaits the response
+/// of (h2's `ResponseFuture`: a client's), read from h2's reference to it (see
+/// `Plan::h2_stream`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Stream {
+    /// The stream's id: odd for a stream the client opened.
+    pub id: u32,
+    /// The address of the connection's shared state: streams with the same one are on one
+    /// connection. 0 where it was not read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connection: u64,
+    /// The task that drives the connection (hyper's connection task), where the connection's state
+    /// keeps its waker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_task: Option<u64>,
+    /// The connection task's socket, from a live process's I/O driver (see `TaskView::sockets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<TaskSocket>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// A stream a connection's task drives, and the task that serves it (see [`Stream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ServedStream {
+    pub id: u32,
+    pub task: u64,
+}
+
+/// Ties each task serving an HTTP/2 stream to the task driving its connection: the connection's
+/// task gets the streams it drives (by stream id). A stream whose connection names no task is
+/// tied to the task another stream of the same connection named.
+pub fn link_streams(tasks: &mut [super::TaskView]) {
+    let mut by_connection: super::FastMap<u64, u64> = super::FastMap::default();
+    for t in tasks.iter() {
+        if let Some(s) = t.stream.as_ref().filter(|s| s.connection != 0)
+            && let Some(c) = s.connection_task
+        {
+            by_connection.entry(s.connection).or_insert(c);
+        }
+    }
+    let mut served: super::FastMap<u64, Vec<ServedStream>> = super::FastMap::default();
+    for t in tasks.iter_mut() {
+        let id = t.id;
+        let Some(s) = t.stream.as_mut() else { continue };
+        if s.connection_task.is_none() {
+            s.connection_task = by_connection.get(&s.connection).copied();
+        }
+        if let Some(c) = s.connection_task.filter(|&c| c != id) {
+            served
+                .entry(c)
+                .or_default()
+                .push(ServedStream { id: s.id, task: id });
+        }
+    }
+    for t in tasks.iter_mut() {
+        if let Some(mut streams) = served.remove(&t.id) {
+            streams.sort_unstable_by_key(|s| s.id);
+            t.serves = streams;
+        }
+    }
+}
+
 /// The HTTP request a task serves, as far as its frames hold it: `POST /order?id=42`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Request {
@@ -433,6 +498,35 @@ impl Wanted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The connection's task drives the streams that name it, in stream order; a stream whose
+    /// connection keeps no waker (the connection's task was woken and has not run since) is tied
+    /// through another stream of the same connection; one on a connection no stream names a task
+    /// of stays untied.
+    #[test]
+    fn streams_are_tied_to_the_task_driving_their_connection() {
+        use crate::model::{State, TaskView};
+        let task = |id: u64, stream: Option<(u32, u64, Option<u64>)>| TaskView {
+            stream: stream.map(|(id, connection, connection_task)| Stream {
+                id,
+                connection,
+                connection_task,
+                socket: None,
+            }),
+            ..TaskView::decoded(id, State::Idle, "H2Stream".into())
+        };
+        let mut tasks = vec![
+            task(1, None),
+            task(5, Some((3, 0xc0, Some(1)))),
+            task(4, Some((1, 0xc0, None))),
+            task(6, Some((1, 0xd0, None))),
+        ];
+        link_streams(&mut tasks);
+        let served: Vec<(u32, u64)> = tasks[0].serves.iter().map(|s| (s.id, s.task)).collect();
+        assert_eq!(served, [(1, 4), (3, 5)]);
+        assert_eq!(tasks[2].stream.as_ref().unwrap().connection_task, Some(1));
+        assert_eq!(tasks[3].stream.as_ref().unwrap().connection_task, None);
+    }
 
     #[test]
     fn a_chains_request_is_the_first_target_its_frames_hold_with_the_first_method() {

@@ -85,6 +85,14 @@ pub(crate) enum Kind {
     /// A `tokio::sync::oneshot::Sender` held across an await: its channel's address in the
     /// discriminant, matched to a receiver's to name who can wake it. Never shown.
     OneshotSender,
+    /// h2's reference to one HTTP/2 stream (`OpaqueStreamRef`, in hyper's `H2Stream` and h2's
+    /// `ResponseFuture`): the stream's id in the discriminant, its child the connection's shared
+    /// state. Never shown: it says which stream a task serves.
+    H2Stream,
+    /// The shared state of an HTTP/2 connection's streams (the block of h2's `Arc<Mutex<Inner>>`):
+    /// its address names the connection; its children read the waker of the task that drives the
+    /// connection (`actions.task`, a [`Kind::WakerVtable`] and a [`Kind::WakerData`]).
+    H2Connection,
     /// A leaf future.
     Leaf(Arc<FrameInfo>),
 }

@@ -3,7 +3,8 @@
 //! word for which descriptor), and each `ScheduledIo` keeps the wakers of the tasks waiting to
 //! read and to write it. A waker of tokio's task vtable names its task by the task's header. So
 //! a connection's task is tied to its socket, and its peer named, though the connection itself
-//! (hyper's, inside a hand-written future) is never decoded.
+//! (hyper's, inside a hand-written future) is never decoded; and each HTTP/2 stream's task to the
+//! socket of its connection's.
 
 use asyncdump_walker::Memory;
 use asyncdump_walker::memory::Read;
@@ -67,6 +68,26 @@ pub(crate) fn add(dump: &mut Dump, mem: &dyn Memory, plan: &Plan, tables: &Socke
                 read: !write,
                 write,
             }),
+        }
+    }
+    stream_sockets(dump);
+}
+
+/// Gives each task serving an HTTP/2 stream its connection task's socket (the one it reads, which
+/// names the client), where that task has one.
+fn stream_sockets(dump: &mut Dump) {
+    let sockets: Vec<(usize, TaskSocket)> = (dump.tasks.iter().enumerate())
+        .filter_map(|(i, t)| {
+            let conn = t.stream.as_ref()?.connection_task?;
+            let c = dump.task(conn)?;
+            let socket =
+                (c.sockets.iter().find(|s| s.peer.is_some())).or_else(|| c.sockets.first())?;
+            Some((i, socket.clone()))
+        })
+        .collect();
+    for (i, socket) in sockets {
+        if let Some(s) = dump.tasks[i].stream.as_mut() {
+            s.socket = Some(socket);
         }
     }
 }

@@ -26,6 +26,8 @@ pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, sty
     ids.extend(t.awaited_by.as_ref().map(|a| a.task));
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.waker_of));
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.sender_held_by));
+    ids.extend(t.stream.as_ref().and_then(|s| s.connection_task));
+    ids.extend(t.serves.iter().map(|s| s.task));
     mentioned(&t.frames, &t.awaits_tasks, &mut ids);
     task(out, t, &labels_for(dump, &ids), style, &mut String::new());
     if t.state == State::Running {
@@ -414,6 +416,7 @@ fn task<W: Write + ?Sized>(
     );
     context(out, t, labels);
     sockets(out, t);
+    streams(out, t, labels);
     frames(out, &t.frames, &t.awaits_tasks, labels, style, scratch);
     delegate(out, t);
     decoded_delegates(out, t, labels);
@@ -437,6 +440,52 @@ fn sockets<W: Write + ?Sized>(out: &mut W, t: &TaskView) {
     }
 }
 
+/// How many of the streams a connection's task drives its line names (JSON has them all).
+const SERVED_SHOWN: usize = 8;
+
+/// The HTTP/2 stream a task serves and the connection it is on (`  HTTP/2 stream 3 of the
+/// connection tokio task 9 drives · socket fd 11: tcp …`), or the streams a connection's task
+/// drives (`  drives 2 HTTP/2 streams: 1 (tokio task 4), 3 (tokio task 5)`).
+fn streams<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
+    if let Some(s) = &t.stream {
+        let _ = write!(out, "  HTTP/2 stream {}", s.id);
+        match s.connection_task {
+            Some(c) => {
+                let _ = write!(out, " of the connection {} drives", labels.of(c));
+            }
+            None if s.connection != 0 => {
+                let _ = write!(out, " of the connection @ {:#x}", s.connection);
+            }
+            None => {}
+        }
+        if let Some(socket) = &s.socket {
+            let _ = write!(
+                out,
+                " · socket fd {}: {}",
+                socket.fd,
+                no_breaks(&socket.socket)
+            );
+        }
+        let _ = writeln!(out);
+    }
+    if !t.serves.is_empty() {
+        let n = t.serves.len();
+        let _ = write!(
+            out,
+            "  drives {n} HTTP/2 stream{}:",
+            if n == 1 { "" } else { "s" }
+        );
+        for (i, s) in t.serves.iter().take(SERVED_SHOWN).enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            let _ = write!(out, "{sep}{} ({})", s.id, labels.of(s.task));
+        }
+        if n > SERVED_SHOWN {
+            let _ = write!(out, ", … {} more", n - SERVED_SHOWN);
+        }
+        let _ = writeln!(out);
+    }
+}
+
 /// `task 3 "name" · idle · suspended 2s · polls 4 · busy 1ms · woken 3 times (last 2s ago)`.
 fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     // The header and spawn lines are written piece by piece, as every task has them: through the
@@ -455,13 +504,19 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
         super::values::request_line_into(&mut line, r.method.as_deref(), r.target.as_deref());
         let _ = out.write_str(" · ");
         let _ = out.write_str(&line);
-        // The client it came from: the peer of the one connection the task was accepted on.
-        if let [peer] = &t
-            .sockets
-            .iter()
-            .filter_map(|s| s.peer.as_deref())
-            .collect::<Vec<_>>()[..]
-        {
+        // The client it came from: the peer of the one connection the task was accepted on, or
+        // of the connection its HTTP/2 stream is on.
+        let stream_peer = t
+            .stream
+            .as_ref()
+            .and_then(|s| s.socket.as_ref()?.peer.as_deref());
+        let peers: Vec<&str> = t.sockets.iter().filter_map(|s| s.peer.as_deref()).collect();
+        let peer = match peers[..] {
+            [peer] => Some(peer),
+            [] => stream_peer,
+            _ => None,
+        };
+        if let Some(peer) = peer {
             let _ = out.write_str(" from ");
             let _ = out.write_str(&no_breaks(peer));
         }

@@ -35,6 +35,8 @@ pub enum Effect {
 pub enum Column {
     Task,
     Name,
+    /// The HTTP request the task serves (where its chain holds one).
+    Request,
     State,
     /// Time in the current state.
     Age,
@@ -49,9 +51,10 @@ pub enum Column {
 
 impl Column {
     /// In the order `o` steps through them.
-    pub const ALL: [Column; 9] = [
+    pub const ALL: [Column; 10] = [
         Column::Task,
         Column::Name,
+        Column::Request,
         Column::State,
         Column::Age,
         Column::Polls,
@@ -65,6 +68,7 @@ impl Column {
         match self {
             Column::Task => "task",
             Column::Name => "name",
+            Column::Request => "request",
             Column::State => "state",
             Column::Age => "for",
             Column::Polls => "polls",
@@ -422,6 +426,11 @@ impl App {
         match self.sort {
             Column::Task => {}
             Column::Name => order.sort_by(|&a, &b| shown_name(t(a)).cmp(&shown_name(t(b)))),
+            // Tasks serving no request last.
+            Column::Request => order.sort_by(|&a, &b| {
+                let key = |i: usize| t(i).request.as_ref().map(|r| (&r.target, &r.method));
+                (key(a).is_none(), key(a)).cmp(&(key(b).is_none(), key(b)))
+            }),
             Column::State => order.sort_by_key(|&i| t(i).state as u8),
             Column::Age => {
                 order.sort_by_key(|&i| std::cmp::Reverse(t(i).waiting_ns().map(|w| w.0)))

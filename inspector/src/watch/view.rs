@@ -69,7 +69,9 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
     let selected = app
         .selected
         .and_then(|id| tasks.iter().position(|t| t.id == id));
-    let columns = columns(area.width);
+    let requests = tasks.iter().any(|t| t.request.is_some());
+    let sites = tasks.iter().any(|t| t.spawned_at.is_some());
+    let columns = columns(area.width, requests, sites);
     let header = columns
         .iter()
         .map(|&(c, _)| {
@@ -94,12 +96,19 @@ fn draw_table(f: &mut Frame<'_>, app: &App, area: Rect) {
 }
 
 /// The columns that fit `width`, each with its width (0: the leaf, which fills the rest). The least
-/// needed go first as the terminal narrows.
-fn columns(width: u16) -> Vec<(Column, u16)> {
+/// needed go first as the terminal narrows. The request's column is there when a task serves one,
+/// the spawn site's when a task has one (the agent's tasks do).
+fn columns(width: u16, requests: bool, sites: bool) -> Vec<(Column, u16)> {
     let mut out = vec![(Column::Task, 12)];
     match width {
         150.. => out.push((Column::Name, 28)),
         70.. => out.push((Column::Name, 14)),
+        _ => {}
+    }
+    match width {
+        _ if !requests => {}
+        170.. => out.push((Column::Request, 30)),
+        120.. => out.push((Column::Request, 20)),
         _ => {}
     }
     out.extend([(Column::State, 15), (Column::Age, 9)]);
@@ -110,7 +119,8 @@ fn columns(width: u16) -> Vec<(Column, u16)> {
         out.extend([(Column::Busy, 9), (Column::Wakes, 7)]);
     }
     out.push((Column::Leaf, 0));
-    if width >= 150 {
+    // The leaf keeps room: the spawn site goes first where a request takes its place.
+    if sites && width >= if requests { 200 } else { 150 } {
         out.push((Column::Site, 36));
     }
     out
@@ -197,6 +207,15 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
                 (None, Some(derived)) => tail(&format!("({derived})"), usize::from(width)),
                 (None, None) => String::new(),
             },
+            Column::Request => t.request.as_ref().map_or(String::new(), |r| {
+                // The method whole, then the path's end, which tells requests apart.
+                let method = r
+                    .method
+                    .as_deref()
+                    .map_or(String::new(), |m| format!("{m} "));
+                let room = usize::from(width).saturating_sub(method.chars().count());
+                format!("{method}{}", tail(r.target.as_deref().unwrap_or(""), room))
+            }),
             // In words, so that it reads without colour.
             Column::State => match attention {
                 Attention::Deadlock => "DEADLOCK".to_owned(),

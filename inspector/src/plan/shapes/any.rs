@@ -1,7 +1,8 @@
 //! Any other struct or enum: the hand-written futures of hyper, axum, tower and the rest (pin-project
 //! structs and enums), followed through each field that leads to a future the plan can read further,
 //! and to each `oneshot::Sender` they own (hyper's connection task holds the sender of the response
-//! a request task awaits: read, never shown, it names who can wake that task).
+//! a request task awaits: read, never shown, it names who can wake that task) and each h2 stream
+//! reference (which HTTP/2 stream a request's task serves, and on which connection).
 
 use asyncdump_protocol::{Case, Edge, EdgeTarget, TypePlan};
 use gimli::constants;
@@ -65,7 +66,7 @@ pub(super) const FIELDS_LEADING_TO_FUTURES: Rule = Rule {
 enum Held {
     /// A future the plan can read further (plan type).
     Future(u32),
-    /// A `oneshot::Sender`, or something that owns one and no future.
+    /// A `oneshot::Sender` or an h2 stream reference, or something that owns one and no future.
     Sender(u32),
 }
 
@@ -111,10 +112,11 @@ impl Builder<'_> {
         self.holds_sender(t, 8).then_some(Held::Sender(t))
     }
 
-    /// Whether a node of plan type `t` is or holds a sender through followed fields, `depth` deep.
+    /// Whether a node of plan type `t` is or holds a sender (or an h2 stream reference) through
+    /// followed fields, `depth` deep.
     fn holds_sender(&self, t: u32, depth: usize) -> bool {
         match &self.kinds[t as usize] {
-            Kind::OneshotSender => true,
+            Kind::OneshotSender | Kind::H2Stream => true,
             Kind::Transparent if depth > 0 => {
                 let plan = &self.types[t as usize];
                 (plan.always.iter())
@@ -160,7 +162,7 @@ impl Builder<'_> {
     /// indices) does not: inside a hand-written future it is state, not what the task waits on.
     fn leads_further(&self, t: u32, depth: usize) -> bool {
         match &self.kinds[t as usize] {
-            Kind::Leaf(_) | Kind::OneshotSender => false,
+            Kind::Leaf(_) | Kind::OneshotSender | Kind::H2Stream => false,
             Kind::Transparent | Kind::Tuple if depth == 0 => true,
             // A tuple met inside a hand-written future (hyper's `(Recorder, Ponger)`) is state unless an
             // element leads on; the tuples of `join!`/`select!` are reached through their macro's rule.

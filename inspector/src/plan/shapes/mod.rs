@@ -6,7 +6,7 @@
 //! decoder shows a node of it). A rule that matches may also say the type is a leaf: the chain ends
 //! there with "awaiting TYPE". Rules are filed by who owns the layout they read, as hansei files its
 //! recognisers: `std` (the compiler's and the standard library's shapes), `agent` (asyncdump-agent's
-//! own types), `tokio`, `futures` (futures-util), and `any` (any other struct or enum that leads to a
+//! own types), `tokio`, `futures` (futures-util), `h2` (which stream a request is), and `any` (any other struct or enum that leads to a
 //! future), which is last and matches everything.
 //!
 //! Adding a shape is adding one rule to its owner's file, one line to [`RULES`] and one unit spec on a
@@ -17,6 +17,7 @@
 mod agent;
 mod any;
 mod futures;
+mod h2;
 mod std;
 #[cfg(test)]
 mod target_tests;
@@ -97,6 +98,7 @@ pub(super) const RULES: &[&Rule] = &[
     &futures::FUTURES_UNORDERED_TASK,
     &futures::STREAM_BORROW,
     &futures::WRAPPER,
+    &h2::STREAM_REF,
     &any::FIELDS_LEADING_TO_FUTURES,
 ];
 

@@ -909,3 +909,106 @@ fn every_rule_has_its_own_name_and_the_catch_all_comes_last() {
     names.dedup();
     assert_eq!(names.len(), len);
 }
+
+/// hyper's `H2Stream { reply: SendResponse, state }` over h2's stream reference, laid out as in
+/// h2 0.4 (offsets made up): the types, the `H2Stream` and the `OpaqueStreamRef`.
+fn h2_stream_types() -> (Types, u64, u64) {
+    let mut t = Types::new();
+    let (u32_, usize) = (t.base("u32", 4), t.base("usize", 8));
+    let raw = t.structure("core::task::wake::RawWaker", 16);
+    t.member(raw, "data", 0, usize)
+        .member(raw, "vtable", 8, usize);
+    let actions = t.structure("h2::proto::streams::streams::Actions", 64);
+    t.member(actions, "recv", 0, usize)
+        .member(actions, "task", 40, raw);
+    let inner = t.structure("h2::proto::streams::streams::Inner", 128);
+    t.member(inner, "counts", 0, usize)
+        .member(inner, "actions", 32, actions);
+    let cell = t.structure(
+        "core::cell::UnsafeCell<h2::proto::streams::streams::Inner>",
+        128,
+    );
+    t.member(cell, "value", 0, inner);
+    let mutex = t.structure("std::sync::poison::mutex::Mutex<Inner>", 136);
+    t.member(mutex, "inner", 0, u32_)
+        .member(mutex, "data", 8, cell);
+    let shared = arc(&mut t, mutex);
+    let id = t.structure("h2::frame::stream_id::StreamId", 4);
+    t.member(id, "__0", 0, u32_);
+    let key = t.structure("h2::proto::streams::store::Key", 8);
+    t.member(key, "index", 0, u32_)
+        .member(key, "stream_id", 4, id);
+    let stream = t.structure("h2::proto::streams::streams::OpaqueStreamRef", 16);
+    t.member(stream, "inner", 0, shared)
+        .member(stream, "key", 8, key);
+    let stream_ref = t.structure("h2::proto::streams::streams::StreamRef<B>", 24);
+    t.member(stream_ref, "opaque", 0, stream)
+        .member(stream_ref, "send_buffer", 16, usize);
+    let reply = t.structure("h2::server::SendResponse<B>", 24);
+    t.member(reply, "inner", 0, stream_ref);
+    let pending = opaque(&mut t, "svc::Pending");
+    let handler = async_fn(&mut t, "handle", pending);
+    let h2 = t.structure("hyper::proto::h2::server::H2Stream<F, B>", 128);
+    t.member(h2, "reply", 0, reply)
+        .member(h2, "state", 24, handler);
+    (t, h2, stream)
+}
+
+/// h2's `OpaqueStreamRef { inner: Arc<Mutex<Inner>>, key: Key { index, stream_id: StreamId(u32) } }`
+/// inside hyper's `H2Stream` (through `SendResponse` and `StreamRef`): read, never shown, for the
+/// stream's id (the discriminant) and, through the `Arc`, the waker of the connection's task in
+/// `Inner.actions.task`; the request's future beside it is followed as before.
+#[test]
+fn an_h2_stream_reference_reads_its_id_and_the_connection_waker() {
+    let (t, h2, stream) = h2_stream_types();
+    let p = planned(t, h2);
+    assert_eq!(p.rule(stream), super::h2::STREAM_REF.name);
+    let offsets: Vec<_> = p.plan().always.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 24], "the reply, then the request's future");
+    // Down the reply to the reference: the id 12 bytes in (key 8, stream_id 4).
+    let mut edge = &p.plan().always[0];
+    while !matches!(p.kind_at(edge), Kind::H2Stream) {
+        let EdgeTarget::Inline(t) = edge.to else {
+            panic!("{edge:?}")
+        };
+        edge = &p.types[t as usize].always[0];
+    }
+    let EdgeTarget::Inline(view) = edge.to else {
+        panic!("{edge:?}")
+    };
+    let view = &p.types[view as usize];
+    assert_eq!(
+        view.discr,
+        Some(Discr {
+            offset: 12,
+            size: 4
+        })
+    );
+    let [to_shared] = &view.always[..] else {
+        panic!("{view:?}")
+    };
+    assert_eq!(to_shared.offset, 0, "the Arc's pointer");
+    assert!(matches!(p.kind_at(to_shared), Kind::H2Connection));
+    let EdgeTarget::Pointer(view) = to_shared.to else {
+        panic!("{to_shared:?}")
+    };
+    // The waker: ArcInner's data 16 + the mutex's data 8 + actions 32 + task 40.
+    let words: Vec<(String, Option<u32>)> = (p.types[view as usize].always.iter())
+        .map(|e| {
+            let EdgeTarget::Inline(w) = e.to else {
+                panic!("{e:?}")
+            };
+            (
+                shown(p.kind_at(e)),
+                p.types[w as usize].discr.map(|d| d.offset),
+            )
+        })
+        .collect();
+    assert_eq!(
+        words,
+        [
+            ("WakerVtable".into(), Some(104)),
+            ("WakerData".into(), Some(96))
+        ]
+    );
+}
