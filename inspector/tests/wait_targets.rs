@@ -291,6 +291,28 @@ fn notify_watch_broadcast_barrier_accept_and_unix_sockets_say_why_they_wait() {
             let link = std::fs::read_link(format!("/proc/{}/fd/{n}", fx.pid)).unwrap();
             assert!(link.to_str().unwrap().starts_with("socket:["), "{link:?}");
         }
+        // Each task waits on the socket its wait line names, found from the driver's side: the
+        // reader's waker for the read, the listener's list of readiness futures for each accept.
+        for section in text
+            .split("\n\n")
+            .filter(|s| s.contains("↳ accepting on fd ") || s.contains("↳ reading fd "))
+        {
+            let wait = (section.lines())
+                .find(|l| l.trim_start().starts_with("↳ "))
+                .unwrap();
+            let fd = fds_named(wait)[0];
+            let line = format!("  socket fd {fd}: ");
+            let own = (section.lines())
+                .find(|l| l.starts_with(&line))
+                .unwrap_or_else(|| panic!("{args:?}: a line for fd {fd}:\n{section}"));
+            assert!(own.ends_with(" · it waits to read"), "{own}");
+            if wait.contains("accepting") {
+                assert!(
+                    own.contains("(listening)") || own.contains(": unix /"),
+                    "a listener: {own}"
+                );
+            }
+        }
     }
 }
 

@@ -351,6 +351,29 @@ impl Builder<'_> {
             writer: word(writer)?,
             data: word(data)?,
             vtable: word(vtable)?,
+            waiters: self.io_waiters(io),
+        })
+    }
+
+    /// Where `ScheduledIo` (`io`) keeps its waiter list's head, and a waiter its parts (see
+    /// [`super::IoWaiters`]).
+    fn io_waiters(&self, io: u64) -> Option<super::IoWaiters> {
+        let (list, list_ty) = self.find_member_typed(io, "list", 6)?;
+        let head = list + self.find_member(list_ty, "head", 2)?;
+        let waiter = (self.debug).find_type("tokio::runtime::io::scheduled_io::Waiter")?;
+        let (waker, waker_ty) = self.member(waiter, &["waker"])?;
+        let data = waker + self.find_member(waker_ty, "data", 4)?;
+        let vtable = waker + self.find_member(waker_ty, "vtable", 4)?;
+        let (interest, _) = self.member(waiter, &["interest"])?;
+        let (pointers, pointers_ty) = self.member(waiter, &["pointers"])?;
+        let next = pointers + self.find_member(pointers_ty, "next", 3)?;
+        let word = |v: u64| u32::try_from(v).ok();
+        Some(super::IoWaiters {
+            head: word(head)?,
+            data: word(data)?,
+            vtable: word(vtable)?,
+            interest: word(interest)?,
+            next: word(next)?,
         })
     }
 

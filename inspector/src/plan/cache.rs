@@ -28,7 +28,7 @@ use crate::plan::Plan;
 /// What every cache file starts with.
 pub const MAGIC: &[u8; 16] = b"asyncdump-plan\n\0";
 /// Changes whenever the layout of [`Entry`] or of the file does.
-pub const FORMAT_VERSION: u32 = 20;
+pub const FORMAT_VERSION: u32 = 21;
 /// Largest cache file read: far above any plan the agent takes (4 MiB on the wire).
 const MAX_FILE_BYTES: u64 = 256 << 20;
 

@@ -180,6 +180,33 @@ pub struct IoWakers {
     pub writer: u32,
     pub data: u32,
     pub vtable: u32,
+    /// The list of the `ScheduledIo`'s other waiters (readiness futures: an `accept`, a UDP
+    /// receive, a `readable()`), where the layout was found.
+    #[serde(default)]
+    pub waiters: Option<IoWaiters>,
+}
+
+/// Where a `ScheduledIo` keeps the head of its waiter list, and where each waiter (a node of
+/// tokio's intrusive list, inside the readiness future) keeps its waker's data and vtable, the
+/// interest it waits for (bit 0 readable, bit 1 writable) and the next node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoWaiters {
+    pub head: u32,
+    pub data: u32,
+    pub vtable: u32,
+    pub interest: u32,
+    pub next: u32,
+}
+
+impl IoWaiters {
+    /// Bytes of a waiter to read to hold every part of it.
+    pub fn span(&self) -> u32 {
+        [self.data, self.vtable, self.interest, self.next]
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+            + 8
+    }
 }
 
 /// parking_lot parks a thread on a futex word of its own, in its thread-local `ThreadData`, next to
