@@ -24,6 +24,7 @@ mod plan_cache;
 mod protocol_abuse;
 mod ps;
 mod runtime_tasks;
+mod samples;
 mod self_dumps;
 mod session;
 mod stopping;

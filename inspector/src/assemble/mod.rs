@@ -321,6 +321,7 @@ fn snapshot_info(snap: &Snapshot, round_trip_ns: u64, tasks: &[TaskView]) -> Sna
         tasks_spawned: snap.stats.tasks_spawned,
         block_ons: 0,
         stopped: None,
+        sampling: None,
     }
 }
 
@@ -388,6 +389,7 @@ fn task_view(
         sockets: Vec::new(),
         stream: None,
         serves: Vec::new(),
+        progress: None,
         state,
         thread,
         state_age_ns: Some(now.saturating_sub(since)),

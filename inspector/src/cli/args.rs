@@ -54,6 +54,14 @@ pub enum Command {
         /// executable it names, or of --exe.
         #[arg(long, value_name = "FILE", conflicts_with = "target")]
         core: Option<PathBuf>,
+        /// Take N snapshots INTERVAL apart and mark each task of the first, which is shown, stuck (no
+        /// later one saw it polled, completed or changed) or progressing; the stuck first.
+        #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["from", "core"],
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        samples: u32,
+        /// The time between two samples (e.g. 500ms, 2s).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1s")]
+        interval: u64,
         #[command(flatten)]
         options: DumpOptions,
     },

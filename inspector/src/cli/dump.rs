@@ -3,26 +3,60 @@
 
 use std::fmt::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use asyncdump::attach::target::Target;
-use asyncdump::model::{Dump, Filter, coalesce};
+use asyncdump::model::{Dump, Filter, coalesce, progress};
 use asyncdump::session::{Session, SessionOptions};
 use asyncdump::{Error, file, view};
 
 use super::args::{DumpOptions, Format};
 use super::written;
 
-/// Writes the dump of `target` to `out` as it renders.
-pub fn live(target: &Target, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
-    // One dump: --timeout bounds every answer together.
+/// Writes the dump of `target` to `out` as it renders; with `samples` above one, the first of
+/// that many snapshots `interval` apart, each task marked by what the later ones saw of it.
+pub fn live(
+    target: &Target,
+    o: &DumpOptions,
+    (samples, interval): (u32, Duration),
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    // One dump: --timeout bounds every answer together (each sample's).
     let options = SessionOptions {
         whole: true,
         reading: o.reading(),
         ..o.attach.session()
     };
     let mut session = Session::attach(target, &options)?;
-    let dump = session.snapshot(o.attach.all)?;
+    let mut dump = session.snapshot(o.attach.all)?;
+    if samples > 1 {
+        let (later, ended) = sample(&mut session, &dump, (samples, interval), o.attach.all);
+        progress::mark(&mut dump, &later, samples, ended);
+    }
     show(dump, o, out)
+}
+
+/// The samples after `first`, each with its time after it (on the snapshots' own clock): until
+/// `samples` in all, or one fails (the process exited), which ends sampling with what was seen
+/// and says why.
+fn sample(
+    session: &mut Session,
+    first: &Dump,
+    (samples, interval): (u32, Duration),
+    all: bool,
+) -> (Vec<(u64, progress::Seen)>, Option<String>) {
+    let mut later = Vec::with_capacity(samples as usize - 1);
+    for _ in 1..samples {
+        std::thread::sleep(interval);
+        match session.snapshot(all) {
+            Ok(d) => {
+                let after = d.snapshot.now_ns.saturating_sub(first.snapshot.now_ns);
+                later.push((after, progress::seen(&d)));
+            }
+            Err(e) => return (later, Some(e.to_string())),
+        }
+    }
+    (later, None)
 }
 
 /// Prints a snapshot file, or the last state of a recording, as `dump` prints a live process.

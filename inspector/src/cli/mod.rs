@@ -32,10 +32,15 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
             ..
         } => dump::from_core(&path, &options, out),
         Command::Dump {
-            target, options, ..
+            target,
+            options,
+            samples,
+            interval,
+            ..
         } => {
             let target = target.ok_or_else(|| usage("a target or --from"))?;
-            dump::live(&Target::parse(&target), &options, out)
+            let sampled = (samples, Duration::from_nanos(interval));
+            dump::live(&Target::parse(&target), &options, sampled, out)
         }
         Command::Index {
             binary,
@@ -138,7 +143,7 @@ fn demo(watching: bool, options: &DumpOptions, out: &mut dyn Write) -> Result<()
             ),
         )?;
     }
-    dump::live(&Target::Pid(pid), options, out)?;
+    dump::live(&Target::Pid(pid), options, (1, Duration::ZERO), out)?;
     drop(fixture);
     Ok(())
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 mod groups;
+pub mod progress;
 pub mod stats;
 mod summary;
 pub mod threads;
@@ -176,6 +177,9 @@ pub struct SnapshotInfo {
     /// With `--stop`: how long the process's threads were held stopped for this snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StoppedView>,
+    /// With `--samples`: how the dump was sampled (this snapshot is the first sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<progress::Sampling>,
 }
 
 fn is_zero_usize(n: &usize) -> bool {
@@ -225,6 +229,9 @@ pub struct TaskView {
     /// For a connection's task: the HTTP/2 streams it drives, and the tasks serving them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub serves: Vec<values::ServedStream>,
+    /// With `--samples`: whether a later sample saw it make progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<progress::Progress>,
     pub state: State,
     /// OS thread running the task, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -717,6 +724,11 @@ impl Dump {
         }
     }
 
+    /// Drops the task index after the tasks were reordered: built again on first use.
+    pub fn reindex(&mut self) {
+        self.index = Default::default();
+    }
+
     /// Keeps the tasks `filter` selects. Header counts and deadlocks still describe the whole process.
     pub fn filter(mut self, filter: &Filter) -> Dump {
         self.tasks.retain(|t| filter.matches(t));
@@ -786,6 +798,7 @@ impl TaskView {
             sockets: Vec::new(),
             stream: None,
             serves: Vec::new(),
+            progress: None,
             state,
             thread: None,
             state_age_ns: None,

@@ -6,6 +6,7 @@
 
 use std::fmt::Write;
 
+use crate::model::progress::{Evidence, Verdict};
 use crate::model::{
     CaptureView, CensusView, DecodingInfo, Dump, FoundBy, FrameInfo, FrameNode, Group, Loc,
     ReadFrom, RuntimeView, Source, State, TaskView,
@@ -212,6 +213,9 @@ pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump, detail: bool) {
     }
     decoding(out, &d.decoding);
     showing(out, d);
+    if let Some(sampling) = &s.sampling {
+        sampled(out, sampling);
+    }
     // What a task without the agent's record lacks, said once rather than on each.
     let plain = d.tasks.iter().filter(|t| t.agent_id.is_none()).count();
     if p.read_from != ReadFrom::Agent {
@@ -374,6 +378,29 @@ fn showing<W: Write + ?Sized>(out: &mut W, d: &Dump) {
     };
 }
 
+/// `sampled 3 times over 2.00s: 5 stuck (…), 2 progressing`, and why sampling ended early.
+fn sampled<W: Write + ?Sized>(out: &mut W, s: &crate::model::progress::Sampling) {
+    let _ = write!(
+        out,
+        "sampled {} times over {}: {} stuck (not polled in any later sample, or, where polls are not \
+         counted, looking the same in each), {} progressing",
+        s.samples,
+        Dur(s.over_ns),
+        s.stuck,
+        s.progressing
+    );
+    if let Some(why) = &s.ended {
+        let _ = write!(
+            out,
+            " · sampling ended after {} of {}: {}",
+            s.samples,
+            s.asked,
+            no_breaks(why)
+        );
+    }
+    let _ = writeln!(out);
+}
+
 /// A task's state in the words `dump` prints it with (also the live view's).
 pub fn state_word(s: State) -> &'static str {
     match s {
@@ -523,6 +550,13 @@ fn title<W: Write + ?Sized>(out: &mut W, t: &TaskView, labels: &Labels<'_>) {
     }
     let _ = out.write_str(" · ");
     let _ = out.write_str(state_word(t.state));
+    if let Some(p) = t.progress {
+        let _ = out.write_str(match (p.verdict, p.by) {
+            (Verdict::Stuck, Evidence::Polls) => " · STUCK (not polled)",
+            (Verdict::Stuck, Evidence::Looks) => " · STUCK (looked the same)",
+            (Verdict::Progressing, _) => " · progressing",
+        });
+    }
     if let Some(th) = &t.thread {
         let _ = match &th.name {
             Some(name) => write!(out, " on thread {} (tid {})", no_breaks(name), th.tid),
