@@ -96,3 +96,41 @@ fn samples_are_of_a_live_process_only() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--samples") && err.contains("--core"), "{err}");
 }
+
+#[test]
+fn without_the_agent_a_task_that_looks_otherwise_in_a_later_sample_progressed() {
+    let fx = Fixture::start("mass", &["--tasks", "3", "--changing", "2"]);
+    let pid = fx.pid.to_string();
+    let text = asyncdump_ok(&[
+        "dump",
+        &pid,
+        "--no-agent",
+        "--samples",
+        "3",
+        "--interval",
+        "300ms",
+    ]);
+    let titles = titles(&text);
+    let ticking: Vec<&&str> = titles.iter().filter(|t| t.contains("mass::tick")).collect();
+    let waiting: Vec<&&str> = titles
+        .iter()
+        .filter(|t| t.contains("(mass::wait)"))
+        .collect();
+    assert_eq!((ticking.len(), waiting.len()), (2, 3), "{text}");
+    // An interval's next tick is its wait line: each tick moves it on.
+    for t in ticking {
+        assert!(t.ends_with(" · progressing"), "{t}");
+    }
+    for t in waiting {
+        assert!(t.ends_with(" · STUCK (looked the same)"), "{t}");
+    }
+    let tick = (text.split("\n\n"))
+        .find(|s| s.contains("mass::tick"))
+        .unwrap();
+    assert!(
+        tick.contains(
+            "awaiting poll_fn in tokio::time::interval::Interval::tick\n        ↳ deadline in "
+        ),
+        "{tick}"
+    );
+}

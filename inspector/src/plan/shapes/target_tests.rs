@@ -4,16 +4,22 @@ use crate::dwarf::synthetic::Types;
 use crate::plan::builder::Builder;
 use crate::plan::values::{ChanLayout, Shape, TargetKind, TargetPlan, Word};
 
-#[test]
-fn a_sleep_waits_for_its_deadline() {
-    let mut t = Types::new();
-    let ts = super::value_tests::timespec(&mut t);
+/// tokio's `Sleep`, its deadline (an instant) 40 bytes in, through its timer entry.
+fn tokio_sleep(t: &mut Types) -> u64 {
+    let ts = super::value_tests::timespec(t);
     let instant = t.structure("tokio::time::instant::Instant", 16);
     t.member(instant, "std", 0, ts);
     let entry = t.structure("tokio::runtime::time::entry::TimerEntry", 40);
     t.member(entry, "deadline", 24, instant);
     let sleep = t.structure("tokio::time::sleep::Sleep", 64);
     t.member(sleep, "entry", 16, entry);
+    sleep
+}
+
+#[test]
+fn a_sleep_waits_for_its_deadline() {
+    let mut t = Types::new();
+    let sleep = tokio_sleep(&mut t);
     let debug = t.build();
     let mut b = Builder::new(&debug);
     let target = b.target(sleep).expect("a target");
@@ -332,10 +338,24 @@ fn a_broadcast_receive_inside_coop_reads_its_position_and_the_channels_tail() {
 /// Suspend state 0 of a state machine `name` whose locals are `locals` (name, offset, type), and
 /// what a frame rule plans for it.
 fn frame_target(
-    mut t: Types,
+    t: Types,
     name: &str,
     locals: &[(&str, u64, u64)],
 ) -> (Option<TargetPlan>, Option<Shape>) {
+    let (target, types) = frame_target_types(t, name, locals);
+    let shape = target
+        .as_ref()
+        .map(|t| types[t.parts[0].ty as usize].shape.clone());
+    (target, shape)
+}
+
+/// The target a frame rule gives a state machine `name` suspended with `locals`, and every value
+/// type the plan made for it.
+fn frame_target_types(
+    mut t: Types,
+    name: &str,
+    locals: &[(&str, u64, u64)],
+) -> (Option<TargetPlan>, Vec<crate::plan::values::ValueType>) {
     let leaf = t.structure("tokio::sync::notify::Notified", 64);
     let sm = t.state_machine(
         &format!("{name}::{{async_fn_env#0}}"),
@@ -354,8 +374,7 @@ fn frame_target(
         .expect("a suspend state");
     let mut b = Builder::new(&debug);
     let target = b.frame_target(&machine, name, suspend);
-    let shape = target.as_ref().map(|t| part_shape(&b, t));
-    (target, shape)
+    (target, b.values.types)
 }
 
 #[test]
@@ -450,4 +469,45 @@ fn an_accept_waits_on_its_listeners_descriptor() {
     );
     assert_eq!(&*target.parts[0].name, "fd");
     assert_eq!(shape, Some(Shape::Fd { ptr: 0, fd: 16 }));
+}
+
+/// `Interval::tick` awaits a `poll_fn` that says nothing; its `self` leads to the interval, whose
+/// boxed `Sleep` (`delay: Pin<Box<Sleep>>`) keeps the next tick's deadline: read through both
+/// pointers, as a sleep's.
+#[test]
+fn an_interval_tick_waits_for_the_deadline_of_the_sleep_it_keeps_boxed() {
+    let mut t = Types::new();
+    let sleep = tokio_sleep(&mut t);
+    let to_sleep = t.pointer("*const tokio::time::sleep::Sleep", sleep);
+    let boxed = t.structure("alloc::boxed::Box<tokio::time::sleep::Sleep>", 8);
+    t.member(boxed, "__0", 0, to_sleep);
+    let pinned = t.structure("core::pin::Pin<Box<Sleep>>", 8);
+    t.member(pinned, "pointer", 0, boxed);
+    let interval = t.structure("tokio::time::interval::Interval", 32);
+    t.member(interval, "delay", 24, pinned);
+    let to_interval = t.pointer("&mut tokio::time::interval::Interval", interval);
+    let (target, types) = frame_target_types(
+        t,
+        "tokio::time::interval::Interval::tick",
+        &[("self", 48, to_interval)],
+    );
+    let target = target.expect("a target");
+    assert_eq!(
+        (target.kind, &*target.parts[0].name, target.parts[0].offset),
+        (TargetKind::Sleep, "deadline", 48)
+    );
+    // self → the interval; its box at 24 → the sleep; its deadline at 40 (16 + 24), an instant.
+    let shape = |t: u32| types[t as usize].shape.clone();
+    let follow = |t: u32| match shape(t) {
+        Shape::Pointer { to, .. } => to,
+        other => panic!("a pointer: {other:?}"),
+    };
+    let field = |t: u32| match shape(t) {
+        Shape::Struct { fields, .. } => (fields[0].offset, fields[0].ty),
+        other => panic!("a structure: {other:?}"),
+    };
+    let (delay, boxed) = field(follow(target.parts[0].ty));
+    let (deadline, instant) = field(follow(boxed));
+    assert_eq!((delay, deadline), (24, 40));
+    assert_eq!(shape(instant), Shape::Instant { secs: 0, nanos: 8 });
 }

@@ -38,7 +38,7 @@ struct FrameRule {
 /// A local a suspend state keeps: (name, offset within the state machine, type DIE).
 type StateLocal = (String, u64, u64);
 
-const FRAME_RULES: &[&FrameRule] = &[&WATCH_CHANGED, &BARRIER_WAIT, &ACCEPT];
+const FRAME_RULES: &[&FrameRule] = &[&WATCH_CHANGED, &BARRIER_WAIT, &ACCEPT, &INTERVAL_TICK];
 
 /// `tokio::time::Sleep`: its deadline, an instant a few fields in.
 const SLEEP: TargetRule = TargetRule {
@@ -279,6 +279,69 @@ const BARRIER_WAIT: FrameRule = FrameRule {
     },
 };
 
+/// tokio's `Interval::tick`: its next tick, the deadline of the `Sleep` the interval keeps boxed
+/// (`self.delay`), read through `self` and the box as a sleep's own (its leaf, a `poll_fn`, says
+/// nothing of it).
+const INTERVAL_TICK: FrameRule = FrameRule {
+    name: "tokio Interval tick",
+    matches: |n| n == "tokio::time::interval::Interval::tick",
+    plan: |b, locals| {
+        let [(at, interval)] = by_name(locals, ["self"])?;
+        let interval = b.pointee(interval)?;
+        let (delay, boxed) = b.member(interval, &["delay"])?;
+        let (box_at, sleep) = b.pointer_to_in(boxed)?;
+        let (deadline_at, instant) = b.find_member_typed(sleep, "deadline", 3)?;
+        let instant = b.value(instant);
+        let field = |name: &str, offset: u64, ty: u32| {
+            Some(crate::plan::values::FieldShape {
+                name: name.into(),
+                offset: u32::try_from(offset).ok()?,
+                ty,
+            })
+        };
+        let view = |b: &mut Builder<'_>, name: &str, fields: Vec<_>, size: u64| -> Option<u32> {
+            let shape = Shape::Struct {
+                fields,
+                tuple: false,
+            };
+            Some(b.synthetic_value(name, u32::try_from(size).ok()?, shape))
+        };
+        let sleep = view(
+            b,
+            "Sleep",
+            vec![field("deadline", deadline_at, instant)?],
+            deadline_at + 16,
+        )?;
+        let to_sleep = pointer(b, "Box<Sleep>", sleep);
+        let interval = view(
+            b,
+            "Interval",
+            vec![field("delay", delay + box_at, to_sleep)?],
+            delay + box_at + 8,
+        )?;
+        let to_interval = pointer(b, "&mut Interval", interval);
+        Some(TargetPlan {
+            kind: TargetKind::Sleep,
+            parts: Arc::from([LocalPlan {
+                name: "deadline".into(),
+                offset: u32::try_from(at).ok()?,
+                ty: to_interval,
+                acquired: None,
+                info: Default::default(),
+            }]),
+        })
+    },
+};
+
+/// A value type of the plan's making: a thin pointer to a `to`.
+fn pointer(b: &mut Builder<'_>, name: &str, to: u32) -> u32 {
+    let shape = Shape::Pointer {
+        kind: crate::plan::values::PointerKind::Box,
+        to,
+    };
+    b.synthetic_value(name, 8, shape)
+}
+
 /// tokio's `TcpListener::accept` and `UnixListener::accept`: the listener's file descriptor.
 const ACCEPT: FrameRule = FrameRule {
     name: "tokio listener accept",
@@ -434,6 +497,22 @@ impl Builder<'_> {
     }
 
     /// What a pointer type `die` points at.
+    /// Where a `Box<T>` or `Pin<Box<T>>` of type `boxed` keeps its pointer, and `T`.
+    fn pointer_to_in(&mut self, boxed: u64) -> Option<(u64, u64)> {
+        let mut off = 0;
+        let mut ty = self.strip(boxed);
+        for _ in 0..6 {
+            let node = self.debug.node(ty)?;
+            if node.tag == gimli::constants::DW_TAG_pointer_type {
+                return Some((off, self.strip(node.type_ref?)));
+            }
+            let (o, t) = self.member(ty, &["pointer", "__0", "ptr"])?;
+            off += o;
+            ty = self.strip(t);
+        }
+        None
+    }
+
     fn pointee(&self, die: u64) -> Option<u64> {
         let node = self.debug.node(self.strip(die))?;
         (node.tag == gimli::constants::DW_TAG_pointer_type)
