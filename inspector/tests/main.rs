@@ -11,6 +11,7 @@ mod containment;
 pub mod cores;
 mod decoded;
 mod deep_chains;
+mod diff;
 mod dump_json;
 mod dump_text;
 mod dwarf;

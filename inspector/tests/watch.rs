@@ -215,21 +215,27 @@ fn watch_follows_the_deadlock_edge_and_back_searches_and_quits_leaving_the_termi
     );
 }
 
+/// Records `watch` of the `deadlock` fixture's `pid` into `rec` for about `ms` once it shows the
+/// deadlock, updates every 50 ms.
+pub fn record_deadlock(pid: u32, rec: &std::path::Path, ms: u64) {
+    let bin = env!("CARGO_BIN_EXE_asyncdump");
+    let live = Tmux::start(&format!(
+        "{bin} watch {pid} --interval 50ms --record {}; echo watch-exited-$?; sleep 60",
+        rec.display()
+    ));
+    live.until("updates come", |s| s.contains("connected · DEADLOCK"));
+    std::thread::sleep(Duration::from_millis(ms));
+    live.keys("q");
+    live.until("q quits", |s| s.contains("watch-exited-0"));
+}
+
 #[test]
 fn a_recording_replays_update_by_update_and_a_snapshot_file_opens_as_it_was_saved() {
     let fx = Fixture::start("deadlock", &[]);
     let dir = crate::support::tempdir();
     let rec = dir.join("deadlock.jsonl");
     let bin = env!("CARGO_BIN_EXE_asyncdump");
-    let live = Tmux::start(&format!(
-        "{bin} watch {} --interval 50ms --record {}; echo watch-exited-$?; sleep 60",
-        fx.pid,
-        rec.display()
-    ));
-    live.until("updates come", |s| s.contains("connected · DEADLOCK"));
-    std::thread::sleep(Duration::from_millis(800));
-    live.keys("q");
-    live.until("q quits", |s| s.contains("watch-exited-0"));
+    record_deadlock(fx.pid, &rec, 800);
     let text = std::fs::read_to_string(&rec).unwrap();
     let updates = text.lines().count() - 1;
     assert!(updates >= 5, "{updates} updates recorded");

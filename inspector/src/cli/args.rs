@@ -65,6 +65,18 @@ pub enum Command {
         #[command(flatten)]
         options: DumpOptions,
     },
+    /// Compare two dumps of one process (snapshot files, `dump -o`; or a recording's states,
+    /// `FILE@N` for its Nth update, FILE alone for its last): the tasks new, gone, moved to another
+    /// await, and unchanged.
+    Diff {
+        /// The earlier dump.
+        a: String,
+        /// The later dump.
+        b: String,
+        /// Print the versioned JSON document, every task, instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the async state machines in a binary's DWARF, with their await points (what `dump` decodes
     /// chains with).
     Index {

@@ -3,6 +3,7 @@
 
 pub mod args;
 mod demo;
+mod diff;
 mod dump;
 mod index;
 
@@ -70,6 +71,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Error> {
             let target = target.ok_or_else(|| usage("a target or --from"))?;
             watch(&Target::parse(&target), &options)
         }
+        Command::Diff { a, b, json } => diff::run((&a, &b), json, out),
         Command::Demo { watch, options } => demo(watch, &options, out),
         Command::Completions { shell } => {
             let mut cli = <Cli as clap::CommandFactory>::command();

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub mod diff;
 mod groups;
 pub mod progress;
 pub mod stats;

@@ -58,5 +58,10 @@ pub(crate) fn labels_of(dump: &Dump) -> Labels<'_> {
 
 /// A task as the dump names it: `task 3 "name"` or `tokio task 7`.
 pub fn task_label(t: &TaskView) -> String {
-    Label(t.id, t.name.as_deref()).to_string()
+    task_label_parts(t.id, t.name.as_deref())
+}
+
+/// [`task_label`] of a task known by its id and given name.
+pub fn task_label_parts(id: u64, name: Option<&str>) -> String {
+    Label(id, name).to_string()
 }

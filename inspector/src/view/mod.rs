@@ -1,6 +1,7 @@
 //! Rendering a [`crate::model::Dump`]: [`text`] (dumpasync-style, for people) and [`json`] (for tools).
 
 mod deadlocks;
+pub mod diff;
 pub mod folded;
 pub mod json;
 mod labels;
