@@ -38,14 +38,10 @@ fn two_snapshots_say_which_tasks_came_went_ran_and_stayed() {
         "{text}"
     );
     assert!(gone.iter().any(|l| l.contains("mass::brief")), "{text}");
-    // The ticking ones ran and came back to their await, for their next tick.
-    let again = part(&text, "again at the same await");
-    assert!(
-        again
-            .iter()
-            .any(|l| l.starts_with("  ×2 tasks ") && l.contains("\"ticking\"")),
-        "{text}"
-    );
+    // The ticking ones ran: back at their await for their next tick (or, caught woken on a busy
+    // machine, in another state).
+    let ran: Vec<&str> = [part(&text, "again at the same await"), part(&text, "moved")].concat();
+    assert!(ran.iter().any(|l| l.contains("\"ticking\"")), "{text}");
     // The held ones are one line, with the time between the dumps.
     let unchanged = part(&text, "unchanged for ≥ ");
     let held = (unchanged.iter())
@@ -64,11 +60,12 @@ fn two_snapshots_say_which_tasks_came_went_ran_and_stayed() {
         .filter(|t| t["name"] == "held")
         .count();
     assert_eq!(held, 3, "{doc}");
-    assert_eq!(
-        doc["again"].as_array().unwrap().len(),
-        3,
-        "two ticking, the churn loop: {doc}"
-    );
+    let ran = |name: &str| {
+        let again = doc["again"].as_array().unwrap().iter();
+        let moved = doc["moved"].as_array().unwrap().iter().map(|m| &m["to"]);
+        again.chain(moved).filter(|t| t["name"] == name).count()
+    };
+    assert_eq!((ran("ticking"), ran("churn")), (2, 1), "{doc}");
     // A snapshot is one moment: `@N` is refused; two processes are not compared.
     let other = Fixture::start("mass", &["--tasks", "1", "--changing", "0"]);
     let c = dir.join("c.json");
