@@ -23,7 +23,14 @@ fn two_snapshots_say_which_tasks_came_went_ran_and_stayed() {
     let dir = crate::support::tempdir();
     let (a, b) = (dir.join("a.json"), dir.join("b.json"));
     let pid = fx.pid.to_string();
-    asyncdump_ok(&["dump", &pid, "-o", a.to_str().unwrap()]);
+    // The first dump once short-lived tasks run (the churn starts after the fixture is ready).
+    for _ in 0..50 {
+        asyncdump_ok(&["dump", &pid, "-o", a.to_str().unwrap()]);
+        if std::fs::read_to_string(&a).unwrap().contains("\"brief\"") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     std::thread::sleep(Duration::from_millis(700));
     asyncdump_ok(&["dump", &pid, "-o", b.to_str().unwrap()]);
     let text = asyncdump_ok(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
