@@ -65,7 +65,7 @@ fn a_process_that_exits_while_sampled_is_shown_as_first_seen_and_the_dump_says_s
     let fx = Fixture::start("mass", &["--tasks", "3", "--changing", "1"]);
     let pid = fx.pid;
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(900));
+        std::thread::sleep(std::time::Duration::from_millis(2000));
         // SAFETY: kill has no memory effects; the pid is the fixture's, still our child.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     });
@@ -73,7 +73,7 @@ fn a_process_that_exits_while_sampled_is_shown_as_first_seen_and_the_dump_says_s
         "dump",
         &pid.to_string(),
         "--samples",
-        "20",
+        "40",
         "--interval",
         "200ms",
     ]);
@@ -82,7 +82,7 @@ fn a_process_that_exits_while_sampled_is_shown_as_first_seen_and_the_dump_says_s
         .find(|l| l.starts_with("sampled "))
         .unwrap_or_else(|| panic!("the sampling line:\n{text}"));
     assert!(header.contains(" · sampling ended after "), "{header}");
-    assert!(header.contains(" of 20: "), "{header}");
+    assert!(header.contains(" of 40: "), "{header}");
     assert!(
         text.contains("task 1 \"held\" · idle · STUCK (not polled)"),
         "{text}"
