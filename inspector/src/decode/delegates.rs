@@ -38,30 +38,13 @@ impl Plan {
                     _ => None,
                 })
                 .unwrap_or_default();
-            let child = |kind: fn(&Kind) -> bool| {
-                // Children come after their parent, not necessarily right after it.
-                walk.iter()
-                    .skip(i + 1)
-                    .find(|c| {
-                        c.parent as usize == i
-                            && c.status == NodeStatus::Read
-                            && self.kinds.get(c.ty as usize).is_some_and(kind)
-                    })
-                    .and_then(|c| c.discr)
-            };
+            let child = |kind: fn(&Kind) -> bool| self.read_child(walk, i, kind)?.1.discr;
             let vtable = child(|k| matches!(k, Kind::WakerVtable));
             let data = child(|k| matches!(k, Kind::WakerData));
             let registered = state & ONESHOT_RX_TASK_SET != 0;
-            // The agent's wakers point at its task cell, tokio's at the task header.
-            let (ours, task) = match vtable {
-                Some(v) if Some(v) == self.owned_vtable => {
-                    (true, data.and_then(|d| refs.cells.get(&d).copied()))
-                }
-                Some(v) if Some(v) == self.tokio_vtable => {
-                    (true, data.and_then(|d| refs.headers.get(&d).copied()))
-                }
-                _ => (false, None),
-            };
+            let ours =
+                vtable.is_some_and(|v| [self.owned_vtable, self.tokio_vtable].contains(&Some(v)));
+            let task = self.waker_task(vtable, data, refs);
             let foreign_vtable = (registered && !ours).then_some(vtable).flatten();
             out.push(DecodedDelegate {
                 leaf,

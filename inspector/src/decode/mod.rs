@@ -69,19 +69,9 @@ impl Plan {
     /// the connection's task writes while the stream's task holds still: read once, it may be a
     /// moment old, and names no task when it does not point at one listed.
     pub fn h2_stream(&self, walk: &[WalkNode], refs: &TaskRefs) -> Option<Stream> {
-        let read = |n: &WalkNode, kind: fn(&Kind) -> bool| {
-            n.status == NodeStatus::Read && self.kinds.get(n.ty as usize).is_some_and(kind)
-        };
-        let i = walk
-            .iter()
-            .position(|n| read(n, |k| matches!(k, Kind::H2Stream)))?;
+        let i = (walk.iter()).position(|n| self.read_as(n, |k| matches!(k, Kind::H2Stream)))?;
         let id = u32::try_from(walk[i].discr?).ok()?;
-        let child_of = |p: usize, kind: fn(&Kind) -> bool| {
-            // Children come after their parent, not necessarily right after it.
-            (walk.iter().enumerate().skip(p + 1))
-                .find(|(_, c)| c.parent as usize == p && read(c, kind))
-        };
-        let Some((c, conn)) = child_of(i, |k| matches!(k, Kind::H2Connection)) else {
+        let Some((c, conn)) = self.read_child(walk, i, |k| matches!(k, Kind::H2Connection)) else {
             return Some(Stream {
                 id,
                 connection: 0,
@@ -89,20 +79,42 @@ impl Plan {
                 socket: None,
             });
         };
-        let word = |kind: fn(&Kind) -> bool| child_of(c, kind).and_then(|(_, n)| n.discr);
+        let word = |kind: fn(&Kind) -> bool| self.read_child(walk, c, kind)?.1.discr;
         let vtable = word(|k| matches!(k, Kind::WakerVtable));
         let data = word(|k| matches!(k, Kind::WakerData));
-        let connection_task = match (vtable, data) {
-            (Some(v), Some(d)) if Some(v) == self.tokio_vtable => refs.headers.get(&d).copied(),
-            (Some(v), Some(d)) if Some(v) == self.owned_vtable => refs.cells.get(&d).copied(),
-            _ => None,
-        };
         Some(Stream {
             id,
             connection: conn.addr,
-            connection_task,
+            connection_task: self.waker_task(vtable, data, refs),
             socket: None,
         })
+    }
+
+    /// Whether walk node `n` was read and is of a kind `kind` accepts.
+    fn read_as(&self, n: &WalkNode, kind: fn(&Kind) -> bool) -> bool {
+        n.status == NodeStatus::Read && self.kinds.get(n.ty as usize).is_some_and(kind)
+    }
+
+    /// The first child of walk node `p` read and of a kind `kind` accepts. Children come after
+    /// their parent, not necessarily right after it.
+    fn read_child<'w>(
+        &self,
+        walk: &'w [WalkNode],
+        p: usize,
+        kind: fn(&Kind) -> bool,
+    ) -> Option<(usize, &'w WalkNode)> {
+        (walk.iter().enumerate().skip(p + 1))
+            .find(|(_, c)| c.parent as usize == p && self.read_as(c, kind))
+    }
+
+    /// The task a waker names, by its vtable and data read from the target: the agent's wakers
+    /// point at its task cell, tokio's at the task header.
+    fn waker_task(&self, vtable: Option<u64>, data: Option<u64>, refs: &TaskRefs) -> Option<u64> {
+        match (vtable?, data?) {
+            (v, d) if Some(v) == self.owned_vtable => refs.cells.get(&d).copied(),
+            (v, d) if Some(v) == self.tokio_vtable => refs.headers.get(&d).copied(),
+            _ => None,
+        }
     }
 
     /// The agent's task cell that a runtime task's walk leads to, when the task was spawned through the

@@ -203,7 +203,9 @@ fn progressed(t: &TaskView, print: u64, (before, after): (u64, u64), seen: &Seen
     }
     match (t.polls, now.polls) {
         (Some(before), Some(polls)) => polls != before,
-        _ if now.chain != print || t.block_on.is_some() => now.chain != print,
+        _ if now.chain != print => true,
+        // No listing ages a thread's future: its chain is all there is.
+        _ if t.block_on.is_some() => false,
         _ => {
             let since = after.saturating_sub(now.unchanged_ns.unwrap_or(0));
             since > before + (after - before) / 2
