@@ -46,7 +46,11 @@ const ROUTES: [(&str, &str, &str, &str); 5] = [
 fn sections(text: &str) -> Vec<Vec<String>> {
     text.split("\n\n")
         .filter(|s| s.starts_with("tokio task ") || s.starts_with("task "))
-        .map(|s| s.lines().map(str::to_owned).collect())
+        .map(|s| {
+            (s.lines().filter(|l| !crate::support::is_verdict(l)))
+                .map(str::to_owned)
+                .collect()
+        })
         .collect()
 }
 

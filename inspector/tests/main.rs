@@ -35,6 +35,7 @@ mod threads;
 mod tonic_service;
 mod untrusted_files;
 mod values;
+mod verdicts;
 mod wait_graph;
 mod wait_targets;
 mod watch;

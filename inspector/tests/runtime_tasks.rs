@@ -12,7 +12,11 @@ const TOKIO_ONLY: u64 = 1 << 62;
 fn sections(text: &str) -> Vec<Vec<String>> {
     text.split("\n\n")
         .filter(|s| s.starts_with("task ") || s.starts_with("tokio task "))
-        .map(|s| s.lines().map(str::to_owned).collect())
+        .map(|s| {
+            (s.lines().filter(|l| !crate::support::is_verdict(l)))
+                .map(str::to_owned)
+                .collect()
+        })
         .collect()
 }
 

@@ -7,7 +7,7 @@ use crate::support::{Fixture, asyncdump_ok, dump_json};
 fn titles(text: &str) -> Vec<&str> {
     (text.split("\n\n").skip(1))
         .filter_map(|s| s.lines().next())
-        .filter(|l| !l.is_empty())
+        .filter(|l| l.starts_with("task ") || l.starts_with("tokio task "))
         .collect()
 }
 

@@ -473,13 +473,26 @@ pub fn site(fixture: &str, needle: &str, at: &str) -> String {
     format!("{rel}:{}:{col}", n + 1)
 }
 
-/// The lines of the dump section whose first line starts with `header_prefix` (up to the blank line).
+/// The lines of the dump section whose first line starts with `header_prefix` (up to the blank line),
+/// but for its verdict line (the verdicts' specs read it).
 pub fn section(text: &str, header_prefix: &str) -> Vec<String> {
     text.lines()
         .skip_while(|l| !l.starts_with(header_prefix))
         .take_while(|l| !l.is_empty())
+        .filter(|l| !is_verdict(l))
         .map(str::to_owned)
         .collect()
+}
+
+/// `text` without its tasks' verdict lines, for specs of what the lines around them say.
+pub fn without_verdicts(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !is_verdict(l)).collect();
+    lines.join("\n") + "\n"
+}
+
+/// Whether `line` is a task's verdict line, under its title.
+pub fn is_verdict(line: &str) -> bool {
+    line.starts_with("  verdict: ")
 }
 
 /// `fixtures/src/bin/FIXTURE.rs:LINE` of the first line containing `needle` (what a decoded frame shows:

@@ -263,6 +263,7 @@ fn json_carries_the_wait_graph_and_what_each_frame_holds() {
 /// as the dump prints it (`tokio task 3`).
 fn tasks_by_root(text: &str) -> std::collections::HashMap<String, String> {
     (text.lines())
+        .filter(|l| l.starts_with("tokio task ") || l.starts_with("task "))
         .filter_map(|l| {
             let (label, rest) = l.split_once(" (channels::")?;
             let root = rest.split(')').next()?;

@@ -118,11 +118,7 @@ impl<'a> Listed<'a> {
         if let Some(&i) = view.agent_id.and_then(|id| self.by_agent.get(&id)) {
             let (t, _) = self.tasks[i];
             view.tokio_id = Some(t.id);
-            view.tokio_task = Some(crate::model::TokioTask {
-                header: t.header,
-                poll_fn: t.poll_fn,
-                runtime: self.runtime_of.get(&t.header).copied().unwrap_or(u32::MAX),
-            });
+            view.tokio_task = Some(self.tokio_task(t));
             view.unchanged_ns = self.unchanged_ns(t);
             if view.state == State::Idle && self.state(t.state) == State::Scheduled {
                 view.state = State::Scheduled;
@@ -146,6 +142,17 @@ impl<'a> Listed<'a> {
             .collect();
         views.sort_unstable_by_key(|v| v.id);
         views
+    }
+
+    /// Where tokio keeps `t`, and the references to it its state word counts beyond its list's
+    /// and its `JoinHandle`'s (see [`other_refs`]).
+    fn tokio_task(&self, t: &RuntimeTask) -> crate::model::TokioTask {
+        crate::model::TokioTask {
+            header: t.header,
+            poll_fn: t.poll_fn,
+            runtime: self.runtime_of.get(&t.header).copied().unwrap_or(u32::MAX),
+            other_refs: other_refs(t.state),
+        }
     }
 
     /// How long `t` has looked as it does, when an earlier listing saw it so.
@@ -191,11 +198,7 @@ impl<'a> Listed<'a> {
             awaits_tasks,
             decoded_delegates: decoded_delegates.into(),
             decode_note: decode_note.map(Arc::from),
-            tokio_task: Some(crate::model::TokioTask {
-                header: t.header,
-                poll_fn: t.poll_fn,
-                runtime: self.runtime_of.get(&t.header).copied().unwrap_or(u32::MAX),
-            }),
+            tokio_task: Some(self.tokio_task(t)),
             ..TaskView::decoded(key, state, root_type)
         };
         if live {
@@ -402,4 +405,37 @@ pub(super) fn path_to(frames: &[FrameNode], key: u64) -> Option<Vec<String>> {
         }
     }
     None
+}
+
+/// tokio's task state word keeps a reference count above its six state bits (`REF_COUNT_SHIFT`),
+/// one of which says the `JoinHandle` is alive (`JOIN_INTEREST`); the same from 1.32 (the oldest
+/// tokio read) through 1.54.
+const REF_SHIFT: u32 = 6;
+const JOIN_INTEREST: u64 = 0b1000;
+
+/// The references `word` counts beyond the task list's (every listed task has it: tokio's
+/// `OwnedTasks` holds one) and its `JoinHandle`'s, while that is alive: its wakers, its
+/// `AbortHandle`s, and a scheduled task's place in a run queue. 0 says no waker of it exists;
+/// `None`, a count too small to be a listed task's (read as it was freed), says nothing.
+pub(crate) fn other_refs(word: u64) -> Option<u64> {
+    let join = u64::from(word & JOIN_INTEREST != 0);
+    (word >> REF_SHIFT).checked_sub(1 + join)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::other_refs;
+
+    #[test]
+    fn references_beyond_the_list_and_the_join_handle_are_wakers_or_abort_handles() {
+        const REF: u64 = 1 << 6;
+        // Idle, its JoinHandle alive, one waker kept by what it waits on.
+        assert_eq!(other_refs((3 * REF) | 0b1000), Some(1));
+        // Idle, its JoinHandle dropped, no waker anywhere: nothing can wake it.
+        assert_eq!(other_refs(REF), Some(0));
+        assert_eq!(other_refs((2 * REF) | 0b1000), Some(0));
+        // Fewer references than a listed task has: a freed task's word, which says nothing.
+        assert_eq!(other_refs(REF | 0b1000), None);
+        assert_eq!(other_refs(0), None);
+    }
 }

@@ -33,6 +33,7 @@ pub fn live(
         let (later, ended) = sample(&mut session, &dump, (samples, interval), o.attach.all);
         progress::mark(&mut dump, &later, samples, ended);
     }
+    dump.judge();
     show(dump, o, out)
 }
 
@@ -65,6 +66,12 @@ pub fn from_file(path: &Path, o: &DumpOptions, out: &mut dyn Write) -> Result<()
         file::Opened::Snapshot(dump) => *dump,
         file::Opened::Recording(mut replay) => replay.seek(usize::MAX),
     };
+    // A document keeps the verdicts it was written with: what they rest on (tokio's reference
+    // counts) is not in it. One written before there were verdicts gets them from what it has.
+    let mut dump = dump;
+    if dump.tasks.iter().all(|t| t.verdict.is_none()) {
+        dump.judge();
+    }
     show(dump, o, out)
 }
 
@@ -76,7 +83,8 @@ pub fn from_core(path: &Path, o: &DumpOptions, out: &mut dyn Write) -> Result<()
         cache: !o.attach.no_cache,
         reading: o.reading(),
     };
-    let dump = asyncdump::session::core::dump(path, &options)?;
+    let mut dump = asyncdump::session::core::dump(path, &options)?;
+    dump.judge();
     show(dump, o, out)
 }
 

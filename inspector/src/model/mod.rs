@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub mod causes;
 pub mod diff;
 mod groups;
 pub mod progress;
@@ -20,6 +21,7 @@ pub mod stats;
 mod summary;
 pub mod threads;
 pub mod values;
+pub mod verdicts;
 pub mod waits;
 pub use groups::{Group, coalesce};
 pub use stats::{AgeBucket, Count, Stats, Stuck, stats};
@@ -72,6 +74,9 @@ pub struct Dump {
     /// Runtimes none of whose workers can poll, with tasks waiting for one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub starved: Vec<threads::Starved>,
+    /// What holds the waiting tasks up in the end, worst first (see [`causes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<causes::Cause>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,
@@ -233,6 +238,9 @@ pub struct TaskView {
     /// With `--samples`: whether a later sample saw it make progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<progress::Progress>,
+    /// Why it waits, for a waiting task, and the evidence (see [`verdicts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<verdicts::Verdict>,
     pub state: State,
     /// OS thread running the task, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,6 +308,10 @@ pub struct TokioTask {
     pub poll_fn: u64,
     /// The runtime it is in: its place in [`Dump::runtimes`].
     pub runtime: u32,
+    /// References to it that tokio counts beyond its list's and its `JoinHandle`'s: its wakers,
+    /// its `AbortHandle`s, and a scheduled task's place in a queue. 0: no waker of it exists;
+    /// `None` where the word could not say.
+    pub other_refs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -725,6 +737,13 @@ impl Dump {
         }
     }
 
+    /// Gives every waiting task its verdict and the dump its root causes (see [`verdicts`] and
+    /// [`causes`]): after the wait graph, the threads and any samples are read.
+    pub fn judge(&mut self) {
+        verdicts::judge(self);
+        self.causes = causes::of(self);
+    }
+
     /// Drops the task index after the tasks were reordered: built again on first use.
     pub fn reindex(&mut self) {
         self.index = Default::default();
@@ -800,6 +819,7 @@ impl TaskView {
             stream: None,
             serves: Vec::new(),
             progress: None,
+            verdict: None,
             state,
             thread: None,
             state_age_ns: None,

@@ -152,6 +152,23 @@ pub struct Starved {
     pub since: Option<StarvedSince>,
 }
 
+impl Starved {
+    /// Whether `task` is one of this runtime's.
+    pub fn holds(&self, dump: &super::Dump, task: &super::TaskView) -> bool {
+        runs_on(dump, task, self.runtime)
+    }
+}
+
+/// Whether `task` runs on `runtime` (a `current_thread` one's index), or on any multi-thread
+/// runtime where `runtime` is none.
+pub fn runs_on(dump: &super::Dump, task: &super::TaskView, runtime: Option<u32>) -> bool {
+    let flavor = |r: u32| (dump.runtimes.get(r as usize)).and_then(|r| r.flavor.as_deref());
+    task.tokio_task.is_some_and(|k| match runtime {
+        Some(r) => k.runtime == r,
+        None => flavor(k.runtime) == Some("multi_thread"),
+    })
+}
+
 /// A lower bound of how long a runtime has been starved: the longest of what its tasks tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StarvedSince {

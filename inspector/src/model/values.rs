@@ -397,6 +397,17 @@ pub struct Check {
 }
 
 impl Value {
+    /// The instant a deadline holds: itself, or (an interval's) the one it leads to through its
+    /// pointers and fields.
+    pub fn instant(&self) -> Option<&Value> {
+        match self {
+            Value::Instant { .. } => Some(self),
+            Value::Pointer { to, .. } => to.instant(),
+            Value::Struct { fields, .. } => fields.iter().find_map(|f| f.value.instant()),
+            _ => None,
+        }
+    }
+
     /// Text read whole (its stated length is its own).
     pub fn text(t: impl Into<String>) -> Value {
         let text = t.into();

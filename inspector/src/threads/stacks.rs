@@ -271,6 +271,7 @@ mod tests {
             header: 0x1000,
             poll_fn: 0x2000,
             runtime: 0,
+            other_refs: Some(1),
         });
         let polled = dump.tasks[0].id;
         dump.tasks[0].state = State::Running;

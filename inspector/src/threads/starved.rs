@@ -10,7 +10,9 @@
 use std::cell::Cell;
 
 use super::blocking;
-use crate::model::threads::{Doing, Starved, StarvedBy, StarvedSince, ThreadRole, ThreadView};
+use crate::model::threads::{
+    Doing, Starved, StarvedBy, StarvedSince, ThreadRole, ThreadView, runs_on,
+};
 use crate::model::values::{Value, WaitKind};
 use crate::model::{Dump, State, TaskView, any_frame};
 
@@ -80,15 +82,6 @@ pub fn time(dump: &mut Dump) {
 
 fn flavor(dump: &Dump, runtime: u32) -> Option<&str> {
     (dump.runtimes.get(runtime as usize)).and_then(|r| r.flavor.as_deref())
-}
-
-/// Whether `task` runs on `runtime` (a `current_thread` one's index), or on any multi-thread
-/// runtime where `runtime` is none.
-fn runs_on(dump: &Dump, task: &TaskView, runtime: Option<u32>) -> bool {
-    task.tokio_task.is_some_and(|k| match runtime {
-        Some(r) => k.runtime == r,
-        None => flavor(dump, k.runtime) == Some("multi_thread"),
-    })
 }
 
 fn ready(dump: &Dump, runtime: Option<u32>) -> usize {
@@ -172,6 +165,7 @@ mod tests {
                 header: 0x1000 * t.id,
                 poll_fn: 0x2000,
                 runtime: 0,
+                other_refs: Some(1),
             });
         }
         dump.threads = vec![blocked_worker(7, dump.tasks[0].id)];

@@ -10,6 +10,7 @@ pub mod stats;
 pub mod text;
 mod threads;
 pub mod values;
+mod verdicts;
 
 /// How text is written.
 #[derive(Debug, Clone, Copy, Default)]

@@ -14,8 +14,13 @@ use crate::model::{
 /// The header, then each count, biggest first.
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, st: &Stats) {
     super::text::header(out, dump, true);
-    let polled: Vec<u64> = dump.threads.iter().filter_map(|t| t.polling).collect();
-    let labels = super::labels::labels_for(dump, &polled);
+    let mut named: Vec<u64> = dump.threads.iter().filter_map(|t| t.polling).collect();
+    for c in &dump.causes {
+        named.extend(c.end);
+        named.extend(c.what.mentions());
+    }
+    let labels = super::labels::labels_for(dump, &named);
+    super::verdicts::causes(out, dump, &labels, usize::MAX);
     super::threads::starved(out, dump, &labels, super::Style::default());
     let tasks = |n: usize| if n == 1 { "task" } else { "tasks" };
     stuck(out, &st.stuck);
@@ -109,6 +114,8 @@ struct Document<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     census: &'a Option<CensusView>,
     decoding: &'a DecodingInfo,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    causes: &'a [crate::model::causes::Cause],
     stats: &'a Stats,
 }
 
@@ -122,6 +129,7 @@ pub fn json(dump: &Dump, st: &Stats) -> String {
         runtimes: &dump.runtimes,
         census: &dump.census,
         decoding: &dump.decoding,
+        causes: &dump.causes,
         stats: st,
     };
     // The model always serialises.

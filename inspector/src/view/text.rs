@@ -29,8 +29,16 @@ pub fn write_task<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, sty
     ids.extend(t.decoded_delegates.iter().filter_map(|d| d.sender_held_by));
     ids.extend(t.stream.as_ref().and_then(|s| s.connection_task));
     ids.extend(t.serves.iter().map(|s| s.task));
+    ids.extend(t.verdict.iter().flat_map(|v| v.mentions()));
     mentioned(&t.frames, &t.awaits_tasks, &mut ids);
-    task(out, t, &labels_for(dump, &ids), style, &mut String::new());
+    task(
+        out,
+        dump,
+        t,
+        &labels_for(dump, &ids),
+        style,
+        &mut String::new(),
+    );
     if t.state == State::Running {
         super::threads::task_thread(out, dump, t, style);
     }
@@ -114,6 +122,7 @@ pub fn render(dump: &Dump, groups: Option<&[Group]>, style: Style) -> String {
 pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group]>, style: Style) {
     header(out, dump, style.detail);
     let labels = labels_of(dump);
+    super::verdicts::causes(out, dump, &labels, super::verdicts::CAUSES_SHOWN);
     super::threads::starved(out, dump, &labels, style);
     super::deadlocks::write(out, dump, &labels);
     // Each section is written into a buffer, then passed on whole: one write of a few hundred bytes
@@ -135,7 +144,7 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
         }
         None => {
             for t in &dump.tasks {
-                task(&mut section, t, &labels, style, &mut scratch);
+                task(&mut section, dump, t, &labels, style, &mut scratch);
                 if t.state == State::Running {
                     super::threads::task_thread(&mut section, dump, t, style);
                 }
@@ -422,12 +431,14 @@ fn age_word(s: State) -> &'static str {
 /// `scratch` is a buffer for the lines of its frames, shared by every task of a dump.
 fn task<W: Write + ?Sized>(
     out: &mut W,
+    dump: &Dump,
     t: &TaskView,
     labels: &Labels<'_>,
     style: Style,
     scratch: &mut String,
 ) {
     title(out, t, labels);
+    super::verdicts::line(out, dump, t, labels);
     let root = Root {
         ty: &t.root_type,
         defined_at: t.spawned_at.is_none().then(|| defined_at(t)).flatten(),

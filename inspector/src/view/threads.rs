@@ -140,7 +140,7 @@ fn blocked_line<W: Write + ?Sized>(out: &mut W, t: &ThreadView, style: Style) {
     }
 }
 
-fn blocking<W: Write + ?Sized>(out: &mut W, on: &Blocking) {
+pub(crate) fn blocking<W: Write + ?Sized>(out: &mut W, on: &Blocking) {
     let _ = match on {
         Blocking::Lock {
             kind,

@@ -54,9 +54,7 @@ pub fn wait_text(w: &WaitOn) -> Option<String> {
 pub fn wait_into(out: &mut String, w: &WaitOn) -> bool {
     let start = out.len();
     let said = match &w.kind {
-        WaitKind::Sleep => w
-            .part("deadline")
-            .and_then(|d| deadline(out, instant_in(d)?)),
+        WaitKind::Sleep => w.part("deadline").and_then(|d| deadline(out, d.instant()?)),
         WaitKind::Permits { lock } => permits(out, lock, w),
         WaitKind::Io { write } => io(out, *write, w),
         WaitKind::Receive => receive(out, w),
@@ -231,17 +229,6 @@ fn endpoint(v: &Value) -> String {
         Value::Str { text, .. } if text.is_empty() => "(unnamed)".into(),
         Value::Str { text, .. } => bounded(format!("{text:?}")),
         _ => "?".into(),
-    }
-}
-
-/// The instant a deadline part holds: itself, or (an interval's) the one it leads to through its
-/// pointers and fields.
-fn instant_in(v: &Value) -> Option<&Value> {
-    match v {
-        Value::Instant { .. } => Some(v),
-        Value::Pointer { to, .. } => instant_in(to),
-        Value::Struct { fields, .. } => fields.iter().find_map(|f| instant_in(&f.value)),
-        _ => None,
     }
 }
 
