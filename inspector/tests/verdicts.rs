@@ -296,3 +296,57 @@ fn tasks_ready_in_a_runtime_whose_workers_are_all_blocked_are_woken_not_polled()
         "{at:?} not in {places:?}"
     );
 }
+
+#[test]
+fn group_waker_lists_the_tasks_by_who_keeps_their_waker_nobody_first() {
+    let fx = Fixture::start("verdicts", &[]);
+    let doc = settled(&fx, &[]);
+    let text = asyncdump_ok(&["dump", &fx.pid.to_string(), "--group", "waker"]);
+    let groups: Vec<&str> = (text.split("\n\n"))
+        .filter(|g| g.starts_with("kept by "))
+        .collect();
+    let nobody = groups[0];
+    assert!(
+        nobody.starts_with("kept by nobody, nothing can wake them: 2 tasks\n"),
+        "{text}"
+    );
+    assert!(
+        nobody.contains("(verdicts::forgetful) · awaiting verdicts::Forgets"),
+        "{nobody}"
+    );
+    // Its notification went to another waker: in the Notify's list, and still nobody's.
+    assert!(
+        nobody.contains("(verdicts::deaf) · awaiting tokio::sync::notify::Notified"),
+        "{nobody}"
+    );
+    let cart = (groups.iter())
+        .find(|g| g.lines().count() == 4 && g.contains("(verdicts::place_order)"))
+        .unwrap_or_else(|| panic!("the three orders in one group:\n{text}"));
+    assert!(cart.starts_with("kept by Mutex @ 0x"), "{cart}");
+    assert!(
+        groups
+            .iter()
+            .any(|g| g.starts_with("kept by tokio's timer: 1 task\n"))
+    );
+    assert!(
+        groups
+            .iter()
+            .any(|g| g.starts_with("kept by tokio's I/O driver, fd "))
+    );
+    // JSON has the groups with the dump.
+    let doc2 = dump_json(fx.pid, &["--group", "waker"]);
+    let first = &doc2["waker_groups"][0];
+    assert_eq!(first["kept_by"]["kind"], "nobody", "{first}");
+    let mut ids: Vec<u64> = (first["tasks"].as_array().unwrap().iter())
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let mut expect = vec![
+        id_of(&doc, "verdicts::forgetful"),
+        id_of(&doc, "verdicts::deaf"),
+    ];
+    expect.sort_unstable();
+    assert_eq!(ids, expect);
+    // Without `--group`, no groups.
+    assert!(doc.get("waker_groups").is_none());
+}

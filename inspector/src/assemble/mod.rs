@@ -186,6 +186,7 @@ impl Dump {
             threads: Vec::new(),
             starved: Vec::new(),
             causes: Vec::new(),
+            waker_groups: Vec::new(),
             register_bytes: Vec::new(),
             decoding,
             tasks,

@@ -216,6 +216,11 @@ pub struct DumpOptions {
     /// Group identical chains and print each group once with its count.
     #[arg(long)]
     pub coalesce: bool,
+    /// List the waiting tasks by who keeps their waker (what they wait on, the task whose
+    /// JoinHandle they await, somewhere unnamed), those whose waker nobody keeps first: nothing
+    /// can wake them.
+    #[arg(long, value_enum, value_name = "BY", conflicts_with_all = ["coalesce", "stats", "svg"])]
+    pub group: Option<GroupBy>,
     /// Print the overview instead of every task: the suspended tasks counted by what they wait on,
     /// by root future, by the await in the program's own code, and by how long they have waited.
     #[arg(long, conflicts_with_all = ["coalesce", "svg"])]
@@ -315,6 +320,13 @@ pub enum Format {
     Text,
     Json,
     Folded,
+}
+
+/// What `--group` lists the tasks by.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    /// Who keeps each task's waker.
+    Waker,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]

@@ -10,7 +10,7 @@ use asyncdump::model::{Dump, Filter, coalesce, progress};
 use asyncdump::session::{Session, SessionOptions};
 use asyncdump::{Error, file, view};
 
-use super::args::{DumpOptions, Format};
+use super::args::{DumpOptions, Format, GroupBy};
 use super::written;
 
 /// Writes the dump of `target` to `out` as it renders; with `samples` above one, the first of
@@ -111,6 +111,14 @@ fn show(dump: Dump, o: &DumpOptions, out: &mut dyn Write) -> Result<(), Error> {
     if o.format == Format::Folded {
         view::folded::write(out, &dump, o.weight.into(), style);
         return Ok(());
+    }
+    let mut dump = dump;
+    if o.group == Some(GroupBy::Waker) {
+        dump.waker_groups = asyncdump::model::wakers::groups(&dump);
+        if !(o.json || o.format == Format::Json || o.output.is_some()) {
+            view::text::write_waker_groups(out, &dump);
+            return Ok(());
+        }
     }
     let groups = o.coalesce.then(|| coalesce(&dump.tasks));
     let to_file = o.output.as_deref().filter(|p| *p != Path::new("-"));

@@ -23,6 +23,7 @@ pub mod threads;
 pub mod values;
 pub mod verdicts;
 pub mod waits;
+pub mod wakers;
 pub use groups::{Group, coalesce};
 pub use stats::{AgeBucket, Count, Stats, Stuck, stats};
 pub use summary::{Summary, derived_name, summary};
@@ -77,6 +78,9 @@ pub struct Dump {
     /// What holds the waiting tasks up in the end, worst first (see [`causes`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<causes::Cause>,
+    /// With `--group waker`: the waiting tasks by who keeps their waker (see [`wakers`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waker_groups: Vec<wakers::WakerGroup>,
     /// Whether chains were also decoded from the binary's DWARF, and if not, why.
     pub decoding: DecodingInfo,
     pub tasks: Vec<TaskView>,

@@ -604,7 +604,7 @@ pub fn ready(w: &WaitOn) -> Option<Ready> {
 /// The evidence that no waker of idle task `t` exists, if any says so: the agent's count of its
 /// waker's clones for a task it runs, tokio's reference count for one it does not, a `oneshot`
 /// receiver that registered none.
-fn no_waker(t: &TaskView) -> Option<NoWaker> {
+pub(crate) fn no_waker(t: &TaskView) -> Option<NoWaker> {
     if let Some(d) = t.decoded_delegates.iter().find(|d| !d.registered) {
         return Some(NoWaker::Unregistered {
             leaf: d.leaf.clone(),

@@ -162,6 +162,15 @@ pub fn write<W: Write + ?Sized>(out: &mut W, dump: &Dump, groups: Option<&[Group
     }
 }
 
+/// `dump --group waker`: the header, the root causes, then the waiting tasks by who keeps their
+/// waker.
+pub fn write_waker_groups<W: Write + ?Sized>(out: &mut W, dump: &Dump) {
+    header(out, dump, false);
+    let labels = labels_of(dump);
+    super::verdicts::causes(out, dump, &labels, super::verdicts::CAUSES_SHOWN);
+    super::verdicts::waker_groups(out, dump, &labels);
+}
+
 /// The dump's header: the process, the counts, the runtimes, where chains were read from; with
 /// `detail`, what the census skipped.
 pub(crate) fn header<W: Write + ?Sized>(out: &mut W, d: &Dump, detail: bool) {

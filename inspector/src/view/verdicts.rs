@@ -7,6 +7,7 @@ use std::fmt::Write;
 use crate::model::causes::Cause;
 use crate::model::threads::Doing;
 use crate::model::verdicts::{End, NoWaker, Outside, Ready, UnknownWhy, Verdict};
+use crate::model::wakers::Keeper;
 use crate::model::{Dump, Loc, TaskView};
 use crate::view::labels::Labels;
 use crate::view::{Dur, no_breaks};
@@ -457,4 +458,52 @@ fn look_at(out: &mut String, at: &[Loc]) {
 
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// The waiting tasks by who keeps their waker, a group each: its keeper and count, then a line a
+/// task (its label, and what it awaits).
+pub(crate) fn waker_groups<W: Write + ?Sized>(out: &mut W, dump: &Dump, labels: &Labels) {
+    let mut text = String::new();
+    for g in &dump.waker_groups {
+        let n = g.tasks.len();
+        let _ = match &g.kept_by {
+            Keeper::Nobody => write!(text, "kept by nobody, nothing can wake them"),
+            Keeper::Waited { what } => write!(text, "kept by {}", no_breaks(what)),
+            Keeper::Joined { task } => {
+                text.push_str("kept by the JoinHandle slot of ");
+                named(&mut text, dump, *task, labels);
+                Ok(())
+            }
+            Keeper::Oneshot { leaf } => write!(
+                text,
+                "kept by the oneshot channels they receive from ({})",
+                crate::names::short(&no_breaks(leaf))
+            ),
+            Keeper::Elsewhere { refs: Some(r) } => write!(
+                text,
+                "kept where the dump does not name ({r} reference{} counted)",
+                plural(*r)
+            ),
+            Keeper::Elsewhere { refs: None } => write!(text, "kept where the dump does not say"),
+        };
+        let _ = writeln!(text, ": {n} task{}", if n == 1 { "" } else { "s" });
+        for &id in &g.tasks {
+            text.push_str("  ");
+            named(&mut text, dump, id, labels);
+            if let Some(leaf) = dump
+                .task(id)
+                .and_then(|t| crate::model::leaf_frame(&t.frames))
+            {
+                let name = leaf.meta.awaits_type.as_deref().unwrap_or(&leaf.meta.name);
+                let _ = write!(
+                    text,
+                    " · awaiting {}",
+                    crate::names::short(&no_breaks(name))
+                );
+            }
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    let _ = out.write_str(&text);
 }
