@@ -517,3 +517,48 @@ fn watch_lists_the_futures_threads_block_on_with_their_chains() {
     );
     tmux.keys("q");
 }
+
+#[test]
+fn watch_says_why_each_task_waits_and_marks_what_changed_since_the_last_screen() {
+    let fx = Fixture::start("verdicts", &[]);
+    let bin = env!("CARGO_BIN_EXE_asyncdump");
+    let tmux = Tmux::sized(&format!("{bin} watch {}", fx.pid), 200, 50);
+    tmux.until("the first update", |s| s.contains(" · connected · "));
+    tmux.text("/deaf");
+    tmux.keys("Enter");
+    tmux.until("the lost wake-up under the task's title", |s| {
+        s.contains("(verdicts::deaf) · idle")
+            && s.contains("  verdict: lost wake-up: it was notified")
+    });
+    tmux.keys("q");
+    // Two tasks tick every 100 ms, ten short ones start each second: marked as they come and go.
+    let fx = Fixture::start(
+        "mass",
+        &["--tasks", "3", "--changing", "2", "--churn", "10"],
+    );
+    let tmux = Tmux::sized(&format!("{bin} watch {}", fx.pid), 200, 50);
+    let screen = tmux.until_within(Duration::from_secs(15), "ticks and new tasks marked", |s| {
+        let rows = |mark: char| {
+            (s.lines())
+                .filter(|l| {
+                    l.contains(&format!(" {mark}idle ")) || l.contains(&format!(" {mark}STUCK"))
+                })
+                .count()
+        };
+        rows('↻') + rows('→') >= 1 && s.contains(" new →") && s.contains(" gone")
+    });
+    let tick = (screen.lines())
+        .find(|l| l.contains("↻") || l.contains("→idle"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        tick.contains("tick"),
+        "a ticking task is the one that ran: {tick}\n{screen}"
+    );
+    // Its detail pane keeps the awaits it was seen at.
+    tmux.text("/tick");
+    tmux.keys("Enter");
+    tmux.until("the ticking task's timeline", |s| {
+        s.contains("seen at, in this view (process uptime, oldest first):")
+    });
+    tmux.keys("q");
+}

@@ -101,18 +101,23 @@ pub fn diff(a: &Dump, b: &Dump) -> Diff {
 }
 
 fn entry(t: &TaskView) -> Entry {
-    let s = summary(&t.frames);
-    let own = s.as_ref().and_then(|s| s.own);
     Entry {
         id: t.id,
         name: t.name.clone(),
         derived_name: t.derived_name.clone(),
         state: t.state,
-        at: Place {
-            own: own.map(|f| Arc::from(f.meta.name.as_str())),
-            own_at: own.and_then(|f| f.meta.at().cloned()),
-            leaf: s.map(|s| Arc::from(s.leaf.meta.name.as_str())),
-        },
+        at: place(t),
+    }
+}
+
+/// Where `t` waits (see [`Place`]).
+pub fn place(t: &TaskView) -> Place {
+    let s = summary(&t.frames);
+    let own = s.as_ref().and_then(|s| s.own);
+    Place {
+        own: own.map(|f| Arc::from(f.meta.name.as_str())),
+        own_at: own.and_then(|f| f.meta.at().cloned()),
+        leaf: s.map(|s| Arc::from(s.leaf.meta.name.as_str())),
     }
 }
 

@@ -11,6 +11,7 @@
 //! signal end the process as it would have.
 
 pub mod feed;
+pub mod history;
 pub mod input;
 pub mod state;
 pub mod view;

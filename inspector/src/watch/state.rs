@@ -155,6 +155,8 @@ pub struct App {
     pub updates: u64,
     pub last_update: Option<Instant>,
     pub started: Instant,
+    /// What changed since the last screen, and each task's timeline.
+    pub history: super::history::History,
 }
 
 impl App {
@@ -187,6 +189,7 @@ impl App {
             updates: 0,
             last_update: None,
             started: now,
+            history: Default::default(),
         }
     }
 
@@ -240,14 +243,17 @@ impl App {
 
     /// A new snapshot arrived. Returns the dumps no longer needed, for the caller to drop where it
     /// costs the screen nothing (freeing 100,000 tasks takes milliseconds).
-    pub fn update(&mut self, dump: Dump, now: Instant) -> Vec<Arc<Dump>> {
+    pub fn update(&mut self, mut dump: Dump, now: Instant) -> Vec<Arc<Dump>> {
+        // A live update has no verdicts yet; a document, or a recording's state, may.
+        if dump.tasks.iter().all(|t| t.verdict.is_none()) {
+            dump.judge();
+        }
         self.link = Link::Connected;
         self.updates += 1;
         self.last_update = Some(now);
         let mut retired: Vec<Arc<Dump>> = self.newest.replace(Arc::new(dump)).into_iter().collect();
         if !self.paused {
-            retired.extend(self.shown.take());
-            self.show_newest();
+            retired.extend(self.show_newest());
         }
         retired
     }
@@ -397,10 +403,15 @@ impl App {
         }
     }
 
-    fn show_newest(&mut self) {
-        self.shown = self.newest.clone();
+    /// Shows the newest update; the one shown before, if any.
+    fn show_newest(&mut self) -> Option<Arc<Dump>> {
+        if let Some(newest) = self.newest.as_deref() {
+            self.history.update(self.shown.as_deref(), newest);
+        }
+        let before = std::mem::replace(&mut self.shown, self.newest.clone());
         self.note_attention();
         self.reorder();
+        before
     }
 
     /// Searches and sorts the shown tasks again, keeping the selection on its task if it is still there.

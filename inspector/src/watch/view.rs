@@ -111,7 +111,7 @@ fn columns(width: u16, requests: bool, sites: bool) -> Vec<(Column, u16)> {
         120.. => out.push((Column::Request, 20)),
         _ => {}
     }
-    out.extend([(Column::State, 15), (Column::Age, 9)]);
+    out.extend([(Column::State, 16), (Column::Age, 9)]);
     if width >= 90 {
         out.push((Column::Polls, 7));
     }
@@ -216,12 +216,15 @@ fn row<'a>(app: &App, t: &'a TaskView, columns: &[(Column, u16)]) -> Row<'a> {
                 let room = usize::from(width).saturating_sub(method.chars().count());
                 format!("{method}{}", tail(r.target.as_deref().unwrap_or(""), room))
             }),
-            // In words, so that it reads without colour.
-            Column::State => match attention {
-                Attention::Deadlock => "DEADLOCK".to_owned(),
-                Attention::Stuck => format!("STUCK {}", state_word(t.state)),
-                Attention::None => state_word(t.state).to_owned(),
-            },
+            // In words, so that it reads without colour; what changed since the last screen first.
+            Column::State => {
+                let mark = app.history.change(t.id).map_or(' ', |c| c.mark());
+                match attention {
+                    Attention::Deadlock => format!("{mark}DEADLOCK"),
+                    Attention::Stuck => format!("{mark}STUCK {}", state_word(t.state)),
+                    Attention::None => format!("{mark}{}", state_word(t.state)),
+                }
+            }
             Column::Age => match t.waiting_ns() {
                 Some((ns, false)) => duration(ns),
                 Some((ns, true)) => format!("≥{}", duration(ns)),
@@ -304,6 +307,7 @@ fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
         (Some(d), Some(t)) => {
             let mut s = attention_line(app, d, t);
             text::write_task(&mut s, d, t, text::Style::default());
+            timeline(&mut s, app.history.timeline(t.id));
             s
         }
         (Some(_), None) => "no task".to_owned(),
@@ -313,6 +317,32 @@ fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
         Paragraph::new(Text::raw(printable_owned(body))).wrap(Wrap { trim: false }),
         area,
     );
+}
+
+/// The awaits the selected task was seen at in this view, oldest first, after its section:
+/// `  at 3.25s idle in app::handler at src/main.rs:40, awaiting tokio::time::sleep::Sleep`.
+fn timeline(out: &mut String, seen: &[super::history::Seen]) {
+    if seen.is_empty() {
+        return;
+    }
+    out.push_str("\nseen at, in this view (process uptime, oldest first):\n");
+    for s in seen {
+        out.push_str(&format!(
+            "  at {} {}",
+            Dur(s.uptime_ns),
+            state_word(s.state)
+        ));
+        if let Some(own) = &s.at.own {
+            out.push_str(&format!(" in {own}"));
+        }
+        if let Some(at) = &s.at.own_at {
+            out.push_str(&format!(" at {}:{}", short_path(&at.file), at.line));
+        }
+        if let Some(leaf) = &s.at.leaf {
+            out.push_str(&format!(", awaiting {}", crate::names::short(leaf)));
+        }
+        out.push('\n');
+    }
 }
 
 /// Why the selected task wants attention, if it does, as the detail pane's first line.
@@ -383,6 +413,11 @@ fn status_line(app: &App, now: Instant) -> Line<'static> {
             "{stuck} STUCK over {}",
             Dur(app.stuck_after.as_nanos() as u64)
         ));
+    }
+    // What changed since the last screen, as the state column marks it.
+    let (new, moved, ran, gone) = app.history.counts();
+    if new + moved + ran + gone > 0 {
+        parts.push(format!("+{new} new →{moved} moved ↻{ran} ran, {gone} gone"));
     }
     if let Some(d) = app.dump() {
         let s = &d.snapshot;
@@ -577,6 +612,23 @@ mod tests {
         let mut app = app();
         app.key(Key::Coalesce);
         insta::assert_snapshot!(screen(&app, 100, 24));
+    }
+
+    #[test]
+    fn what_changed_since_the_last_screen_is_marked_and_the_detail_has_the_timeline() {
+        use crate::watch::history::tests::{dump, task};
+        let mut app = App::new(Instant::now());
+        let now = app.started;
+        let second = 1_000_000_000;
+        app.update(
+            dump(second, vec![task(1, 10, "Sleep"), task(2, 10, "Sleep")]),
+            now,
+        );
+        app.update(
+            dump(3 * second, vec![task(1, 12, "Acquire"), task(3, 5, "Recv")]),
+            now,
+        );
+        insta::assert_snapshot!(screen(&app, 110, 24));
     }
 
     #[test]
