@@ -223,7 +223,14 @@ fn the_text_says_each_verdict_under_its_title_and_the_root_causes_first() {
 
 #[test]
 fn tasks_in_a_wait_cycle_are_deadlocked_and_the_cycle_is_the_first_cause() {
-    let fx = Fixture::start("lock_cycle", &[]);
+    // Without the agent, a cycle of locks; through it, of JoinHandles.
+    for fixture in ["lock_cycle", "deadlock"] {
+        let fx = Fixture::start(fixture, &[]);
+        assert_deadlocked(&fx);
+    }
+}
+
+fn assert_deadlocked(fx: &Fixture) {
     let mut doc = Value::Null;
     for _ in 0..50 {
         doc = dump_json(fx.pid, &[]);
@@ -248,8 +255,16 @@ fn tasks_in_a_wait_cycle_are_deadlocked_and_the_cycle_is_the_first_cause() {
 
 #[test]
 fn tasks_ready_in_a_runtime_whose_workers_are_all_blocked_are_woken_not_polled() {
-    let fx = Fixture::start("blocked_workers", &[]);
+    for args in [&[][..], &["--agent"][..]] {
+        let fx = Fixture::start("blocked_workers", args);
+        assert_woken_not_polled(&fx, !args.is_empty());
+    }
+}
+
+fn assert_woken_not_polled(fx: &Fixture, agent: bool) {
     let text = crate::support::dump_until(fx.pid, &[], |t| t.contains("STARVED"));
+    let by_agent = text.lines().next().unwrap().contains(" · agent ");
+    assert_eq!(by_agent, agent, "{text}");
     assert!(text.contains("ROOT CAUSES"), "{text}");
     let doc = dump_json(fx.pid, &[]);
     let scheduled: Vec<&Value> = (tasks_of(&doc).into_iter())
