@@ -284,7 +284,7 @@ fn assert_woken_not_polled(fx: &Fixture, agent: bool) {
     let starved: Vec<&Value> = causes.iter().filter(|c| c["starved"].is_u64()).collect();
     assert_eq!(starved.len(), 2, "{causes:#?}");
     assert_eq!(causes[0]["kind"], "woken_not_polled");
-    // The multi-thread runtime's four workers are held at four places, three named; the
+    // Each worker is named where it is held: the multi-thread runtime's four at four places, the
     // current-thread one's at one.
     let src = std::fs::read_to_string(
         crate::support::workspace().join("fixtures/src/bin/blocked_workers.rs"),
@@ -305,11 +305,10 @@ fn assert_woken_not_polled(fx: &Fixture, agent: bool) {
         .flat_map(|c| c["look_at"].as_array().unwrap())
         .map(|l| l["line"].as_u64().unwrap())
         .collect();
-    assert_eq!(at.len(), 4, "{causes:#?}");
-    assert!(
-        at.iter().all(|l| places.contains(l)),
-        "{at:?} not in {places:?}"
-    );
+    let (mut at, mut places) = (at, places);
+    at.sort_unstable();
+    places.sort_unstable();
+    assert_eq!(at, places, "{causes:#?}");
 }
 
 #[test]

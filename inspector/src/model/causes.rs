@@ -14,6 +14,8 @@ use super::{Dump, FastMap, Loc, THREAD, TaskView, summary};
 
 /// The most code locations a cause names.
 pub const MAX_LOOK_AT: usize = 3;
+/// The most a starved runtime's cause names: each of its workers is held somewhere.
+pub const MAX_STARVED_AT: usize = 8;
 
 /// One root cause: the tasks it holds up, and what it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +26,10 @@ pub struct Cause {
     /// The task (or, keyed with [`THREAD`], thread) at the end, where there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<u64>,
+    /// The names (given, or from their chains) of the tasks it names, the end and a cycle's: a
+    /// dump filtered to waiting tasks leaves a running one out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<TaskName>,
     /// Every task held up by it, ascending: those blocked behind the end, and the end itself.
     pub tasks: Vec<u64>,
     /// What it is: the end's own verdict, or the group's.
@@ -38,6 +44,13 @@ pub struct Cause {
     pub starved: Option<usize>,
     /// It is wrong, or holds other tasks up: ranked before what only waits on the world outside.
     pub severe: bool,
+}
+
+/// A task a cause names, and its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskName {
+    pub id: u64,
+    pub name: std::sync::Arc<str>,
 }
 
 /// What groups tasks into one cause.
@@ -192,6 +205,7 @@ fn cause(dump: &Dump, key: Key, tasks: &[&TaskView]) -> Cause {
                 woken_ago_ns: None,
                 at_least: false,
                 starved: true,
+                others_queued: 0,
             };
             (None, what, starved_at(dump, *i))
         }
@@ -206,9 +220,21 @@ fn cause(dump: &Dump, key: Key, tasks: &[&TaskView]) -> Cause {
         Verdict::WokenNotPolled { starved, .. } => *starved || matches!(key, Key::Behind(_)),
         _ => true,
     };
+    let mut mentioned: Vec<u64> = end.into_iter().collect();
+    if let Verdict::Deadlocked { cycle } = &what {
+        mentioned.extend(cycle);
+    }
+    let names = (mentioned.into_iter())
+        .filter_map(|id| {
+            let t = dump.task(id)?;
+            let name = t.name.clone().or_else(|| t.derived_name.clone())?;
+            Some(TaskName { id, name })
+        })
+        .collect();
     Cause {
         kind: kind(&key, &what).into(),
         end,
+        names,
         tasks: ids,
         what,
         look_at: look,
@@ -280,7 +306,7 @@ fn behind(dump: &Dump, end: u64, tasks: &[&TaskView]) -> (Option<u64>, Verdict, 
 }
 
 /// Where the workers of starved runtime `i` are held: each one's own frame, as many as there are
-/// places, at most [`MAX_LOOK_AT`].
+/// places, at most [`MAX_STARVED_AT`].
 fn starved_at(dump: &Dump, i: usize) -> Vec<Loc> {
     let Some(s) = dump.starved.get(i) else {
         return Vec::new();
@@ -293,7 +319,7 @@ fn starved_at(dump: &Dump, i: usize) -> Vec<Loc> {
             at.push(l);
         }
     }
-    at.truncate(MAX_LOOK_AT);
+    at.truncate(MAX_STARVED_AT);
     at
 }
 

@@ -162,8 +162,19 @@ fn a_scheduled_task_is_woken_not_polled_and_a_starved_runtime_is_named() {
         woken_ago_ns: Some(3 * SECOND),
         at_least: false,
         starved: false,
+        others_queued: 0,
     };
     assert_eq!(verdict(&calm, 1), woken);
+    // Ready where another task of its runtime waits for a worker: not a lost wake-up, not yet.
+    assert!(matches!(
+        verdict(&calm, 2),
+        Verdict::WokenNotPolled {
+            ready: Some(_),
+            starved: false,
+            others_queued: 1,
+            ..
+        }
+    ));
     d.threads = vec![blocked_worker(7, 3)];
     d.starved = vec![crate::model::threads::Starved {
         flavor: "multi_thread".into(),

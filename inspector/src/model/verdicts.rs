@@ -8,7 +8,8 @@
 //! |----------------------|--------------------------------------------------------------------|
 //! | `deadlocked`         | the task is in a wait cycle (through tasks, and threads' locks)    |
 //! | `lost_wake_up`       | idle, and what a leaf waits for is ready ([`Ready`])               |
-//! | `woken_not_polled`   | scheduled; or ready in a runtime none of whose workers is free     |
+//! | `woken_not_polled`   | scheduled; or ready in a runtime with none of its workers free, or |
+//! |                      | with other tasks woken and not polled                              |
 //! | `blocked_behind`     | a wait-graph edge leads on: followed to its [`End`]                |
 //! | `nothing_can_wake`   | idle, and no waker of it exists ([`NoWaker`])                      |
 //! | `outside`            | a sleep, a socket, a listener, a child process, a signal           |
@@ -51,8 +52,9 @@ pub enum Verdict {
     /// Idle, though what it waits for is ready: whoever made it ready did not wake it, or woke
     /// another waker.
     LostWakeUp { ready: Ready },
-    /// Woken (or ready) and not polled: `woken_ago_ns` where known (`at_least`: a lower bound), and
-    /// whether its runtime's workers are all blocked or busy.
+    /// Woken (or ready) and not polled: `woken_ago_ns` where known (`at_least`: a lower bound),
+    /// whether its runtime's workers are all blocked or busy, and how many others of its runtime
+    /// wait for a worker too.
     WokenNotPolled {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ready: Option<Ready>,
@@ -61,6 +63,9 @@ pub enum Verdict {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         at_least: bool,
         starved: bool,
+        /// Other tasks of its runtime woken and not polled either.
+        #[serde(default)]
+        others_queued: usize,
     },
     /// Idle, and no waker of it exists: a future returned `Pending` without keeping one.
     NothingCanWake { by: NoWaker },
@@ -258,6 +263,8 @@ struct Judge<'a> {
     binding: FastMap<u64, Vec<&'a WaitEdge>>,
     /// Those that do not, by waiter: the tasks any of which can end its wait.
     any_of: FastMap<u64, Vec<u64>>,
+    /// How many tasks each runtime (by its place in the dump's) has woken and not polled.
+    queued: FastMap<u32, usize>,
 }
 
 impl<'a> Judge<'a> {
@@ -275,11 +282,18 @@ impl<'a> Judge<'a> {
                 true => any_of.entry(e.from).or_insert_with(Vec::new).push(e.to),
             }
         }
+        let mut queued = FastMap::default();
+        for t in dump.tasks.iter().filter(|t| t.state == State::Scheduled) {
+            if let Some(k) = t.tokio_task {
+                *queued.entry(k.runtime).or_default() += 1;
+            }
+        }
         Judge {
             dump,
             cycle_of,
             binding,
             any_of,
+            queued,
         }
     }
 
@@ -328,8 +342,16 @@ impl<'a> Judge<'a> {
     }
 
     /// Lost wake-up, or woken and not polled: what the task's state and what it waits for say.
+    /// What is ready in a runtime whose workers are not free (starved, or with other tasks woken
+    /// and waiting for one) is only not polled yet: its wake may not have been sent (a timer
+    /// fires when a worker comes to the driver).
     fn woken_or_ready(&self, t: &TaskView) -> Option<Verdict> {
         let starved = self.dump.starved.iter().any(|s| s.holds(self.dump, t));
+        let runtime = t.tokio_task.map(|k| k.runtime);
+        let queued = runtime
+            .and_then(|r| self.queued.get(&r))
+            .copied()
+            .unwrap_or(0);
         if t.state == State::Scheduled {
             let (woken_ago_ns, at_least) = match (t.last_wake_ago_ns, t.unchanged_ns) {
                 (Some(ns), _) => (Some(ns), false),
@@ -340,18 +362,20 @@ impl<'a> Judge<'a> {
                 woken_ago_ns,
                 at_least,
                 starved,
+                others_queued: queued.saturating_sub(1),
             });
         }
         let ready = ready_of(t)?;
         let waited = t.waiting_ns().map(|(ns, _)| ns);
         let recent = !matches!(ready, Ready::DeadlinePassed { .. })
             && waited.is_some_and(|ns| ns < GRACE_NS);
-        if starved {
+        if starved || queued > 0 {
             return Some(Verdict::WokenNotPolled {
                 ready: Some(ready),
                 woken_ago_ns: None,
                 at_least: false,
                 starved,
+                others_queued: queued,
             });
         }
         (!recent).then_some(Verdict::LostWakeUp { ready })

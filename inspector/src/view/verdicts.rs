@@ -219,6 +219,7 @@ fn woken(out: &mut String, v: &Verdict) {
         woken_ago_ns,
         at_least,
         starved,
+        others_queued,
     } = v
     else {
         return;
@@ -242,6 +243,14 @@ fn woken(out: &mut String, v: &Verdict) {
     }
     if *starved {
         out.push_str("; every worker of its runtime is blocked or busy inside a poll");
+    } else if *others_queued > 0 {
+        let n = *others_queued;
+        let _ = write!(
+            out,
+            "; {n} other task{} of its runtime {} woken and not polled either",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "is" } else { "are" }
+        );
     }
 }
 
@@ -383,21 +392,25 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
     match (&*c.kind, &c.what) {
         ("deadlocked", Verdict::Deadlocked { cycle }) => {
             let _ = write!(out, "{} deadlocked: a wait cycle of ", tasks(n));
-            list(out, dump, cycle, labels);
+            for (i, &id) in cycle.iter().enumerate() {
+                out.push_str(if i == 0 { "" } else { ", " });
+                cause_named(out, dump, c, id, labels);
+            }
         }
         ("blocked_behind", what) => {
             let _ = write!(out, "{} blocked behind ", tasks(held));
-            match (c.end, what) {
-                (Some(e), _) if dump.task(e).is_some() => {
-                    named(out, dump, e, labels);
-                    out.push_str(", which ");
-                    doing_into(out, dump, what, labels);
-                }
-                (_, Verdict::BlockedBehind { end, .. }) => {
+            match (what, c.end) {
+                // A thread or a static at the end: what it is, and what it does.
+                (Verdict::BlockedBehind { end, .. }, _) => {
                     end_into(out, dump, end, labels);
                     end_doing(out, dump, end, labels);
                 }
-                (_, v) => doing_into(out, dump, v, labels),
+                (_, Some(e)) => {
+                    cause_named(out, dump, c, e, labels);
+                    out.push_str(", which ");
+                    doing_into(out, dump, what, labels);
+                }
+                (v, None) => doing_into(out, dump, v, labels),
             }
         }
         ("woken_not_polled", _) if c.starved.is_some() => {
@@ -420,6 +433,9 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
         (_, Verdict::Outside { .. }) => {
             let _ = write!(out, "{} waiting on outside: ", tasks(n));
             outside(out, &c.what);
+        }
+        (_, Verdict::WokenNotPolled { .. }) => {
+            let _ = write!(out, "{} woken or ready, not polled", tasks(n));
         }
         (_, Verdict::LostWakeUp { ready: r }) => {
             let _ = write!(out, "{} lost a wake-up: ", tasks(n));
@@ -446,6 +462,18 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
         }
     }
     look_at(out, &c.look_at);
+}
+
+/// A task a cause names: as the dump names it, else by the name the cause kept for it (a running
+/// task a filtered dump leaves out).
+fn cause_named(out: &mut String, dump: &Dump, c: &Cause, id: u64, labels: &Labels) {
+    if dump.task(id).is_some() {
+        return named(out, dump, id, labels);
+    }
+    let _ = labels.of(id).write_to(out);
+    if let Some(n) = c.names.iter().find(|n| n.id == id) {
+        let _ = write!(out, " ({})", crate::names::short(&no_breaks(&n.name)));
+    }
 }
 
 fn look_at(out: &mut String, at: &[Loc]) {
