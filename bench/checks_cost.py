@@ -27,6 +27,24 @@ def start(exe, args=()):
     return fx
 
 
+def plan_caches(scratch):
+    """An environment for each of OLD and NEW, each with a plan cache of its own in `scratch`."""
+    envs = {}
+    for name in ("old", "new"):
+        cache = os.path.join(scratch, name)
+        os.mkdir(cache)
+        envs[name] = dict(os.environ, XDG_CACHE_HOME=cache)
+    return envs
+
+
+def stop(procs, scratch):
+    """Ends the fixtures and removes the scratch directory."""
+    for p in procs:
+        p.kill()
+        p.wait()
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def timed(cmd, env):
     t = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)

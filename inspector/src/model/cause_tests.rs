@@ -51,7 +51,7 @@ fn behind(end: u64, doing: Verdict) -> Verdict {
         hops: 1,
         end: End::Task {
             task: end,
-            doing: Box::new(doing),
+            doing: Arc::new(doing),
         },
     }
 }
@@ -59,7 +59,7 @@ fn behind(end: u64, doing: Verdict) -> Verdict {
 fn set(d: &mut Dump, verdicts: &[(u64, Verdict)]) {
     for (id, v) in verdicts {
         let t = d.tasks.iter_mut().find(|t| t.id == *id).unwrap();
-        t.verdict = Some(v.clone());
+        t.verdict = Some(Box::new(v.clone()));
     }
 }
 
@@ -120,19 +120,61 @@ fn what_is_wrong_ranks_before_what_waits_outside_then_the_most_tasks_first() {
 }
 
 #[test]
-fn the_same_wait_at_the_same_await_is_one_cause() {
+fn as_many_tasks_held_up_a_deadlock_ranks_before_a_chain_of_blocked_tasks() {
+    let mut d = dump();
+    let cycle = Verdict::Deadlocked { cycle: vec![3, 4] };
+    set(
+        &mut d,
+        &[
+            (1, behind(2, sleeping(60))),
+            (2, sleeping(60)),
+            (3, cycle.clone()),
+            (4, cycle),
+        ],
+    );
+    let kinds: Vec<String> = of(&d).into_iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, ["deadlocked", "blocked_behind"]);
+}
+
+#[test]
+fn the_same_wait_at_the_same_await_is_one_cause_and_a_peer_one_from_any_await() {
     let mut d = dump();
     let unknown = Verdict::Unknown {
         why: UnknownWhy::NotRead,
         leaf: Some("app::Silent".into()),
         tasks: Vec::new(),
     };
-    set(&mut d, &[(1, unknown.clone()), (2, unknown)]);
+    let reading = Verdict::Outside {
+        on: Outside::Socket {
+            fd: 9,
+            write: false,
+            local: None,
+            peer: Some("10.0.0.2:7001".into()),
+        },
+        waited_ns: None,
+        at_least: false,
+    };
+    // Tasks 1 and 2 wait alike at one await, task 3 at another; 4 and 5 read from one peer (as
+    // many as 1 and 2, and better known: first).
+    for id in [1, 2, 3] {
+        set(&mut d, &[(id, unknown.clone())]);
+    }
+    set(&mut d, &[(4, reading.clone()), (5, reading)]);
+    let at_12 = d.tasks[0].frames.clone();
+    d.tasks[1].frames = at_12;
     let causes = of(&d);
-    assert_eq!(causes.len(), 1);
-    assert_eq!(causes[0].tasks, [1, 2]);
-    assert_eq!(causes[0].look_at, [at(11), at(12)]);
-    assert!(!causes[0].severe);
+    let of_tasks: Vec<(&[u64], &[Loc])> = (causes.iter())
+        .map(|c| (&c.tasks[..], &c.look_at[..]))
+        .collect();
+    assert_eq!(
+        of_tasks,
+        [
+            (&[4, 5][..], &[at(14), at(15)][..]),
+            (&[1, 2][..], &[at(11)][..]),
+            (&[3][..], &[at(13)][..]),
+        ]
+    );
+    assert!(causes.iter().all(|c| !c.severe));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! up (a task that others wait behind, a wait cycle, a thread, a static; the await where wake-ups
 //! are lost or no waker is kept; a peer that is silent; the sleep they share), each naming the
 //! code to look at. Worst first: what is wrong or holds others up before what merely waits on the
-//! world outside (an idle connection is no cause), then the most tasks.
+//! world outside (an idle connection is no cause), then the most tasks, then the worse kind.
 //!
 //! With `--samples`, a task a later sample saw progress is left out: it is slow, not stuck.
 
@@ -62,8 +62,9 @@ enum Key {
     /// runtimes.
     Starved(usize),
     Static(String),
-    /// The verdict's kind and where: the await, the peer, the leaf.
-    Own(&'static str, String),
+    /// The verdict's kind, the await (where it tells tasks apart), and what else does: the peer,
+    /// the leaf.
+    Own(&'static str, Option<Loc>, String),
 }
 
 /// The root causes of `dump`'s verdicts, worst first (see the module docs).
@@ -72,7 +73,7 @@ pub fn of(dump: &Dump) -> Vec<Cause> {
         (dump.tasks.iter()).filter(|t| !t.progress.is_some_and(|p| p.verdict == Seen::Progressing))
     };
     let ends: FastMap<u64, ()> = waiting()
-        .filter_map(|t| match &t.verdict {
+        .filter_map(|t| match t.verdict.as_deref() {
             Some(Verdict::BlockedBehind {
                 end: End::Task { task, .. },
                 ..
@@ -83,16 +84,21 @@ pub fn of(dump: &Dump) -> Vec<Cause> {
     let mut groups: FastMap<Key, Vec<&TaskView>> = FastMap::default();
     let mut order: Vec<Key> = Vec::new();
     for t in waiting() {
-        let Some(v) = &t.verdict else { continue };
+        let Some(v) = t.verdict.as_deref() else {
+            continue;
+        };
         let key = match ends.contains_key(&t.id) && !is_blocked(v) {
             true => Key::Behind(t.id),
             false => key(dump, t, v),
         };
-        let group = groups.entry(key.clone()).or_insert_with(|| {
-            order.push(key);
-            Vec::new()
-        });
-        group.push(t);
+        // A key is copied once a group, not once a task.
+        match groups.get_mut(&key) {
+            Some(group) => group.push(t),
+            None => {
+                order.push(key.clone());
+                groups.insert(key, vec![t]);
+            }
+        }
     }
     let mut causes: Vec<Cause> = (order.into_iter())
         .map(|k| {
@@ -103,9 +109,25 @@ pub fn of(dump: &Dump) -> Vec<Cause> {
     causes.sort_by(|a, b| {
         (b.severe.cmp(&a.severe))
             .then(b.tasks.len().cmp(&a.tasks.len()))
+            .then(worse(&a.kind).cmp(&worse(&b.kind)))
             .then(a.tasks.first().cmp(&b.tasks.first()))
     });
     causes
+}
+
+/// Between causes holding as many tasks: the worse kind first (nothing ends a deadlock; a
+/// chain of blocked tasks may end when its end does).
+fn worse(kind: &str) -> usize {
+    const ORDER: [&str; 7] = [
+        "deadlocked",
+        "nothing_can_wake",
+        "lost_wake_up",
+        "woken_not_polled",
+        "blocked_behind",
+        "outside",
+        "unknown",
+    ];
+    ORDER.iter().position(|k| *k == kind).unwrap_or(ORDER.len())
 }
 
 fn is_blocked(v: &Verdict) -> bool {
@@ -124,10 +146,10 @@ fn starved_by(dump: &Dump, t: &TaskView) -> usize {
 
 /// The group of a task that is no end others wait behind.
 fn key(dump: &Dump, t: &TaskView, v: &Verdict) -> Key {
-    let at = || look_at(t).map_or_else(String::new, |l| format!("{}:{}", l.file, l.line));
     if let Some(cycle) = cycle_behind(v) {
         return Key::Cycle(cycle.to_vec());
     }
+    let own = |kind, what: String| Key::Own(kind, look_at(t), what);
     match v {
         Verdict::Deadlocked { cycle } => Key::Cycle(cycle.clone()),
         Verdict::BlockedBehind { end, .. } => match end {
@@ -136,13 +158,24 @@ fn key(dump: &Dump, t: &TaskView, v: &Verdict) -> Key {
             End::Static { name } => Key::Static(name.to_string()),
             End::Deadlock { cycle } => Key::Cycle(cycle.clone()),
         },
-        Verdict::LostWakeUp { .. } => Key::Own("lost_wake_up", at()),
+        Verdict::LostWakeUp { .. } => own("lost_wake_up", String::new()),
         Verdict::WokenNotPolled { starved: true, .. } => Key::Starved(starved_by(dump, t)),
-        Verdict::WokenNotPolled { .. } => Key::Own("woken_not_polled", String::new()),
-        Verdict::NothingCanWake { .. } => Key::Own("nothing_can_wake", at()),
-        Verdict::Outside { on, .. } => Key::Own("outside", outside_key(on, at)),
-        Verdict::Running { .. } => Key::Own("running", at()),
-        Verdict::Unknown { why, leaf, .. } => Key::Own(
+        Verdict::WokenNotPolled { .. } => own("woken_not_polled", String::new()),
+        Verdict::NothingCanWake { .. } => own("nothing_can_wake", String::new()),
+        // Tasks waiting on one peer or listener are one cause, from whatever await.
+        Verdict::Outside {
+            on: Outside::Socket {
+                peer: Some(peer), ..
+            },
+            ..
+        } => Key::Own("outside", None, format!("peer {peer}")),
+        Verdict::Outside {
+            on: Outside::Accept { fd, local },
+            ..
+        } => Key::Own("outside", None, format!("listen {fd} {local:?}")),
+        Verdict::Outside { on, .. } => own("outside", outside_kind(on).to_owned()),
+        Verdict::Running { .. } => own("running", String::new()),
+        Verdict::Unknown { why, leaf, .. } => own(
             "unknown",
             format!("{why:?} {}", leaf.as_deref().unwrap_or("")),
         ),
@@ -169,25 +202,27 @@ fn cycle_behind(v: &Verdict) -> Option<&[u64]> {
     }
 }
 
-/// Tasks waiting on the same peer, listener or child are one cause; sleeps, one per await.
-fn outside_key(on: &Outside, at: impl Fn() -> String) -> String {
+/// What an outside wait is on, where the await tells its tasks apart.
+fn outside_kind(on: &Outside) -> &'static str {
     match on {
-        Outside::Socket {
-            peer: Some(peer), ..
-        } => format!("peer {peer}"),
-        Outside::Socket { fd, .. } => format!("fd {fd}"),
-        Outside::Accept { fd, local } => format!("listen {fd} {local:?}"),
-        Outside::ChildProcess { leaf } | Outside::Signal { leaf } => leaf.clone(),
-        Outside::Sleep { .. } => format!("sleep {}", at()),
+        Outside::Sleep { .. } => "sleep",
+        Outside::Socket { .. } => "socket",
+        Outside::Accept { .. } => "accept",
+        Outside::ChildProcess { .. } => "child",
+        Outside::Signal { .. } => "signal",
     }
 }
 
 fn cause(dump: &Dump, key: Key, tasks: &[&TaskView]) -> Cause {
     let first = tasks[0];
-    let first_verdict = first.verdict.clone().unwrap_or(Verdict::Running {
-        thread: None,
-        blocked: None,
-    });
+    let first_verdict = first
+        .verdict
+        .as_deref()
+        .cloned()
+        .unwrap_or(Verdict::Running {
+            thread: None,
+            blocked: None,
+        });
     let mut ids: Vec<u64> = tasks.iter().map(|t| t.id).collect();
     ids.sort_unstable();
     let (end, what, look) = match &key {
@@ -209,6 +244,7 @@ fn cause(dump: &Dump, key: Key, tasks: &[&TaskView]) -> Cause {
             };
             (None, what, starved_at(dump, *i))
         }
+        Key::Own(_, Some(at), _) => (None, first_verdict, vec![at.clone()]),
         Key::Static(_) | Key::Own(..) => {
             (None, first_verdict, locations(dump, tasks.iter().copied()))
         }
@@ -262,14 +298,14 @@ fn kind(key: &Key, what: &Verdict) -> &'static str {
 /// The end others wait behind: what it does, and where to look (the thread's own frame where it
 /// runs or is a thread, else its own await).
 fn behind(dump: &Dump, end: u64, tasks: &[&TaskView]) -> (Option<u64>, Verdict, Vec<Loc>) {
-    let doing = tasks.iter().find_map(|t| match &t.verdict {
+    let doing = tasks.iter().find_map(|t| match t.verdict.as_deref() {
         Some(Verdict::BlockedBehind {
             end: End::Task { task, doing },
             ..
         }) if *task == end => Some((**doing).clone()),
         _ => None,
     });
-    let thread_end = tasks.iter().find_map(|t| match &t.verdict {
+    let thread_end = tasks.iter().find_map(|t| match t.verdict.as_deref() {
         Some(Verdict::BlockedBehind {
             end: e @ End::Thread { .. },
             ..
@@ -278,7 +314,11 @@ fn behind(dump: &Dump, end: u64, tasks: &[&TaskView]) -> (Option<u64>, Verdict, 
     });
     // A thread's own future (its `block_on`'s) is a task of the dump too.
     let end_task = dump.task(end);
-    let what = match (doing, end_task.and_then(|t| t.verdict.clone()), thread_end) {
+    let what = match (
+        doing,
+        end_task.and_then(|t| t.verdict.as_deref().cloned()),
+        thread_end,
+    ) {
         (Some(d), _, _) => d,
         (None, Some(v), _) => v,
         (None, None, Some(e)) => Verdict::BlockedBehind {
@@ -319,6 +359,8 @@ fn starved_at(dump: &Dump, i: usize) -> Vec<Loc> {
             at.push(l);
         }
     }
+    // In the source's order, whatever order the threads were read in.
+    at.sort();
     at.truncate(MAX_STARVED_AT);
     at
 }

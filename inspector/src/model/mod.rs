@@ -242,9 +242,10 @@ pub struct TaskView {
     /// With `--samples`: whether a later sample saw it make progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<progress::Progress>,
-    /// Why it waits, for a waiting task, and the evidence (see [`verdicts`]).
+    /// Why it waits, for a waiting task, and the evidence (see [`verdicts`]). Boxed: every task
+    /// carries the field, and a dump of 100,000 moves them about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<verdicts::Verdict>,
+    pub verdict: Option<Box<verdicts::Verdict>>,
     pub state: State,
     /// OS thread running the task, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]

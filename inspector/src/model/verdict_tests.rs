@@ -98,7 +98,7 @@ fn judged(mut d: Dump) -> Dump {
 
 fn verdict(d: &Dump, id: u64) -> Verdict {
     d.task(id)
-        .and_then(|t| t.verdict.clone())
+        .and_then(|t| t.verdict.as_deref().cloned())
         .expect("a verdict")
 }
 
@@ -213,7 +213,7 @@ fn blocked_behind_follows_the_wait_graph_to_its_end_and_says_what_the_end_does()
     };
     let end = End::Task {
         task: 3,
-        doing: Box::new(sleeping.clone()),
+        doing: Arc::new(sleeping.clone()),
     };
     let behind = |through: Vec<u64>, hops| Verdict::BlockedBehind {
         through,

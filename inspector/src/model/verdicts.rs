@@ -101,7 +101,8 @@ pub enum Verdict {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum End {
     /// A task that waits on no other: what it does ([`Verdict`]s but blocked and deadlocked).
-    Task { task: u64, doing: Box<Verdict> },
+    /// Shared by every task blocked behind it.
+    Task { task: u64, doing: Arc<Verdict> },
     /// A wait cycle the chain leads into.
     Deadlock { cycle: Vec<u64> },
     /// A thread that holds the lock or channel end in a local on its stack, and what it does.
@@ -246,9 +247,12 @@ impl Verdict {
 
 /// Gives every task of `dump` its verdict (none for running and completed ones).
 pub fn judge(dump: &mut Dump) {
-    let verdicts: Vec<Option<Verdict>> = {
+    let verdicts: Vec<Option<Box<Verdict>>> = {
         let judge = Judge::new(dump);
-        dump.tasks.iter().map(|t| judge.verdict(t)).collect()
+        dump.tasks
+            .iter()
+            .map(|t| judge.verdict(t).map(Box::new))
+            .collect()
     };
     for (t, v) in dump.tasks.iter_mut().zip(verdicts) {
         t.verdict = v;
@@ -265,6 +269,8 @@ struct Judge<'a> {
     any_of: FastMap<u64, Vec<u64>>,
     /// How many tasks each runtime (by its place in the dump's) has woken and not polled.
     queued: FastMap<u32, usize>,
+    /// The ends found, by task: ten thousand tasks queued behind one holder share its end.
+    ends: std::cell::RefCell<FastMap<u64, End>>,
 }
 
 impl<'a> Judge<'a> {
@@ -294,6 +300,7 @@ impl<'a> Judge<'a> {
             binding,
             any_of,
             queued,
+            ends: Default::default(),
         }
     }
 
@@ -409,18 +416,26 @@ impl<'a> Judge<'a> {
                     }
                     (hops, at) = (hops + 1, n);
                 }
-                _ => {
-                    let end = match held_elsewhere(self.dump, task) {
-                        Some(Verdict::BlockedBehind { end, .. }) => end,
-                        _ => End::Task {
-                            task: at,
-                            doing: Box::new(self.doing(task)),
-                        },
-                    };
-                    return Some(blocked(through, hops, end));
-                }
+                _ => return Some(blocked(through, hops, self.end_at(task))),
             }
         }
+    }
+
+    /// The end a chain of blocked tasks reaches at `task`, which waits on no other task: the
+    /// thread or static that holds what it waits for, else itself and what it does.
+    fn end_at(&self, task: &TaskView) -> End {
+        if let Some(end) = self.ends.borrow().get(&task.id) {
+            return end.clone();
+        }
+        let end = match held_elsewhere(self.dump, task) {
+            Some(Verdict::BlockedBehind { end, .. }) => end,
+            _ => End::Task {
+                task: task.id,
+                doing: Arc::new(self.doing(task)),
+            },
+        };
+        self.ends.borrow_mut().insert(task.id, end.clone());
+        end
     }
 
     /// The task (or thread) the first binding edge from `id` leads to.
@@ -473,12 +488,12 @@ impl<'a> Judge<'a> {
         if t.frames.is_empty() {
             return unknown(UnknownWhy::NoChain);
         }
-        let waits: Vec<&WaitOn> = waits_of(&t.frames);
+        let any_wait = find_wait(&t.frames, |_| Some(())).is_some();
         if ready_of(t).is_some() {
             unknown(UnknownWhy::JustReady)
-        } else if waits.iter().any(|w| w.kind.may_be_held()) {
+        } else if find_wait(&t.frames, |w| w.kind.may_be_held().then_some(())).is_some() {
             unknown(UnknownWhy::HolderNotFound)
-        } else if waits.is_empty() && t.decoded_delegates.is_empty() {
+        } else if !any_wait && t.decoded_delegates.is_empty() {
             unknown(UnknownWhy::NotRead)
         } else {
             unknown(UnknownWhy::SignallerUnknown)
@@ -492,9 +507,7 @@ fn blocked(through: Vec<u64>, hops: usize, end: End) -> Verdict {
 
 /// A lock or channel end `t` waits for that no task holds, and a thread or a static does.
 fn held_elsewhere(dump: &Dump, t: &TaskView) -> Option<Verdict> {
-    let waits = waits_of(&t.frames);
-    let thread = waits.iter().find_map(|w| w.threads.first());
-    if let Some(h) = thread {
+    if let Some(h) = find_wait(&t.frames, |w| w.threads.first()) {
         let th = dump.threads.iter().find(|th| th.tid == h.tid);
         let end = End::Thread {
             tid: h.tid,
@@ -504,22 +517,32 @@ fn held_elsewhere(dump: &Dump, t: &TaskView) -> Option<Verdict> {
         };
         return Some(blocked(Vec::new(), 1, end));
     }
-    let st = waits.iter().find_map(|w| w.statics.first())?;
+    let st = find_wait(&t.frames, |w| w.statics.first())?;
     let end = End::Static {
         name: st.name.clone(),
     };
     Some(blocked(Vec::new(), 1, end))
 }
 
-/// Every decoded wait of a chain's leaves, first branch first.
-fn waits_of(frames: &[FrameNode]) -> Vec<&WaitOn> {
-    let mut out = Vec::new();
-    let mut stack: Vec<&FrameNode> = frames.iter().rev().collect();
-    while let Some(f) = stack.pop() {
-        out.extend(f.waits_on.as_deref());
-        stack.extend(f.children.iter().rev());
+/// The first of a chain's decoded waits, first branch first, that `f` makes something of.
+/// Allocates only where the chain branches: every waiting task's chain is looked at a few times.
+fn find_wait<'a, T>(frames: &'a [FrameNode], f: impl Fn(&'a WaitOn) -> Option<T>) -> Option<T> {
+    // Siblings still to visit, one slice per branch point above the current frame.
+    let mut later: Vec<&'a [FrameNode]> = Vec::new();
+    let mut cur = frames;
+    loop {
+        let Some((node, rest)) = cur.split_first() else {
+            cur = later.pop()?;
+            continue;
+        };
+        if let Some(v) = node.waits_on.as_deref().and_then(&f) {
+            return Some(v);
+        }
+        if !rest.is_empty() {
+            later.push(rest);
+        }
+        cur = &node.children;
     }
-    out
 }
 
 /// The leaf's name as a verdict names it: the type it awaits where an annotation hides it.
@@ -533,7 +556,7 @@ fn leaf_name(f: &FrameNode) -> String {
 /// What the task waits for that is ready, the first found: a decoded leaf's wait, or a `oneshot`
 /// the walk read.
 fn ready_of(t: &TaskView) -> Option<Ready> {
-    let from_leaf = waits_of(&t.frames).into_iter().find_map(ready);
+    let from_leaf = find_wait(&t.frames, ready);
     from_leaf.or_else(|| {
         t.decoded_delegates.iter().find_map(|d| match d {
             d if d.value_sent => Some(Ready::ValueSent),
@@ -547,9 +570,9 @@ fn ready_of(t: &TaskView) -> Option<Ready> {
 
 /// What in `w` says it is ready, if anything does.
 pub fn ready(w: &WaitOn) -> Option<Ready> {
-    let field = |part: &str, name: &str| w.part(part)?.field(name).cloned();
+    let field = |part: &str, name: &str| w.part(part)?.field(name);
     let uint = |part: &str, name: &str| match field(part, name)? {
-        Value::Uint(u) | Value::Address(u) => Some(u),
+        Value::Uint(u) | Value::Address(u) => Some(*u),
         _ => None,
     };
     let yes = |part: &str, name: &str| matches!(field(part, name), Some(Value::Bool(true)));
@@ -644,42 +667,9 @@ pub(crate) fn no_waker(t: &TaskView) -> Option<NoWaker> {
 /// What outside the tasks `t` waits on, from its leaves' decoded waits, then the sockets it is
 /// registered for, then its leaf's type.
 fn outside(t: &TaskView) -> Option<Outside> {
-    let text = |v: Option<&Value>| match v? {
-        Value::SocketAddr(a) => Some(a.clone()),
-        Value::Str { text, .. } => Some(text.clone()),
-        _ => None,
-    };
-    for w in waits_of(&t.frames) {
-        let socket = |name: &str| text(w.part("socket")?.field(name));
-        let fd = match w.part("fd") {
-            Some(Value::Int(fd)) => Some(*fd),
-            _ => None,
-        };
-        let on = match (&w.kind, fd) {
-            // A deadline ahead, or one no clock places (a core's): a timer still to fire.
-            (WaitKind::Sleep, _) => match w.part("deadline").and_then(Value::instant) {
-                Some(Value::Instant { age_ns, .. }) if age_ns.is_none_or(|a| a <= 0) => {
-                    Some(Outside::Sleep {
-                        left_ns: age_ns.map(i64::unsigned_abs),
-                    })
-                }
-                _ => None,
-            },
-            (WaitKind::Io { write }, Some(fd)) => Some(Outside::Socket {
-                fd,
-                write: *write,
-                local: socket("local"),
-                peer: socket("peer"),
-            }),
-            (WaitKind::Accept, Some(fd)) => Some(Outside::Accept {
-                fd,
-                local: socket("local"),
-            }),
-            _ => None,
-        };
-        if on.is_some() {
-            return on;
-        }
+    let on_leaf = find_wait(&t.frames, outside_of);
+    if on_leaf.is_some() {
+        return on_leaf;
     }
     if let Some(s) = t.sockets.first() {
         let (local, peer) = match s.socket.split_once(" ↔ ") {
@@ -696,6 +686,42 @@ fn outside(t: &TaskView) -> Option<Outside> {
     let leaf = leaf_name(super::leaf_frame(&t.frames)?);
     let rule = OUTSIDE_LEAVES.iter().find(|(p, _)| leaf.starts_with(p))?;
     Some((rule.1)(leaf))
+}
+
+/// What outside the tasks a decoded wait is on: a timer still to fire (its deadline ahead, or
+/// one no clock places: a core's), a socket, a listener.
+fn outside_of(w: &WaitOn) -> Option<Outside> {
+    let text = |v: Option<&Value>| match v? {
+        Value::SocketAddr(a) => Some(a.clone()),
+        Value::Str { text, .. } => Some(text.clone()),
+        _ => None,
+    };
+    let socket = |name: &str| text(w.part("socket")?.field(name));
+    let fd = match w.part("fd") {
+        Some(Value::Int(fd)) => Some(*fd),
+        _ => None,
+    };
+    match (&w.kind, fd) {
+        (WaitKind::Sleep, _) => match w.part("deadline").and_then(Value::instant) {
+            Some(Value::Instant { age_ns, .. }) if age_ns.is_none_or(|a| a <= 0) => {
+                Some(Outside::Sleep {
+                    left_ns: age_ns.map(i64::unsigned_abs),
+                })
+            }
+            _ => None,
+        },
+        (WaitKind::Io { write }, Some(fd)) => Some(Outside::Socket {
+            fd,
+            write: *write,
+            local: socket("local"),
+            peer: socket("peer"),
+        }),
+        (WaitKind::Accept, Some(fd)) => Some(Outside::Accept {
+            fd,
+            local: socket("local"),
+        }),
+        _ => None,
+    }
 }
 
 /// A leaf type's path prefix, and what outside the tasks a leaf of it waits on.

@@ -17,7 +17,9 @@ pub const CAUSES_SHOWN: usize = 5;
 
 /// `  verdict: …`, for a task that has one.
 pub(crate) fn line<W: Write + ?Sized>(out: &mut W, dump: &Dump, t: &TaskView, labels: &Labels) {
-    let Some(v) = &t.verdict else { return };
+    let Some(v) = t.verdict.as_deref() else {
+        return;
+    };
     let mut text = String::from("  verdict: ");
     verdict(&mut text, dump, v, labels);
     text.push('\n');
@@ -99,7 +101,7 @@ pub(crate) fn verdict(out: &mut String, dump: &Dump, v: &Verdict, labels: &Label
             running(out, v);
         }
         Verdict::Unknown { why, leaf, tasks } => {
-            out.push_str("unknown: ");
+            out.push_str("unknown: waits ");
             unknown(out, dump, (*why, leaf.as_deref(), tasks), labels);
         }
     }
@@ -191,7 +193,7 @@ fn doing_into(out: &mut String, dump: &Dump, v: &Verdict, labels: &Labels) {
             no_waker(out, by);
         }
         Verdict::Unknown { why, leaf, tasks } => {
-            out.push_str("waits, for what is unknown: ");
+            out.push_str("waits ");
             unknown(out, dump, (*why, leaf.as_deref(), tasks), labels);
         }
     }
@@ -355,29 +357,24 @@ fn unknown(
     let leaf = leaf.map(|l| crate::names::short(&no_breaks(l)).into_owned());
     let leaf = leaf.as_deref().unwrap_or("its leaf");
     let _ = match why {
-        UnknownWhy::NoChain => {
-            out.write_str("its chain was not decoded, so nothing says what it waits on")
-        }
-        UnknownWhy::NotRead => write!(
-            out,
-            "it waits in {leaf}, whose wait asyncdump does not read"
-        ),
+        UnknownWhy::NoChain => out.write_str("on what its chain would say: it was not decoded"),
+        UnknownWhy::NotRead => write!(out, "on {leaf}, whose wait asyncdump does not read"),
         UnknownWhy::HolderNotFound => write!(
             out,
-            "{leaf} waits for what no task, thread or static the dump shows holds"
+            "on {leaf}; what holds it (a lock's guard, a channel's other end) is nowhere the dump looks"
         ),
         UnknownWhy::AnyOf => {
-            out.push_str("any of ");
+            out.push_str("on any of ");
             list(out, dump, tasks, labels);
-            out.write_str(" can end its wait")
+            Ok(())
         }
         UnknownWhy::SignallerUnknown => write!(
             out,
-            "{leaf} is not ready, and memory does not say who will make it so"
+            "on {leaf}, not ready; nothing read names what will make it ready"
         ),
         UnknownWhy::JustReady => write!(
             out,
-            "{leaf} became ready less than {} ago: its wake-up may be on its way",
+            "on {leaf}, ready less than {} ago (its wake-up may be on its way)",
             Dur(crate::model::verdicts::GRACE_NS)
         ),
     };
@@ -399,36 +396,11 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
         }
         ("blocked_behind", what) => {
             let _ = write!(out, "{} blocked behind ", tasks(held));
-            match (what, c.end) {
-                // A thread or a static at the end: what it is, and what it does.
-                (Verdict::BlockedBehind { end, .. }, _) => {
-                    end_into(out, dump, end, labels);
-                    end_doing(out, dump, end, labels);
-                }
-                (_, Some(e)) => {
-                    cause_named(out, dump, c, e, labels);
-                    out.push_str(", which ");
-                    doing_into(out, dump, what, labels);
-                }
-                (v, None) => doing_into(out, dump, v, labels),
-            }
+            behind(out, dump, c, what, labels);
         }
         ("woken_not_polled", _) if c.starved.is_some() => {
-            let s = c.starved.and_then(|i| dump.starved.get(i));
             let _ = write!(out, "{} woken or ready, not polled: ", tasks(n));
-            let _ = match s {
-                Some(s) if s.workers == 1 => write!(
-                    out,
-                    "the one thread of runtime {} is blocked or busy inside a poll",
-                    s.flavor
-                ),
-                Some(s) => write!(
-                    out,
-                    "every worker of runtime {} ({}) is blocked or busy inside a poll",
-                    s.flavor, s.workers
-                ),
-                None => write!(out, "their runtime's workers are blocked or busy"),
-            };
+            starved(out, c.starved.and_then(|i| dump.starved.get(i)));
         }
         (_, Verdict::Outside { .. }) => {
             let _ = write!(out, "{} waiting on outside: ", tasks(n));
@@ -453,7 +425,12 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
                 tasks: any,
             },
         ) => {
-            let _ = write!(out, "{} waiting, for what is unknown: ", tasks(n));
+            let _ = write!(
+                out,
+                "{} {} ",
+                tasks(n),
+                if n == 1 { "waits" } else { "wait" }
+            );
             unknown(out, dump, (*why, leaf.as_deref(), any), labels);
         }
         (_, what) => {
@@ -462,6 +439,40 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
         }
     }
     look_at(out, &c.look_at);
+}
+
+/// What a blocked-behind cause's end is and does.
+fn behind(out: &mut String, dump: &Dump, c: &Cause, what: &Verdict, labels: &Labels) {
+    match (what, c.end) {
+        // A thread or a static at the end: what it is, and what it does.
+        (Verdict::BlockedBehind { end, .. }, _) => {
+            end_into(out, dump, end, labels);
+            end_doing(out, dump, end, labels);
+        }
+        (_, Some(e)) => {
+            cause_named(out, dump, c, e, labels);
+            out.push_str(", which ");
+            doing_into(out, dump, what, labels);
+        }
+        (v, None) => doing_into(out, dump, v, labels),
+    }
+}
+
+/// Why a starved runtime polls nothing.
+fn starved(out: &mut String, s: Option<&crate::model::threads::Starved>) {
+    let _ = match s {
+        Some(s) if s.workers == 1 => write!(
+            out,
+            "the one thread of runtime {} is blocked or busy inside a poll",
+            s.flavor
+        ),
+        Some(s) => write!(
+            out,
+            "every worker of runtime {} ({}) is blocked or busy inside a poll",
+            s.flavor, s.workers
+        ),
+        None => write!(out, "their runtime's workers are blocked or busy"),
+    };
 }
 
 /// A task a cause names: as the dump names it, else by the name the cause kept for it (a running
