@@ -526,9 +526,10 @@ fn watch_says_why_each_task_waits_and_marks_what_changed_since_the_last_screen()
     tmux.until("the first update", |s| s.contains(" · connected · "));
     tmux.text("/deaf");
     tmux.keys("Enter");
-    tmux.until("the lost wake-up under the task's title", |s| {
+    // Read live, what was read ready after the task's state is told as such.
+    tmux.until("the notification read ready under the task's title", |s| {
         s.contains("(verdicts::deaf) · idle")
-            && s.contains("  verdict: lost wake-up: it was notified")
+            && s.contains("verdict: unknown: waits on tokio::sync::notify::Notified, read ready (it was notified)")
     });
     tmux.keys("q");
     // Two tasks tick every 100 ms, ten short ones start each second: marked as they come and go.

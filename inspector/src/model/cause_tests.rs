@@ -143,6 +143,7 @@ fn the_same_wait_at_the_same_await_is_one_cause_and_a_peer_one_from_any_await() 
         why: UnknownWhy::NotRead,
         leaf: Some("app::Silent".into()),
         tasks: Vec::new(),
+        ready: None,
     };
     let reading = Verdict::Outside {
         on: Outside::Socket {

@@ -114,9 +114,19 @@ fn a_task_in_a_wait_cycle_is_deadlocked_even_inside_its_poll() {
     }
 }
 
+/// Held stopped: each task's state and what it waits for were read at one moment.
+fn held(mut d: Dump) -> Dump {
+    d.snapshot.stopped = Some(crate::model::StoppedView {
+        threads: 4,
+        unstopped: 0,
+        held_ns: 1_000_000,
+    });
+    d
+}
+
 #[test]
 fn an_idle_task_whose_wait_is_ready_lost_its_wake_up_once_it_waited_past_the_grace() {
-    let mut d = dump();
+    let mut d = held(dump());
     d.tasks[0].frames = chain(10, "Recv", Some(receive(3, 1)));
     d.tasks[1].frames = chain(11, "Recv", Some(receive(0, 0)));
     d.tasks[2].frames = chain(12, "Sleep", Some(sleep(2 * SECOND as i64)));
@@ -139,6 +149,28 @@ fn an_idle_task_whose_wait_is_ready_lost_its_wake_up_once_it_waited_past_the_gra
             ..
         }
     ));
+}
+
+#[test]
+fn read_after_its_state_from_a_running_process_what_is_ready_is_a_lost_wake_up_only_if_every_sample_says_so()
+ {
+    let mut d = dump();
+    d.tasks[0].frames = chain(10, "Recv", Some(receive(3, 1)));
+    d.tasks[1].frames = chain(11, "Recv", Some(receive(3, 1)));
+    d.tasks[1].progress = Some(crate::model::progress::Progress {
+        verdict: crate::model::progress::Verdict::Stuck,
+        by: crate::model::progress::Evidence::Polls,
+    });
+    // A deadline long passed says so however late it was read.
+    d.tasks[2].frames = chain(12, "Sleep", Some(sleep(2 * SECOND as i64)));
+    let d = judged(d);
+    let queued = Ready::MessagesQueued { queued: 3 };
+    assert!(matches!(
+        verdict(&d, 1),
+        Verdict::Unknown { why: UnknownWhy::ReadyUnconfirmed, ready: Some(r), .. } if r == queued
+    ));
+    assert_eq!(verdict(&d, 2), Verdict::LostWakeUp { ready: queued });
+    assert!(matches!(verdict(&d, 3), Verdict::LostWakeUp { .. }));
 }
 
 #[test]

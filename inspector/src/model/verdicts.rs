@@ -7,7 +7,9 @@
 //! | verdict              | when                                                               |
 //! |----------------------|--------------------------------------------------------------------|
 //! | `deadlocked`         | the task is in a wait cycle (through tasks, and threads' locks)    |
-//! | `lost_wake_up`       | idle, and what a leaf waits for is ready ([`Ready`])               |
+//! | `lost_wake_up`       | idle, and what a leaf waits for is ready ([`Ready`]): a deadline   |
+//! |                      | long passed; else read at one moment with the state (`--stop`, a   |
+//! |                      | core) or ready in every sample (`--samples`)                       |
 //! | `woken_not_polled`   | scheduled; or ready in a runtime with none of its workers free, or |
 //! |                      | with other tasks woken and not polled                              |
 //! | `blocked_behind`     | a wait-graph edge leads on: followed to its [`End`]                |
@@ -17,7 +19,9 @@
 //!
 //! A waker's keeper is evidence here, never the chain: a verdict that needs it says so, and one
 //! without it falls to the next rule. What is ready counts only once the task has waited
-//! [`GRACE_NS`] where its age is known: a wake-up in flight is not a lost one.
+//! [`GRACE_NS`] where the agent times it, and only where it was read at one moment with the
+//! task's state (held stopped, a core), or stayed so in every sample, or is a deadline long
+//! passed: a wake-up in flight, or one that came between two reads, is not a lost one.
 
 use std::sync::Arc;
 
@@ -93,6 +97,9 @@ pub enum Verdict {
         /// For [`UnknownWhy::AnyOf`]: the tasks any of which can end the wait.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tasks: Vec<u64>,
+        /// What was read ready, where that is why no other verdict holds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ready: Option<Ready>,
     },
 }
 
@@ -219,6 +226,10 @@ pub enum UnknownWhy {
     SignallerUnknown,
     /// What it waits for looks ready, too recently to say its wake-up was lost.
     JustReady,
+    /// What it waits for was read ready after its state was, from a process that ran on between
+    /// the two reads: a wake-up may have come between. Held stopped (`--stop`), from a core, or
+    /// stuck in every sample (`--samples`), the same is a lost wake-up.
+    ReadyUnconfirmed,
 }
 
 impl Verdict {
@@ -271,6 +282,9 @@ struct Judge<'a> {
     queued: FastMap<u32, usize>,
     /// The ends found, by task: ten thousand tasks queued behind one holder share its end.
     ends: std::cell::RefCell<FastMap<u64, End>>,
+    /// The tasks' states and what they wait for were read at one moment: held stopped, or from a
+    /// core.
+    one_moment: bool,
 }
 
 impl<'a> Judge<'a> {
@@ -301,6 +315,8 @@ impl<'a> Judge<'a> {
             any_of,
             queued,
             ends: Default::default(),
+            one_moment: dump.snapshot.stopped.is_some()
+                || dump.process.read_from == super::ReadFrom::Core,
         }
     }
 
@@ -373,9 +389,11 @@ impl<'a> Judge<'a> {
             });
         }
         let ready = ready_of(t)?;
-        let waited = t.waiting_ns().map(|(ns, _)| ns);
+        // Only an exact age (the agent's) says the task went idle a moment ago: a lower bound
+        // that is short says nothing.
         let recent = !matches!(ready, Ready::DeadlinePassed { .. })
-            && waited.is_some_and(|ns| ns < GRACE_NS);
+            && t.waiting_ns()
+                .is_some_and(|(ns, at_least)| !at_least && ns < GRACE_NS);
         if starved || queued > 0 {
             return Some(Verdict::WokenNotPolled {
                 ready: Some(ready),
@@ -385,7 +403,24 @@ impl<'a> Judge<'a> {
                 others_queued: queued,
             });
         }
-        (!recent).then_some(Verdict::LostWakeUp { ready })
+        if recent {
+            return None;
+        }
+        // A deadline passed well before the snapshot says so whenever it was read; anything else
+        // read after the task's state says so only of a moment the state does not describe.
+        let stuck = t
+            .progress
+            .is_some_and(|p| p.verdict == super::progress::Verdict::Stuck);
+        let timer = matches!(ready, Ready::DeadlinePassed { .. });
+        if !(timer || stuck || self.one_moment) {
+            return Some(Verdict::Unknown {
+                why: UnknownWhy::ReadyUnconfirmed,
+                leaf: super::leaf_frame(&t.frames).map(leaf_name),
+                tasks: Vec::new(),
+                ready: Some(ready),
+            });
+        }
+        Some(Verdict::LostWakeUp { ready })
     }
 
     /// Blocked behind another task, a thread or a static: the wait graph followed to its end.
@@ -477,20 +512,27 @@ impl<'a> Judge<'a> {
             why,
             leaf: leaf.clone(),
             tasks: Vec::new(),
+            ready: None,
         };
         if let Some(tasks) = self.any_of.get(&t.id) {
             return Verdict::Unknown {
                 why: UnknownWhy::AnyOf,
                 leaf,
                 tasks: tasks.clone(),
+                ready: None,
             };
         }
         if t.frames.is_empty() {
             return unknown(UnknownWhy::NoChain);
         }
         let any_wait = find_wait(&t.frames, |_| Some(())).is_some();
-        if ready_of(t).is_some() {
-            unknown(UnknownWhy::JustReady)
+        if let Some(ready) = ready_of(t) {
+            Verdict::Unknown {
+                why: UnknownWhy::JustReady,
+                leaf,
+                tasks: Vec::new(),
+                ready: Some(ready),
+            }
         } else if find_wait(&t.frames, |w| w.kind.may_be_held().then_some(())).is_some() {
             unknown(UnknownWhy::HolderNotFound)
         } else if !any_wait && t.decoded_delegates.is_empty() {

@@ -100,9 +100,9 @@ pub(crate) fn verdict(out: &mut String, dump: &Dump, v: &Verdict, labels: &Label
             out.push_str("running");
             running(out, v);
         }
-        Verdict::Unknown { why, leaf, tasks } => {
+        Verdict::Unknown { .. } => {
             out.push_str("unknown: waits ");
-            unknown(out, dump, (*why, leaf.as_deref(), tasks), labels);
+            unknown(out, dump, v, labels);
         }
     }
 }
@@ -192,9 +192,9 @@ fn doing_into(out: &mut String, dump: &Dump, v: &Verdict, labels: &Labels) {
             out.push_str("nothing can wake: ");
             no_waker(out, by);
         }
-        Verdict::Unknown { why, leaf, tasks } => {
+        Verdict::Unknown { .. } => {
             out.push_str("waits ");
-            unknown(out, dump, (*why, leaf.as_deref(), tasks), labels);
+            unknown(out, dump, v, labels);
         }
     }
 }
@@ -348,13 +348,19 @@ fn outside(out: &mut String, v: &Verdict) {
     }
 }
 
-fn unknown(
-    out: &mut String,
-    dump: &Dump,
-    (why, leaf, tasks): (UnknownWhy, Option<&str>, &[u64]),
-    labels: &Labels,
-) {
-    let leaf = leaf.map(|l| crate::names::short(&no_breaks(l)).into_owned());
+fn unknown(out: &mut String, dump: &Dump, v: &Verdict, labels: &Labels) {
+    let Verdict::Unknown {
+        why,
+        leaf,
+        tasks,
+        ready: is_ready,
+    } = v
+    else {
+        return;
+    };
+    let leaf = leaf
+        .as_deref()
+        .map(|l| crate::names::short(&no_breaks(l)).into_owned());
     let leaf = leaf.as_deref().unwrap_or("its leaf");
     let _ = match why {
         UnknownWhy::NoChain => out.write_str("on what its chain would say: it was not decoded"),
@@ -377,6 +383,15 @@ fn unknown(
             "on {leaf}, ready less than {} ago (its wake-up may be on its way)",
             Dur(crate::model::verdicts::GRACE_NS)
         ),
+        UnknownWhy::ReadyUnconfirmed => {
+            let _ = write!(out, "on {leaf}, read ready (");
+            if let Some(r) = is_ready {
+                ready(out, r);
+            }
+            out.write_str(
+                ") after its state was: a wake-up may have come between (--stop or --samples tell)",
+            )
+        }
     };
 }
 
@@ -417,21 +432,14 @@ fn cause(out: &mut String, dump: &Dump, c: &Cause, labels: &Labels) {
             let _ = write!(out, "{} nothing can wake: ", tasks(n));
             no_waker(out, by);
         }
-        (
-            _,
-            Verdict::Unknown {
-                why,
-                leaf,
-                tasks: any,
-            },
-        ) => {
+        (_, what @ Verdict::Unknown { .. }) => {
             let _ = write!(
                 out,
                 "{} {} ",
                 tasks(n),
                 if n == 1 { "waits" } else { "wait" }
             );
-            unknown(out, dump, (*why, leaf.as_deref(), any), labels);
+            unknown(out, dump, what, labels);
         }
         (_, what) => {
             let _ = write!(out, "{}, ", tasks(n));
