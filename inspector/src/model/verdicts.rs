@@ -256,7 +256,8 @@ impl Verdict {
     }
 }
 
-/// Gives every task of `dump` its verdict (none for running and completed ones).
+/// Gives every task of `dump` its verdict: none for a running or completed one, but a running one
+/// in a wait cycle.
 pub fn judge(dump: &mut Dump) {
     let verdicts: Vec<Option<Box<Verdict>>> = {
         let judge = Judge::new(dump);
