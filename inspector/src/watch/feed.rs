@@ -66,7 +66,7 @@ fn follow(session: &mut Session, tx: &SyncSender<FeedEvent>, feed: &mut Feed) ->
         return e.to_string();
     }
     loop {
-        let dump = match session.next_update() {
+        let mut dump = match session.next_update() {
             Ok((dump, _)) => dump,
             Err(e) => return e.to_string(),
         };
@@ -74,6 +74,9 @@ fn follow(session: &mut Session, tx: &SyncSender<FeedEvent>, feed: &mut Feed) ->
             feed.recorder = None;
             let _ = tx.send(FeedEvent::RecordingStopped(e.to_string()));
         }
+        // Judged here, after recording (a recording keeps what the verdicts rest on, not them),
+        // and not on the screen's thread: at 100,000 tasks it is milliseconds an update.
+        dump.judge();
         // A screen that is behind skips this state: the next one holds all it says.
         match tx.try_send(FeedEvent::Snapshot(Box::new(dump))) {
             Ok(()) | Err(TrySendError::Full(_)) => {}

@@ -244,7 +244,8 @@ impl App {
     /// A new snapshot arrived. Returns the dumps no longer needed, for the caller to drop where it
     /// costs the screen nothing (freeing 100,000 tasks takes milliseconds).
     pub fn update(&mut self, mut dump: Dump, now: Instant) -> Vec<Arc<Dump>> {
-        // A live update has no verdicts yet; a document, or a recording's state, may.
+        // The feed judges live updates; a recording's state, or a document without verdicts,
+        // is judged here.
         if dump.tasks.iter().all(|t| t.verdict.is_none()) {
             dump.judge();
         }
